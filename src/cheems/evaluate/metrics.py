@@ -1,0 +1,130 @@
+"""CheemsBench metrics, exactly as DESIGN.md defines them.
+
+- every pair of a prompt's responses with different ranks is one comparison; the
+  better-ranked one is chosen;
+- a comparison is correct iff score(chosen) > score(rejected) (a tie in score is wrong);
+- a category's accuracy = correct comparisons / its comparisons; its exact match = share of
+  its prompts (with at least one comparison) whose comparisons are all correct;
+- a subset's accuracy / exact match = unweighted means over its main categories;
+- overall = mean over subsets of (accuracy + exact match) / 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from cheems.data.io import ScoreKey
+from cheems.data.schema import Record
+from cheems.errors import InputError
+
+
+@dataclass
+class PromptOutcome:
+    """The scored comparisons of one prompt."""
+
+    category: str
+    margins: list[float]  # score(chosen) - score(rejected), one per comparison
+
+    @property
+    def correct(self) -> int:
+        return sum(m > 0 for m in self.margins)
+
+
+def prompt_outcome(record: Record, scores: dict[ScoreKey, float], source: str = "scores") -> PromptOutcome:
+    """Score margins of every ranked pair of one (ranked) record."""
+    margins = []
+    for chosen, rejected in record.ranked_pairs():
+        try:
+            margins.append(scores[(record.id, chosen)] - scores[(record.id, rejected)])
+        except KeyError as e:
+            raise InputError(
+                f"no score for prompt '{record.id}' response '{e.args[0][1]}'",
+                path=source,
+                hint="score this bench file with the same model (cheems score) or pass --model",
+            ) from None
+    return PromptOutcome(category=record.main_category, margins=margins)
+
+
+@dataclass
+class GroupMetrics:
+    """Accuracy and exact match of one category or subset."""
+
+    accuracy: float
+    exact_match: float
+    n_prompts: int
+    n_pairs: int
+    categories: dict[str, "GroupMetrics"] = field(default_factory=dict)
+    ece: float | None = None
+
+    def to_dict(self) -> dict:
+        out: dict = {"accuracy": self.accuracy, "exact_match": self.exact_match, "n_prompts": self.n_prompts, "n_pairs": self.n_pairs}
+        if self.ece is not None:
+            out["ece"] = self.ece
+        if self.categories:
+            out["categories"] = {name: m.to_dict() for name, m in self.categories.items()}
+        return out
+
+
+def category_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
+    """Pooled accuracy and exact match of prompts that have at least one comparison."""
+    scored = [o for o in outcomes if o.margins]
+    n_pairs = sum(len(o.margins) for o in scored)
+    correct = sum(o.correct for o in scored)
+    exact = sum(o.correct == len(o.margins) for o in scored)
+    return GroupMetrics(
+        accuracy=correct / n_pairs if n_pairs else 0.0,
+        exact_match=exact / len(scored) if scored else 0.0,
+        n_prompts=len(scored),
+        n_pairs=n_pairs,
+    )
+
+
+def subset_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
+    """Per-category metrics and their unweighted mean over main categories with comparisons."""
+    by_category: dict[str, list[PromptOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.margins:
+            by_category[o.category].append(o)
+    categories = {name: category_metrics(group) for name, group in sorted(by_category.items())}
+    n = len(categories)
+    return GroupMetrics(
+        accuracy=sum(m.accuracy for m in categories.values()) / n if n else 0.0,
+        exact_match=sum(m.exact_match for m in categories.values()) / n if n else 0.0,
+        n_prompts=sum(m.n_prompts for m in categories.values()),
+        n_pairs=sum(m.n_pairs for m in categories.values()),
+        categories=categories,
+        ece=expected_calibration_error([m for o in outcomes for m in o.margins]),
+    )
+
+
+def overall(subsets: dict[str, GroupMetrics]) -> float:
+    """Mean over subsets of (accuracy + exact match) / 2."""
+    if not subsets:
+        return 0.0
+    return sum((m.accuracy + m.exact_match) / 2 for m in subsets.values()) / len(subsets)
+
+
+def expected_calibration_error(margins: list[float], n_bins: int = 5) -> float | None:
+    """ECE of score differences read as Bradley–Terry probabilities, as in the official code.
+
+    Pairs are binned by |margin| into ``n_bins`` equal-width bins over [0, max |margin|];
+    a bin's confidence is sigmoid(mean |margin|), its accuracy the share with margin > 0
+    (a score tie is wrong, as everywhere here). Only meaningful for BT-trained scores.
+    """
+    if not margins:
+        return None
+    sizes = [abs(m) for m in margins]
+    top = max(sizes)
+    bins: list[list[float]] = [[] for _ in range(n_bins)]
+    for m, size in zip(margins, sizes):
+        index = min(int(size / top * n_bins), n_bins - 1) if top > 0 else 0
+        bins[index].append(m)
+    ece = 0.0
+    for members in bins:
+        if members:
+            confidence = 1 / (1 + math.exp(-sum(abs(m) for m in members) / len(members)))
+            accuracy = sum(m > 0 for m in members) / len(members)
+            ece += len(members) / len(margins) * abs(accuracy - confidence)
+    return ece

@@ -1,0 +1,54 @@
+"""Human-readable tables of an evaluation (rich)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from cheems.evaluate.bench import EvalReport
+
+
+def report_table(report: EvalReport, title: str = "") -> Table:
+    """One table: each subset's categories, then the subset means, then the overall score."""
+    table = Table(title=title or None, show_lines=False)
+    for col in ("subset", "category", "accuracy", "exact match", "prompts", "pairs"):
+        table.add_column(col, justify="left" if col in ("subset", "category") else "right")
+    for name, subset in report.subsets.items():
+        for cat, m in subset.categories.items():
+            table.add_row(name, cat, f"{m.accuracy:.3f}", f"{m.exact_match:.3f}", str(m.n_prompts), str(m.n_pairs))
+        table.add_row(f"[bold]{name}[/]", "[bold]mean of categories[/]", f"[bold]{subset.accuracy:.3f}[/]",
+                      f"[bold]{subset.exact_match:.3f}[/]", str(subset.n_prompts), str(subset.n_pairs), end_section=True)
+    table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{report.overall:.3f}[/]", "", "", "")
+    return table
+
+
+def print_report(report: EvalReport, title: str = "", console: Console | None = None) -> None:
+    """Print the table, plus each subset's calibration error of score differences."""
+    console = console or Console()
+    console.print(report_table(report, title))
+    eces = [f"{name} {m.ece:.3f}" for name, m in report.subsets.items() if m.ece is not None]
+    if eces:
+        console.print("expected calibration error of score differences: " + ", ".join(eces))
+
+
+def report_markdown(report: EvalReport, title: str = "") -> str:
+    """The same table as markdown, for papers and issue threads."""
+    lines = [f"# {title}" if title else "# CheemsBench metrics", "",
+             "| subset | category | accuracy | exact match | prompts | pairs |", "|---|---|---:|---:|---:|---:|"]
+    for name, subset in report.subsets.items():
+        for cat, m in subset.categories.items():
+            lines.append(f"| {name} | {cat} | {m.accuracy:.3f} | {m.exact_match:.3f} | {m.n_prompts} | {m.n_pairs} |")
+        lines.append(f"| **{name}** | **mean of categories** | **{subset.accuracy:.3f}** | **{subset.exact_match:.3f}** "
+                     f"| {subset.n_prompts} | {subset.n_pairs} |")
+    lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{report.overall:.3f}**", ""]
+    return "\n".join(lines)
+
+
+def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
+    """Write ``report.json`` and ``report.md`` into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (folder / "report.md").write_text(report_markdown(report, title), encoding="utf-8")

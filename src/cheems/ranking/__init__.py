@@ -1,0 +1,5 @@
+"""Preference graph from comparisons, conflict resolution into ranks, conflict ratio."""
+
+from cheems.ranking.resolve import Resolution, ResolveStats, preference_graph, resolve_file_records, resolve_record
+
+__all__ = ["Resolution", "ResolveStats", "preference_graph", "resolve_file_records", "resolve_record"]

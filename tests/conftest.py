@@ -1,0 +1,27 @@
+"""Shared test fixtures: where the shared real data lives (skip with a reason when absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` next to the repository; tests that need it skip in a user's clone."""
+    path = SHARED / "data"
+    if not path.is_dir():
+        pytest.skip(f"real data not found at {path} (it sits beside the repository in the team's checkout)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def qwen2_tokenizer_dir() -> Path:
+    """The real Qwen2 tokenizer files (no weights) from ``../shared/models``."""
+    path = SHARED / "models" / "qwen2-tokenizer"
+    if not path.is_dir():
+        pytest.skip(f"Qwen2 tokenizer not found at {path}")
+    return path

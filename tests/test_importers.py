@@ -1,0 +1,314 @@
+"""Importers: real Chinese files from ../shared/data and small hand-written edge cases."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+
+import pytest
+
+from cheems.data.importers import FORMATS, guess_format, import_file
+from cheems.data.io import load_rows, read_records, write_records
+from cheems.errors import InputError
+
+
+def write_json(path, rows):
+    path.write_text(json.dumps(rows, ensure_ascii=False, indent=1), encoding="utf-8")
+    return path
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def first_format(path):
+    return guess_format(load_rows(path)[0][1])
+
+
+# ---------------------------------------------------------------- real files
+
+
+def test_oasst1_ranked(shared_data, tmp_path):
+    path = shared_data / "oasst1_zh" / "oaast_rm_zh.json"
+    assert first_format(path) == "ranked"
+    result = import_file(path)
+    recs = result.records
+    assert not result.skipped
+    # One record per prompt node: same instruction under other histories (or other trees) stays apart.
+    assert len(recs) == 775
+    assert sum(len(r.responses) for r in recs) == 1993
+    assert Counter(len(r.responses) for r in recs) == {2: 434, 3: 263, 4: 63, 5: 12, 6: 1, 8: 1, 10: 1}
+    assert len({r.id for r in recs}) == 775  # 18 trees rooted at "你好" get p-…, p-…-2, …
+    assert sum(len(r.ranked_pairs()) for r in recs) == 1809
+    assert Counter(type(r.input).__name__ for r in recs) == {"str": 383, "list": 392}
+    first = recs[0]
+    assert first.input == "布洛芬和对乙酰氨基酚的区别是？"
+    assert first.rank == {"r1": 1, "r2": 2, "r3": 3, "r4": 4}
+    assert first.response("r4").content == "能吃"
+    with_history = next(r for r in recs if not isinstance(r.input, str))
+    roles = [m.role for m in with_history.input]
+    assert roles[-1] == "user" and roles[:2] == ["user", "assistant"] and len(roles) % 2 == 1
+    # Round trip through the canonical reader keeps every record.
+    write_records(tmp_path / "o.jsonl", recs)
+    assert len(read_records(tmp_path / "o.jsonl").records) == 775
+
+
+def test_dpo_zh_demo_sharegpt(shared_data):
+    path = shared_data / "dpo_zh_demo" / "dpo_zh_demo.json"
+    assert first_format(path) == "pairwise"
+    recs = import_file(path, "pairwise").records
+    # 300 rows, 289 distinct conversations: repeated prompts group into one record.
+    assert len(recs) == 289
+    assert sum(len(r.comparisons) for r in recs) == 300
+    assert sum(len(r.responses) for r in recs) == 578  # repeated rows repeat the same pair
+    assert all(c.label == "a" and c.source == "import" for r in recs for c in r.comparisons)
+    chat = [r for r in recs if not isinstance(r.input, str)]
+    assert len(chat) == 62 and all([m.role for m in r.input] == ["system", "user"] for r in chat)
+    raw = json.loads(path.read_text(encoding="utf-8"))[0]
+    assert recs[0].input == raw["conversations"][0]["value"]
+    assert recs[0].response("r1").content == raw["chosen"]["value"]
+    assert recs[0].response("r2").content == raw["rejected"]["value"]
+
+
+def test_medicalgpt_files(shared_data):
+    folder = shared_data / "medicalgpt_dpo_zh"
+    for name, prompts, chats in (("dpo_zh_500.jsonl", 500, 84), ("medical_reward_test_100.jsonl", 100, 0)):
+        assert first_format(folder / name) == "pairwise"
+        recs = import_file(folder / name).records
+        assert len(recs) == prompts
+        assert sum(len(r.responses) for r in recs) == 2 * prompts
+        assert sum(not isinstance(r.input, str) for r in recs) == chats
+    med = import_file(folder / "medical_reward_test_100.jsonl").records[0]
+    assert med.input == "肛门病变可能是什么疾病的症状?"
+    assert [r.content for r in med.responses] == ["食管克罗恩病", "肛门病变可能与多种不同类型的病症有关。"]
+
+
+def test_gpt4_comparison_has_identical_pairs(shared_data):
+    path = shared_data / "gpt4_comparison_zh" / "comparison_gpt4_data_zh.first2403.json"
+    assert first_format(path) == "pairwise"
+    with pytest.raises(InputError) as e:
+        import_file(path)
+    assert "field 'rejected'" in str(e.value) and "same text" in str(e.value)
+    assert e.value.line is not None and str(e.value).startswith(f"{path}:{e.value.line}:")
+    result = import_file(path, skip_invalid=True)
+    assert len(result.skipped) == 20  # rows whose chosen == rejected, each reported
+    assert len(result.records) == 2383
+    assert result.records[0].input == "什么是三原色？"  # empty `input` adds nothing
+    # The reported line is where the offending row starts.
+    rows = dict(load_rows(path))
+    bad = rows[result.skipped[0].line]
+    assert bad["chosen"] == bad["rejected"]
+
+
+def test_jade_csv(shared_data):
+    for name, n in (("jade_alignment_hard_zh.csv", 150), ("jade_alignment_medium_zh.csv", 500)):
+        path = shared_data / "jade_safety_zh" / name
+        assert first_format(path) == "pairwise"
+        recs = import_file(path).records
+        assert len(recs) == n
+        assert all(r.id.startswith("p-") and r.category == [] for r in recs)
+        with path.open(encoding="utf-8") as f:
+            raw = next(csv.DictReader(f))
+        first = recs[0]
+        assert first.input == raw["问题"]
+        assert first.response("r1").content == raw["安全有用回答"]  # the safe answer is chosen
+        assert first.response("r2").content == raw["违规回答"]
+        assert first.comparisons[0].model_dump(exclude_none=True) == {"a": "r1", "b": "r2", "label": "a", "source": "import", "ID": "1"}
+
+
+# ---------------------------------------------------------------- pairwise, hand-written
+
+
+def test_pairwise_grouping_and_prompt_shapes(tmp_path):
+    rows = [
+        {"instruction": "翻译", "input": "你好", "chosen": "Hello", "rejected": "Hi there", "category": "翻译"},
+        {"prompt": "翻译\n你好", "chosen": "Hello", "rejected": "Yo"},  # same prompt -> same record
+        {"question": "天为什么是蓝的？", "response_chosen": "瑞利散射。", "response_rejected": "不知道。"},
+        {"messages": [{"role": "user", "content": "1+1=?"}], "chosen": {"role": "assistant", "content": "2"},
+         "rejected": {"role": "assistant", "content": "3"}},
+        {"instruction": "再说一遍", "history": [["你好", "你好！"]], "chosen": "你好！", "rejected": "不"},
+    ]
+    recs = import_file(write_jsonl(tmp_path / "p.jsonl", rows), "pairwise").records
+    assert len(recs) == 4
+    first = recs[0]
+    assert first.input == "翻译\n你好" and first.category == ["翻译"]
+    assert [(r.id, r.content) for r in first.responses] == [("r1", "Hello"), ("r2", "Hi there"), ("r3", "Yo")]
+    assert [(c.a, c.b, c.label) for c in first.comparisons] == [("r1", "r2", "a"), ("r1", "r3", "a")]
+    assert recs[1].input == "天为什么是蓝的？"
+    assert recs[2].input == "1+1=?"  # a lone user message is plain text
+    assert [m.model_dump() for m in recs[3].input] == [
+        {"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"},
+        {"role": "user", "content": "再说一遍"}]
+
+
+def test_pairwise_trl_conversational(tmp_path):
+    implicit = {"chosen": [{"role": "user", "content": "你是谁？"}, {"role": "assistant", "content": "我是助手。"}],
+                "rejected": [{"role": "user", "content": "你是谁？"}, {"role": "assistant", "content": "走开。"}]}
+    explicit = {"prompt": [{"role": "system", "content": "简短"}, {"role": "user", "content": "你是谁？"}],
+                "chosen": [{"role": "assistant", "content": "助手。"}],
+                "rejected": [{"role": "assistant", "content": "人。"}]}
+    recs = import_file(write_jsonl(tmp_path / "t.jsonl", [implicit, explicit])).records
+    assert recs[0].input == "你是谁？" and recs[0].response("r2").content == "走开。"
+    assert [m.role for m in recs[1].input] == ["system", "user"]
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"prompt": "问", "chosen": 3, "rejected": "b"}, "chosen"),
+    ({"prompt": "问", "chosen": "a", "rejected": {"from": "gpt", "value": None}}, "rejected.value"),
+    ({"conversations": [{"from": "human", "value": ["x"]}], "chosen": "a", "rejected": "b"}, "conversations[0].value"),
+    ({"prompt": "问", "chosen": "一样", "rejected": "一样"}, "rejected"),
+    ({"chosen": "a", "rejected": "b"}, "prompt"),
+    ({"prompt": "问", "chosen": "a"}, "rejected"),
+    ({"prompt": "  ", "chosen": "a", "rejected": "b"}, "prompt"),
+    ({"instruction": "问", "history": [["只有一半"]], "chosen": "a", "rejected": "b"}, "history[0]"),
+])
+def test_pairwise_bad_rows_name_file_line_field(tmp_path, row, field):
+    path = write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "好", "chosen": "a", "rejected": "b"}, row])
+    with pytest.raises(InputError) as e:
+        import_file(path, "pairwise")
+    assert str(e.value).startswith(f"{path}:2: field '{field}': ")
+
+
+def test_skip_invalid_keeps_good_rows_and_lists_bad(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"prompt": "甲", "chosen": "好", "rejected": "坏"}, ensure_ascii=False),
+        "{not json",
+        json.dumps({"prompt": "乙", "chosen": 1, "rejected": "坏"}, ensure_ascii=False),
+        json.dumps({"prompt": "甲", "chosen": "更好", "rejected": "坏"}, ensure_ascii=False),
+        json.dumps({"prompt": "丙", "chosen": "同", "rejected": "同"}, ensure_ascii=False),
+    ]) + "\n", encoding="utf-8")
+    result = import_file(path, "pairwise", skip_invalid=True)
+    assert [r.input for r in result.records] == ["甲"]
+    assert len(result.records[0].comparisons) == 2
+    assert [e.line for e in result.skipped] == [2, 3, 5]
+    assert all(str(e).startswith(f"{path}:") for e in result.skipped)
+    with pytest.raises(InputError):
+        import_file(path, "pairwise")
+
+
+def test_pairwise_conflicting_category(tmp_path):
+    rows = [{"prompt": "问", "chosen": "a", "rejected": "b", "category": "数学"},
+            {"prompt": "问", "chosen": "a", "rejected": "c", "category": "语文"}]
+    with pytest.raises(InputError, match=r":2: field 'category'"):
+        import_file(write_jsonl(tmp_path / "c.jsonl", rows), "pairwise")
+
+
+# ---------------------------------------------------------------- ranked
+
+
+def test_ranked_tie_groups_and_responses_key(tmp_path):
+    rows = [{"prompt": "选一个", "responses": ["最好", ["并列一", "并列二"], "最差"], "category": ["推理", "数学"], "id": "q1"},
+            {"instruction": "说", "input": "", "output": ["甲", "乙"], "history": []}]
+    path = write_json(tmp_path / "r.json", rows)
+    assert first_format(path) == "ranked"
+    recs = import_file(path).records
+    assert recs[0].id == "q1" and recs[0].category == ["推理", "数学"]
+    assert recs[0].rank == {"r1": 1, "r2": 2, "r3": 2, "r4": 3}
+    assert len(recs[0].ranked_pairs()) == 5  # 6 pairs minus the tie
+    assert recs[1].input == "说" and recs[1].rank == {"r1": 1, "r2": 2}
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"prompt": "问", "responses": []}, "responses"),
+    ({"prompt": "问", "responses": ["a", []]}, "responses[1]"),
+    ({"prompt": "问", "responses": ["a", ["b", 2]]}, "responses[1][1]"),
+    ({"instruction": "问", "output": "只有一个字符串"}, "output"),
+])
+def test_ranked_bad_rows(tmp_path, row, field):
+    path = write_jsonl(tmp_path / "bad.jsonl", [row])
+    with pytest.raises(InputError) as e:
+        import_file(path, "ranked")
+    assert str(e.value).startswith(f"{path}:1: field '{field}': ")
+
+
+def test_ranked_duplicate_explicit_id(tmp_path):
+    rows = [{"id": "x", "prompt": "一", "responses": ["a"]}, {"id": "x", "prompt": "二", "responses": ["b"]}]
+    with pytest.raises(InputError, match=r":2: field 'id': duplicate prompt id 'x'"):
+        import_file(write_jsonl(tmp_path / "d.jsonl", rows), "ranked")
+
+
+# ---------------------------------------------------------------- ratings
+
+
+def test_ratings_dense_ranks_with_ties(tmp_path):
+    row = {"prompt": "写诗", "responses": [
+        {"content": "甲", "score": 7, "model": "m1"}, {"text": "乙", "rating": 9.5, "id": "b"},
+        {"response": "丙", "score": 7}, {"content": "丁", "score": 1}]}
+    path = write_jsonl(tmp_path / "s.jsonl", [row])
+    assert first_format(path) == "ratings"
+    rec = import_file(path).records[0]
+    assert [r.id for r in rec.responses] == ["r1", "b", "r3", "r4"]
+    assert rec.rank == {"b": 1, "r1": 2, "r3": 2, "r4": 3}
+    assert rec.response("r1").model == "m1"
+    low = import_file(path, "ratings", lower_is_better=True).records[0]
+    assert low.rank == {"r4": 1, "r1": 2, "r3": 2, "b": 3}
+
+
+def test_ratings_parallel_lists(tmp_path):
+    path = write_jsonl(tmp_path / "s.jsonl", [{"input": "问", "responses": ["x", "y", "z"], "scores": [2, 2, 3]}])
+    rec = import_file(path).records[0]
+    assert rec.rank == {"r3": 1, "r1": 2, "r2": 2}
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"prompt": "问", "responses": ["x", "y"], "scores": [1]}, "scores"),
+    ({"prompt": "问", "responses": ["x", "y"], "scores": [1, "高"]}, "scores[1]"),
+    ({"prompt": "问", "responses": [{"content": "x", "score": float("nan")}]}, "responses[0].score"),
+    ({"prompt": "问", "responses": [{"content": "x", "rating": True}]}, "responses[0].rating"),
+    ({"prompt": "问", "responses": [{"content": "x"}]}, "responses[0].score"),
+    ({"prompt": "问", "responses": [{"content": 5, "score": 1}]}, "responses[0].content"),
+])
+def test_ratings_bad_rows(tmp_path, row, field):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")  # NaN is written as NaN
+    with pytest.raises(InputError) as e:
+        import_file(path, "ratings")
+    assert str(e.value).startswith(f"{path}:1: field '{field}': ")
+
+
+# ---------------------------------------------------------------- official, guessing, file errors
+
+
+def test_official_rows(tmp_path):
+    rows = [{"input": "问", "answer1": "甲", "answer2": "乙", "preference": 1},
+            {"input": "问", "answer1": "乙", "answer2": "丙", "preference": "tie"}]
+    path = write_jsonl(tmp_path / "off.jsonl", rows)
+    assert first_format(path) == "official"
+    recs = import_file(path).records
+    assert len(recs) == 1 and len(recs[0].responses) == 3
+    assert [c.label for c in recs[0].comparisons] == ["a", "tie"]
+    canon = write_jsonl(tmp_path / "canon.jsonl", [{"input": "问", "responses": [{"id": "a", "content": "x"}], "rank": {"a": 1}}])
+    assert import_file(canon).records[0].rank == {"a": 1}
+
+
+def test_guess_format_failures(tmp_path):
+    with pytest.raises(InputError) as e:
+        guess_format({"foo": 1})
+    assert all(f in e.value.hint for f in FORMATS)
+    path = write_jsonl(tmp_path / "x.jsonl", [{"foo": 1}])
+    with pytest.raises(InputError, match=r"x\.jsonl:1: cannot tell the format"):
+        import_file(path)
+
+
+def test_unknown_format_empty_and_missing_file(tmp_path):
+    good = write_jsonl(tmp_path / "g.jsonl", [{"prompt": "问", "chosen": "a", "rejected": "b"}])
+    with pytest.raises(InputError, match="unknown format 'dpo'") as e:
+        import_file(good, "dpo")
+    assert "pairwise" in e.value.hint
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match=r"empty\.jsonl:1: file is empty"):
+        import_file(empty, "pairwise")
+    with pytest.raises(InputError, match="no such file"):
+        import_file(tmp_path / "missing.json")
+
+
+def test_csv_pairwise_with_multiline_cells(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text('ID,问题,违规回答,安全有用回答\n7,"多行\n问题",坏,好\n8,问题二,同,同\n', encoding="utf-8")
+    result = import_file(path, skip_invalid=True)
+    assert result.records[0].input == "多行\n问题"
+    assert [(e.line, e.field) for e in result.skipped] == [(4, "违规回答")]

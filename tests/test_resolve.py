@@ -1,0 +1,140 @@
+"""Algorithm 1: preference graph, merged cycles, layered ranks, conflict ratio."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cheems.ranking import resolve_file_records, resolve_record
+from cheems.ranking.resolve import agrees
+from helpers import record
+
+
+def test_total_order_gives_consecutive_ranks_and_no_conflict():
+    res = resolve_record(record(3, [("r1", "r2", "a"), ("r2", "r3", "a")]))
+    assert res.rank == {"r1": 1, "r2": 2, "r3": 3}
+    assert (res.comparisons, res.conflicts) == (2, 0)
+
+
+def test_label_b_means_second_wins():
+    res = resolve_record(record(2, [("r1", "r2", "b")]))
+    assert res.rank == {"r2": 1, "r1": 2}
+
+
+def test_cycle_is_merged_into_one_rank_and_counts_as_conflict():
+    # r1>r2>r3>r1 is a cycle; r4 loses to r3. The cycle collapses to one super-node on top.
+    res = resolve_record(record(4, [("r1", "r2", "a"), ("r2", "r3", "a"), ("r3", "r1", "a"), ("r3", "r4", "a")]))
+    assert res.rank == {"r1": 1, "r2": 1, "r3": 1, "r4": 2}
+    assert res.conflicts == 3  # the three cycle edges now join equal ranks
+
+
+def test_tie_shares_rank_and_agrees():
+    res = resolve_record(record(3, [("r1", "r2", "tie"), ("r2", "r3", "a")]))
+    assert res.rank == {"r1": 1, "r2": 1, "r3": 2}
+    assert res.conflicts == 0
+
+
+def test_tie_merges_with_cycle_members_downstream():
+    # r1 = r2 tie, r2 > r3, r3 > r1: all one component.
+    res = resolve_record(record(3, [("r1", "r2", "tie"), ("r2", "r3", "a"), ("r3", "r1", "a")]))
+    assert set(res.rank.values()) == {1}
+    assert res.conflicts == 2  # the tie agrees, both strict comparisons disagree
+
+
+def test_layers_follow_longest_chain_not_shortest():
+    # r1>r2, r2>r3, r1>r3: r3 is in layer 3 although r1 beats it directly.
+    res = resolve_record(record(3, [("r1", "r3", "a"), ("r1", "r2", "a"), ("r2", "r3", "a")]))
+    assert res.rank == {"r1": 1, "r2": 2, "r3": 3}
+
+
+def test_disconnected_responses_land_in_top_layer_and_are_reported():
+    res = resolve_record(record(4, [("r1", "r2", "a")]))
+    assert res.rank == {"r1": 1, "r2": 2, "r3": 1, "r4": 1}
+    assert res.unmentioned == ["r3", "r4"]
+
+
+def test_two_components_ranked_independently_by_layer():
+    res = resolve_record(record(4, [("r1", "r2", "a"), ("r3", "r4", "b")]))
+    assert res.rank == {"r1": 1, "r2": 2, "r4": 1, "r3": 2}
+
+
+def test_self_comparison_does_not_move_ranks_but_strict_one_conflicts():
+    res = resolve_record(record(2, [("r1", "r1", "a"), ("r1", "r2", "a"), ("r2", "r2", "tie")]))
+    assert res.rank == {"r1": 1, "r2": 2}
+    assert (res.comparisons, res.conflicts) == (3, 1)
+
+
+def test_no_comparisons_puts_everything_at_rank_one():
+    assert resolve_record(record(3)).rank == {"r1": 1, "r2": 1, "r3": 1}
+
+
+def test_file_stats_pool_over_records_and_keep_existing_rank():
+    recs = [
+        record(3, [("r1", "r2", "a"), ("r2", "r3", "a"), ("r3", "r1", "a")], pid="a"),
+        record(2, [("r1", "r2", "a")], pid="b"),
+        record(2, rank={"r1": 2, "r2": 1}, pid="c"),
+    ]
+    out, stats, warnings = resolve_file_records(recs)
+    assert stats.to_dict() == {"records": 3, "comparisons": 4, "conflicts": 3, "conflict_ratio": 0.75}
+    assert out[2].rank == {"r1": 2, "r2": 1}
+    assert warnings == []
+
+
+labels = st.sampled_from(["a", "b", "tie"])
+
+
+@st.composite
+def random_records(draw):
+    n = draw(st.integers(1, 6))
+    ids = [f"r{i}" for i in range(1, n + 1)]
+    comps = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids), labels), max_size=15))
+    return record(n, comps)
+
+
+def brute_force_ranks(rec) -> dict[str, int]:
+    """The paper's loop literally: merge any cycle into a super-node until acyclic, then peel layers."""
+    groups = {r.id: frozenset([r.id]) for r in rec.responses}
+    edges = set()
+    for c in rec.comparisons:
+        if c.a != c.b:
+            edges |= {(c.a, c.b), (c.b, c.a)} if c.label == "tie" else {c.winner_loser()}
+    while True:
+        g = nx.DiGraph()
+        g.add_nodes_from(set(groups.values()))
+        g.add_edges_from((groups[u], groups[v]) for u, v in edges if groups[u] != groups[v])
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            break
+        merged = frozenset().union(*(u for u, _ in cycle))
+        groups = {rid: (merged if grp <= merged else grp) for rid, grp in groups.items()}
+    rank, layer = {}, 1
+    while g.number_of_nodes():
+        top = [n for n in g.nodes if g.in_degree(n) == 0]
+        for node in top:
+            for rid in node:
+                rank[rid] = layer
+        g.remove_nodes_from(top)
+        layer += 1
+    return rank
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_records())
+def test_matches_literal_cycle_merging(rec):
+    res = resolve_record(rec)
+    assert res.rank == brute_force_ranks(rec)
+    assert sorted(set(res.rank.values())) == list(range(1, max(res.rank.values()) + 1))  # consecutive from 1
+    assert res.conflicts == sum(not agrees(c, res.rank) for c in rec.comparisons)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(["r1", "r2", "r3", "r4", "r5"]))
+def test_consistent_comparisons_never_conflict(order):
+    comps = [(order[i], order[j], "a") for i, j in itertools.combinations(range(5), 2)]
+    res = resolve_record(record(5, comps))
+    assert res.conflicts == 0
+    assert [res.rank[r] for r in order] == [1, 2, 3, 4, 5]
