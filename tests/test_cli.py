@@ -92,13 +92,14 @@ def test_score_then_eval_with_scores_and_with_model_agree(tmp_path):
     scores, j1, j2 = tmp_path / "s.jsonl", tmp_path / "a.json", tmp_path / "b.json"
     assert cheems("score", "--model", "length", "--bench", bench, "-o", scores, "--no-cache").returncode == 0
     rows = [json.loads(l) for l in scores.read_text().splitlines()]
-    assert {(r["response_id"], r["score"]) for r in rows} == {("r1", 3.0), ("r2", 3.0), ("r3", 3.0)}
+    assert {(r["response_id"], r["score"]) for r in rows} == {("r1", 4.0), ("r2", 4.0), ("r3", 3.0)}  # characters
     r1 = cheems("eval", "--bench", bench, "--scores", scores, "--output-json", j1)
     r2 = cheems("eval", "--bench", bench, "--model", "length", "--output-json", j2, "--no-cache", "--report", tmp_path / "rep")
     assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
     out = json.loads(j1.read_text())
     assert out == json.loads(j2.read_text())
-    assert out["subsets"]["open"]["categories"]["数学"]["accuracy"] == 0.0  # equal lengths: every score tie is wrong
+    cat = out["subsets"]["open"]["categories"]["数学"]
+    assert cat["accuracy"] == pytest.approx(2 / 3) and cat["exact_match"] == 0.0  # r1 ~ r2 tie in score: wrong
     assert "overall" in r1.stdout and (tmp_path / "rep" / "report.md").exists()
 
 

@@ -1,0 +1,106 @@
+"""The scorer protocol, the item a scorer scores, and helpers every scorer shares.
+
+Nothing here imports torch: the all-cache-hits path of ``score_records`` must stay fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol, runtime_checkable
+
+from cheems.data.schema import Message
+
+Prompt = str | list[Message]
+ScoreItem = tuple[Prompt, str]  # (prompt, response)
+
+# Bumped when a change in this package changes the scores a given model gives, so old cache
+# entries stop matching (it is part of every model scorer's fingerprint).
+SCORING_VERSION = 1
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Anything that gives each (prompt, response) a number; higher = better."""
+
+    name: str
+
+    def fingerprint(self) -> str:
+        """Identity of the scores this scorer gives (model files + settings); cheap, loads no weights."""
+        ...
+
+    def score(self, items: Sequence[ScoreItem]) -> list[float]:
+        """One score per item, in the order given."""
+        ...
+
+
+def prompt_messages(prompt: Prompt | list[dict[str, str]]) -> list[dict[str, str]]:
+    """The prompt as a chat list of ``{"role", "content"}`` dicts (a plain string is one user turn)."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return [m if isinstance(m, dict) else {"role": m.role, "content": m.content} for m in prompt]
+
+
+def prompt_text(prompt: Prompt | list[dict[str, str]]) -> str:
+    """The prompt as plain text, for models without a chat template (turns as ``role: content`` lines)."""
+    if isinstance(prompt, str):
+        return prompt
+    messages = prompt_messages(prompt)
+    if len(messages) == 1 and messages[0]["role"] == "user":
+        return messages[0]["content"]
+    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+
+
+def item_digest(item: ScoreItem) -> str:
+    """sha256 of the JSON of (prompt, response): the item's half of a cache key."""
+    prompt, response = item
+    prompt_json: Any = prompt if isinstance(prompt, str) else prompt_messages(prompt)
+    data = json.dumps([prompt_json, response], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def digest(parts: Any) -> str:
+    """Stable sha256 of a JSON-able description (used to build fingerprints)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest first.
+
+    Sorting makes padding nearly free; a batch holds at most ``batch_size`` items and at most
+    ``max_tokens`` padded tokens, so long texts come in smaller batches (bounded memory). Longest
+    first means an out-of-memory error shows up on the first batch, not after an hour.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+# Progress reporting without widening the Scorer protocol: ``score_records`` installs a hook
+# for the duration of one ``score`` call and model scorers call ``advance`` after each batch.
+_progress_hook: ContextVar[Callable[[int], None] | None] = ContextVar("cheems_progress_hook", default=None)
+
+
+def advance(n: int) -> None:
+    """Tell whoever is watching (a progress bar, maybe) that ``n`` more items are scored."""
+    hook = _progress_hook.get()
+    if hook is not None:
+        hook(n)
+
+
+@contextmanager
+def progress_hook(hook: Callable[[int], None]) -> Iterator[None]:
+    """Route ``advance`` calls made inside this block to ``hook``."""
+    token = _progress_hook.set(hook)
+    try:
+        yield
+    finally:
+        _progress_hook.reset(token)

@@ -1,0 +1,140 @@
+"""On-disk score cache (SQLite) and ``score_records``, which scores only what the cache lacks.
+
+Key = (scorer fingerprint, sha256 of the JSON of (prompt, response)), value = the score. The
+same response under the same prompt gets one score whatever file or prompt id it comes from.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
+from pathlib import Path
+
+from cheems.data.io import ScoreKey
+from cheems.data.schema import Record
+from cheems.errors import InputError
+from cheems.models.base import Scorer, ScoreItem, item_digest, progress_hook
+
+_CHUNK = 900  # bound on SQL variables per query (old SQLite builds allow 999)
+PROGRESS_AFTER_S = 2.0  # a progress bar appears only when scoring takes longer than this
+
+
+def default_cache_path() -> Path:
+    """``$CHEEMS_CACHE_DIR/scores.sqlite``, else ``~/.cache/cheems/scores.sqlite``."""
+    root = os.environ.get("CHEEMS_CACHE_DIR")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "cheems") / "scores.sqlite"
+
+
+class ScoreCache:
+    """Scores on disk, keyed by scorer fingerprint and item digest. Safe across processes (WAL)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the one writer
+            conn.execute("CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, item TEXT NOT NULL, "
+                         "score REAL, PRIMARY KEY (fingerprint, item)) WITHOUT ROWID")
+            return conn
+        except (OSError, sqlite3.Error) as e:
+            raise InputError(f"cannot open the score cache: {e}", path=str(self.path),
+                             hint="pass another --cache file, or --no-cache") from None
+
+    def get_many(self, fingerprint: str, digests: Iterable[str]) -> dict[str, float]:
+        """Cached scores of these item digests (missing ones are simply absent)."""
+        wanted = list(dict.fromkeys(digests))
+        if not wanted or not self.path.exists():
+            return {}
+        found: dict[str, float] = {}
+        with closing(self._connect()) as conn:
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                # NaN is stored as NULL by SQLite: treat it as a miss.
+                rows = conn.execute(f"SELECT item, score FROM scores WHERE fingerprint = ? AND item IN ({marks}) "
+                                    "AND score IS NOT NULL", [fingerprint, *chunk])
+                found.update(rows)
+        return found
+
+    def put_many(self, fingerprint: str, scores: Mapping[str, float]) -> None:
+        """Store scores of item digests (one transaction; existing entries are replaced)."""
+        if not scores:
+            return
+        with closing(self._connect()) as conn, conn:
+            conn.executemany("INSERT OR REPLACE INTO scores (fingerprint, item, score) VALUES (?, ?, ?)",
+                             [(fingerprint, d, float(s)) for d, s in scores.items()])
+
+
+class _DelayedBar:
+    """A rich progress bar that only appears once the work has run for ``PROGRESS_AFTER_S``."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.total, self.label, self.done = total, label, 0
+        self.start = time.monotonic()
+        self.bar = None
+        self.task = None
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if self.bar is None and time.monotonic() - self.start > PROGRESS_AFTER_S:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                console=Console(stderr=True))
+            self.bar.start()
+            self.task = self.bar.add_task(f"scoring with {self.label}", total=self.total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _score(scorer: Scorer, items: Sequence[ScoreItem], progress: bool) -> list[float]:
+    if not progress:
+        return scorer.score(items)
+    bar = _DelayedBar(len(items), scorer.name)
+    try:
+        with progress_hook(bar.advance):
+            return scorer.score(items)
+    finally:
+        bar.close()
+
+
+def score_records(records: list[Record], scorer: Scorer, *, cache: ScoreCache | None = None,
+                  progress: bool = True) -> dict[ScoreKey, float]:
+    """Score every response of every record: ``{(prompt_id, response_id): score}``.
+
+    Cached scores are reused; the misses (each distinct (prompt, response) once) go to the scorer
+    in one call, so it can batch by length across records, and are written back to the cache.
+    """
+    keys: list[ScoreKey] = []
+    items: list[ScoreItem] = []
+    for record in records:
+        for response in record.responses:
+            keys.append((record.id, response.id))
+            items.append((record.input, response.content))
+    digests = [item_digest(item) for item in items]
+    fingerprint = scorer.fingerprint() if cache is not None else ""
+    known = cache.get_many(fingerprint, digests) if cache is not None else {}
+    todo: dict[str, ScoreItem] = {}
+    for d, item in zip(digests, items):
+        if d not in known:
+            todo.setdefault(d, item)
+    if todo:
+        scored = _score(scorer, list(todo.values()), progress)
+        if len(scored) != len(todo):
+            raise RuntimeError(f"scorer {scorer.name} returned {len(scored)} scores for {len(todo)} items")
+        new = dict(zip(todo, scored))
+        known.update(new)
+        if cache is not None:
+            cache.put_many(fingerprint, new)
+    return {key: known[d] for key, d in zip(keys, digests)}
