@@ -191,6 +191,11 @@ def demo(
     run_demo(output, model, console)
 
 
+from cheems.cli.train import train  # noqa: E402 - the command lives in its own module
+
+app.command()(train)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:

@@ -1,0 +1,27 @@
+"""Reward-model training: training pairs, greedy prompt-grouped batching, listwise BT loss."""
+
+from cheems.train.batching import (
+    EpochPlan,
+    Item,
+    PromptGroup,
+    batch_pairs,
+    greedy_batches,
+    plan_epoch,
+    prompt_groups,
+    shard_batches,
+)
+from cheems.train.loss import listwise_bt_loss
+from cheems.train.pairs import training_pairs
+
+__all__ = [
+    "EpochPlan",
+    "Item",
+    "PromptGroup",
+    "batch_pairs",
+    "greedy_batches",
+    "listwise_bt_loss",
+    "plan_epoch",
+    "prompt_groups",
+    "shard_batches",
+    "training_pairs",
+]
