@@ -30,7 +30,7 @@ from cheems.data.importers import import_file
 from cheems.data.schema import Record
 from cheems.models import ScoreCache, load_scorer, score_records
 from cheems.models.base import prompt_text
-from cheems.models.hf import autocast_dtype, cpu_has_native_bf16
+from cheems.models.hf import autocast_dtype, cpu_has_native_bf16, pick_device
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst1_zh" / "oaast_rm_zh.json"
 
@@ -114,30 +114,24 @@ def main() -> None:
 
     cache = ScoreCache(Path(tempfile.mkdtemp(prefix="cheems-bench-")) / "scores.sqlite")
     shards = [records[i::args.rounds] for i in range(args.rounds)]
-    cheems_s = naive_s = cheems_cpu = naive_cpu = 0.0  # wall and CPU (process) seconds
+    totals = {"cheems": [0.0, 0.0], "naive": [0.0, 0.0]}  # wall and CPU (process) seconds
     cheems: dict = {}
     naive: dict = {}
     naive_lengths: dict = {}
     for i, shard in enumerate(shards):
-        def run_cheems() -> tuple[float, float]:
+        runs = {"cheems": lambda: score_records(shard, scorer, cache=cache, progress=False),
+                "naive": lambda: naive_scores(naive_model, scorer.tokenizer, shard, args.max_length)}
+        for name in ("naive", "cheems") if i % 2 else ("cheems", "naive"):
             wall, cpu = time.perf_counter(), time.process_time()
-            cheems.update(score_records(shard, scorer, cache=cache, progress=False))
-            return time.perf_counter() - wall, time.process_time() - cpu
-
-        def run_naive() -> tuple[float, float]:
-            wall, cpu = time.perf_counter(), time.process_time()
-            result = naive_scores(naive_model, scorer.tokenizer, shard, args.max_length)
-            elapsed = time.perf_counter() - wall, time.process_time() - cpu
-            naive.update({k: v[0] for k, v in result.items()})
-            naive_lengths.update({k: v[1] for k, v in result.items()})
-            return elapsed
-
-        for run in ((run_naive, run_cheems) if i % 2 else (run_cheems, run_naive)):
-            wall, cpu = run()
-            if run is run_cheems:
-                cheems_s, cheems_cpu = cheems_s + wall, cheems_cpu + cpu
+            result = runs[name]()
+            totals[name][0] += time.perf_counter() - wall
+            totals[name][1] += time.process_time() - cpu
+            if name == "cheems":
+                cheems.update(result)
             else:
-                naive_s, naive_cpu = naive_s + wall, naive_cpu + cpu
+                naive.update({k: v[0] for k, v in result.items()})
+                naive_lengths.update({k: v[1] for k, v in result.items()})
+    (cheems_s, cheems_cpu), (naive_s, naive_cpu) = totals["cheems"], totals["naive"]
 
     start = time.perf_counter()
     cached = score_records(records, load_scorer(args.model, batch_size=args.batch_size, max_length=args.max_length), cache=cache)
@@ -150,15 +144,15 @@ def main() -> None:
         bf16 = load_scorer(args.model, batch_size=args.batch_size, max_length=args.max_length, dtype="bf16")
         sample_items = [(r.input, x.content) for r in sample for x in r.responses]
         sample_tokens = sum(len(ids) for ids, _ in bf16.encode(sample_items))
-        bf16.model
+        bf16.model  # load outside the timing
         start = time.perf_counter()
         score_records(sample, bf16, progress=False)
         bf16_row = (len(sample_items), sample_tokens / (time.perf_counter() - start))
 
     untruncated = [abs(cheems[k] - naive[k]) for k, length in naive_lengths.items() if length < args.max_length]
     naive_tokens = sum(naive_lengths.values())
-    device = torch.device(scorer._device).type
-    amp = autocast_dtype(scorer._device, "auto")
+    device = pick_device(None)
+    amp = autocast_dtype(device, "auto")
     print(f"machine: {os.cpu_count()} cores ({cpu_model()}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"native bf16: {cpu_has_native_bf16()}")
     print(f"data: {len(records)} prompts, {n} responses; model {args.model}, max_length {args.max_length}, "

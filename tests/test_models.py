@@ -33,6 +33,12 @@ def bert(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("bert"))
 
 
+@pytest.fixture
+def big_batches(monkeypatch):
+    """Put all test items in one padded batch (the CPU default keeps batches small)."""
+    monkeypatch.setattr(hf, "CPU_BATCH_TOKENS", 10**6)
+
+
 def variant(src: Path, dst: Path, **tokenizer_config) -> Path:
     """A copy of a model folder with some tokenizer_config.json keys changed."""
     shutil.copytree(src, dst)
@@ -55,7 +61,7 @@ def last_token_reward(model_dir: Path, ids: list[int]) -> float:
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
-def test_causal_score_does_not_depend_on_padding(qwen, tmp_path, side):
+def test_causal_score_does_not_depend_on_padding(qwen, tmp_path, side, big_batches):
     folder = variant(qwen, tmp_path / side, padding_side=side)
     scorer = load_scorer(str(folder), batch_size=64, dtype="fp32")
     batch = scorer.score([LONG, MEDIUM, SHORT, LONG[::-1]])
@@ -68,7 +74,7 @@ def test_causal_score_does_not_depend_on_padding(qwen, tmp_path, side):
         assert reference(input_ids=torch.tensor([ids])).logits[0, 0].item() == pytest.approx(alone[1], abs=1e-5)
 
 
-def test_causal_score_is_right_when_pad_is_eos(qwen, tmp_path):
+def test_causal_score_is_right_when_pad_is_eos(qwen, tmp_path, big_batches):
     # pad == eos and every text ends in eos: guessing the last token from pad ids would be wrong.
     folder = variant(qwen, tmp_path / "pad-eos", pad_token="<|im_end|>")
     template = (folder / "chat_template.jinja").read_text()
@@ -149,7 +155,7 @@ def test_encoder_truncation_cuts_the_prompt_and_keeps_the_response(bert):
     assert len(ids) == 512
 
 
-def test_encoder_score_does_not_depend_on_padding(bert):
+def test_encoder_score_does_not_depend_on_padding(bert, big_batches):
     scorer = load_scorer(str(bert), batch_size=64, dtype="fp32")
     batch = scorer.score([LONG, MEDIUM, SHORT])
     alone = [scorer.score([item])[0] for item in (LONG, MEDIUM, SHORT)]
@@ -243,6 +249,14 @@ def test_missing_backbone_package_names_the_install(monkeypatch):
 
 
 # ---------------------------------------------------------------- baselines
+
+
+def test_length_batches_sort_and_cap():
+    from cheems.models.base import length_batches
+
+    assert length_batches([5, 300, 10, 290, 7], batch_size=2, max_tokens=1000) == [[1, 3], [2, 4], [0]]
+    assert length_batches([5, 300, 10, 290, 7], batch_size=8, max_tokens=600) == [[1, 3], [2, 4, 0]]
+    assert length_batches([900], batch_size=8, max_tokens=10) == [[0]]  # one item always fits
 
 
 def test_length_scorer():

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_text
-from cheems.models.hf import TOKENS_PER_ITEM, autocast, autocast_dtype, collate, effective_max_length, load_tokenizer, pick_device
+from cheems.models.hf import (autocast, autocast_dtype, batch_token_budget, collate, effective_max_length, load_tokenizer,
+                              pick_device)
 
 if TYPE_CHECKING:
     import torch
@@ -60,8 +61,9 @@ class SimilarityScorer:
         rows = [(ids, None) for ids in enc["input_ids"]]
         out = torch.empty((len(texts), self._model.config.hidden_size))
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        budget = batch_token_budget(self._device, self.batch_size, limit)
         with torch.inference_mode(), autocast(self._device, self._amp):
-            for batch in length_batches([len(r[0]) for r in rows], self.batch_size, self.batch_size * TOKENS_PER_ITEM):
+            for batch in length_batches([len(r[0]) for r in rows], self.batch_size, budget):
                 inputs = collate([rows[i] for i in batch], pad_id, self._device)
                 hidden = self._model(**inputs).last_hidden_state.float()
                 mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
