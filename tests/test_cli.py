@@ -125,3 +125,13 @@ def test_official_pairwise_rows_are_read_unchanged(tmp_path):
     rec = json.loads(out.read_text())
     by_text = {r["content"]: rec["rank"][r["id"]] for r in rec["responses"]}
     assert by_text == {"好": 1, "中": 1, "差": 2}
+
+
+def test_demo_without_training_runs_offline(tmp_path):
+    result = cheems("demo", "-o", tmp_path / "demo", "--no-train", "-m", "length")
+    assert result.returncode == 0, result.stderr
+    assert "overall" in result.stdout
+    metrics = json.loads((tmp_path / "demo" / "metrics.length.json").read_text())
+    assert set(metrics["subsets"]) == {"open", "human"}
+    stats = json.loads((tmp_path / "demo" / "bench" / "open.conflicts.json").read_text())
+    assert 0 < stats["conflict_ratio"] < 0.5

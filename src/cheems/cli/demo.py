@@ -46,7 +46,7 @@ def score_and_evaluate(model: str, bench_files: list[Path], output: Path, consol
     bench = load_bench(bench_files)
     scorer = load_scorer(model)
     scores = score_records([r for recs in bench.values() for r in recs], scorer, cache=ScoreCache(output / "scores.sqlite"))
-    slug = model.replace(":", "-").replace("/", "_")
+    slug = Path(model).name if Path(model).is_dir() else model.replace(":", "-").replace("/", "_")
     write_scores(output / f"scores.{slug}.jsonl", scores)
     report = evaluate(bench, scores, model)
     (output / f"metrics.{slug}.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -54,14 +54,30 @@ def score_and_evaluate(model: str, bench_files: list[Path], output: Path, consol
     return report
 
 
-def run_demo(output: Path, model: str, console: Console) -> dict[str, float]:
-    """Resolve the sample, score it with the length baseline and a small Chinese model, evaluate both."""
+def train_on_open(bench_files: list[Path], output: Path, console: Console) -> str:
+    """Train m3e-small on the ``open`` subset (``human`` stays held out); return the model folder."""
+    from cheems.train.config import load_config
+    from cheems.train.trainer import train
+
+    console.rule("step 4 · train a reward model on the open subset (human is held out)")
+    folder = output / "rm"
+    config = load_config(None, {"data": [str(bench_files[0])], "output": str(folder), "max_length": 256, "epochs": 2})
+    train(config, console=console)
+    return str(folder)
+
+
+def run_demo(output: Path, model: str, console: Console, train: bool = True) -> dict[str, float]:
+    """Resolve the sample, score it with the length baseline and a small Chinese model, evaluate both;
+    then train m3e-small on the open subset and evaluate it too."""
     console.rule("cheems demo: a CheemsBench-style evaluation on the shipped sample")
     console.print("sample: Chinese prompts across 8 categories with simulated annotator comparisons (illustrative, not human-annotated)")
     bench_files = resolve_sample(output, console)
     results = {}
     for step, name in enumerate(("length", model), start=2):
         results[name] = score_and_evaluate(name, bench_files, output, console, step).overall
+    if train:
+        folder = train_on_open(bench_files, output, console)
+        results["m3e-small trained on open"] = score_and_evaluate(folder, bench_files, output, console, 5).overall
     summary = Table(title="summary: overall = mean over subsets of (accuracy + exact match) / 2")
     summary.add_column("scorer")
     summary.add_column("overall", justify="right")

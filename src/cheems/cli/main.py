@@ -184,11 +184,12 @@ def eval_(
 def demo(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
     model: Annotated[str, typer.Option("--model", "-m", help="The small Chinese model to score with.")] = "similarity:m3e-small",
+    no_train: Annotated[bool, typer.Option("--no-train", help="Skip the training step (about a minute on 2 CPU cores).")] = False,
 ) -> None:
-    """Run the whole job offline on the shipped sample: resolve, score, evaluate."""
+    """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
     from cheems.cli.demo import run_demo
 
-    run_demo(output, model, console)
+    run_demo(output, model, console, train=not no_train)
 
 
 from cheems.cli.train import train  # noqa: E402 - the command lives in its own module
