@@ -22,5 +22,8 @@ demo: setup
 test: setup
 	$(PY) -m pytest
 
+# The benchmarks need TRL for the training comparison; each script's docstring has its options.
 bench: setup
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/score_throughput.py
+	$(PY) benchmarks/train_speed.py

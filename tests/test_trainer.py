@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from cheems.data.io import read_records
 from cheems.models.backbones import locate_model
 from cheems.train.config import load_config
-from cheems.train.pairs import training_pairs
+from cheems.ranking.pairs import training_pairs
 from cheems.train.trainer import RewardEncoder, build_training_set, latest_checkpoint, score_with_model, train
 
 tiny_models = pytest.importorskip("tiny_models")
@@ -315,3 +315,30 @@ def test_two_process_cpu_run_matches_one_process_with_accumulation(tiny_bert, tm
     a, b = weights(out), weights(tmp_path / "one")
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-5, rtol=1e-4), name
+
+
+# ---------------------------------------------------------------- chunked forward
+def test_chunked_forward_gives_the_same_rewards_and_gradients(tiny_bert):
+    from cheems.train.model import load_reward_model
+    from cheems.train.trainer import chunk_budget, forward_rewards
+
+    source = locate_model(str(tiny_bert))
+    encoder = RewardEncoder(source, 512)
+    model, tokenizer = load_reward_model(source.location, pooling="cls", tokenizer=encoder.tokenizer)
+    model.eval()  # no dropout: both paths must agree exactly
+    texts = [("问题" * n, "回答" * (3 * n + 1)) for n in (1, 9, 2, 30, 5, 14)]
+    rows = [e.features for e in encoder.encode(texts)]
+    results = []
+    for budget in (0, 40, 10_000):
+        model.zero_grad()
+        rewards = forward_rewards(model, rows, tokenizer.pad_token_id, "cpu", budget)
+        (rewards * torch.arange(1.0, len(rows) + 1)).sum().backward()  # order-sensitive
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append((rewards.detach(), grads))
+    for rewards, grads in results[1:]:
+        torch.testing.assert_close(rewards, results[0][0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(grads, results[0][1], rtol=1e-4, atol=1e-5)
+    assert chunk_budget(-1, torch.device("cpu"), 1) > 0  # auto: chunks on one CPU process
+    assert chunk_budget(-1, torch.device("cpu"), 2) == 0  # one pass under DDP
+    assert chunk_budget(-1, torch.device("cuda"), 1) == 0
+    assert chunk_budget(256, torch.device("cuda"), 4) == 256

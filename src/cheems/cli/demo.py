@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from cheems.data.io import read_records, write_records, write_scores
-from cheems.evaluate import EvalReport, evaluate, load_bench
+from cheems.evaluate import EvalReport, evaluate, load_bench, score_bench
 from cheems.evaluate.report import print_report
-from cheems.models import ScoreCache, load_scorer, score_records
+from cheems.models import ScoreCache, load_scorer
 from cheems.ranking import resolve_file_records
 
 SUBSETS = ("open", "human")
@@ -44,8 +44,7 @@ def resolve_sample(output: Path, console: Console) -> list[Path]:
 def score_and_evaluate(model: str, bench_files: list[Path], output: Path, console: Console, step: int) -> EvalReport:
     """Score the bench with one model, write its scores and metrics, print the table."""
     bench = load_bench(bench_files)
-    scorer = load_scorer(model)
-    scores = score_records([r for recs in bench.values() for r in recs], scorer, cache=ScoreCache(output / "scores.sqlite"))
+    scores = score_bench(bench, load_scorer(model), ScoreCache(output / "scores.sqlite"))
     slug = Path(model).name if Path(model).is_dir() else model.replace(":", "-").replace("/", "_")
     write_scores(output / f"scores.{slug}.jsonl", scores)
     report = evaluate(bench, scores, model)

@@ -104,6 +104,27 @@ def resolve(
                   f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}")
 
 
+@app.command()
+def split(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="Record file (any format read_records reads).")],
+    train: Annotated[Path, typer.Option("--train", help="Output JSONL for the training split.")],
+    test: Annotated[Path, typer.Option("--test", help="Output JSONL for the held-out split.")],
+    test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", min=0.0, max=1.0)] = 0.2,
+    seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
+    from cheems.data.io import read_records, write_records
+    from cheems.data.split import split_records
+
+    result = read_records(source, skip_invalid=skip_invalid)
+    report_skipped(result.skipped)
+    train_records, test_records = split_records(result.records, test_fraction, seed)
+    write_records(train, train_records)
+    write_records(test, test_records)
+    console.print(f"{len(train_records)} prompts -> {train}, {len(test_records)} held out -> {test}")
+
+
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); 'm3e-small' = the packaged backbone.")]
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
 BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
@@ -116,11 +137,11 @@ DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (
 def compute_scores(model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool,
                    device: str | None) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
-    from cheems.models import ScoreCache, load_scorer, score_records
+    from cheems.evaluate import score_bench
+    from cheems.models import ScoreCache, load_scorer
 
     scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
-    records = [r for recs in bench.values() for r in recs]
-    return score_records(records, scorer, cache=None if no_cache else ScoreCache(cache))
+    return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
 
 
 @app.command()
@@ -195,6 +216,7 @@ def demo(
 from cheems.cli.train import train  # noqa: E402 - the command lives in its own module
 
 app.command()(train)
+
 
 
 def main() -> None:

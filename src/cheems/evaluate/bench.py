@@ -8,6 +8,7 @@ from pathlib import Path
 from cheems.data.io import ScoreKey, read_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
+from cheems.models import ScoreCache, Scorer, score_records
 from cheems.evaluate.metrics import GroupMetrics, overall, prompt_outcome, subset_metrics
 from cheems.ranking import resolve_file_records
 
@@ -36,6 +37,11 @@ def load_bench(paths: list[str | Path]) -> dict[str, list[Record]]:
             records = [resolved.get(r.id, r) for r in records]
         bench[name] = records
     return bench
+
+
+def score_bench(bench: dict[str, list[Record]], scorer: Scorer, cache: ScoreCache | None) -> dict[ScoreKey, float]:
+    """Score every response of every subset in one call (so length bucketing spans the whole bench)."""
+    return score_records([r for records in bench.values() for r in records], scorer, cache=cache)
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Preference graph from comparisons, conflict resolution into ranks, conflict ratio."""
+"""Preference graph from comparisons, conflict resolution into ranks, conflict ratio, training pairs."""
 
+from cheems.ranking.pairs import training_pairs
 from cheems.ranking.resolve import Resolution, ResolveStats, preference_graph, resolve_file_records, resolve_record
 
-__all__ = ["Resolution", "ResolveStats", "preference_graph", "resolve_file_records", "resolve_record"]
+__all__ = ["Resolution", "ResolveStats", "preference_graph", "resolve_file_records", "resolve_record", "training_pairs"]

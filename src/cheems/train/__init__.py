@@ -11,7 +11,7 @@ from cheems.train.batching import (
     shard_batches,
 )
 from cheems.train.loss import listwise_bt_loss
-from cheems.train.pairs import training_pairs
+from cheems.ranking.pairs import training_pairs
 
 __all__ = [
     "EpochPlan",

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cheems.data.schema import Record
-from cheems.train.pairs import training_pairs
+from cheems.ranking.pairs import training_pairs
 
 Item = tuple[int, str]
 """One forward pass: (prompt index, response id)."""

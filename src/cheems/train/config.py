@@ -70,6 +70,11 @@ class TrainConfig:
     bf16: bool | str = "auto"
     """``auto``: bf16 autocast on CPU and on GPUs that support it, fp32 elsewhere."""
     gradient_checkpointing: bool = False
+    chunk_tokens: int = -1
+    """Forward each batch in length-sorted chunks of at most this many padded tokens, with one
+    loss and one backward over the whole batch (same pairs, same loss, far less padding).
+    ``-1`` (auto): 1024 on a single CPU process (measured ~3.8x faster than one padded pass of
+    16 oasst1_zh responses), one pass elsewhere; ``0``: always one padded pass."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     seed: int = 42
 
@@ -126,6 +131,8 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "grad_accum", "max_length", "eval_batch_size", "log_every"):
             if getattr(self, name) < 1:
                 raise bad(name, f"must be >= 1, got {getattr(self, name)}")
+        if self.chunk_tokens < -1:
+            raise bad("chunk_tokens", f"must be -1 (auto), 0 (one pass) or a token count, got {self.chunk_tokens}")
         for name in ("eval_every", "save_every", "keep_checkpoints"):
             if getattr(self, name) < 0:
                 raise bad(name, f"must be >= 0, got {getattr(self, name)}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cheems.train import training_pairs
+from cheems.ranking import training_pairs
 from helpers import record
 
 
