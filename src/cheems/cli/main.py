@@ -217,6 +217,13 @@ from cheems.cli.train import train  # noqa: E402 - the command lives in its own 
 
 app.command()(train)
 
+from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
+
+app.command()(judge)
+
+from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
+
+app.add_typer(curate_app, name="curate")
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from cheems.data.yamlfile import line_of, read_yaml_mapping
 from cheems.errors import InputError
 
 TRUNCATION = ("left_prompt", "drop")
@@ -272,27 +273,9 @@ def apply_overrides(cfg: TrainConfig, values: dict[str, Any], source: str | None
     return cfg
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML config file (InputError when it is missing or not a mapping)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("no such config file", path=str(p), hint="check the --config path")
-    try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise InputError(f"invalid YAML: {getattr(e, 'problem', e)}", path=str(p),
-                         line=None if line is None else line + 1) from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise InputError("a training config must be a YAML mapping of key: value", path=str(p))
-    return raw
-
-
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Defaults < backbone preset < YAML file ``path`` < ``overrides`` (None values are ignored)."""
-    raw = read_yaml(path) if path is not None else {}
+    raw, lines = read_yaml_mapping(path, "config", allow_empty=True) if path is not None else ({}, {})
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     source = str(path) if path is not None else None
     for key in ("model", "preset"):
@@ -302,6 +285,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     model = overrides.get("model", raw.get("model", TrainConfig.model))
     preset = overrides.get("preset", raw.get("preset", TrainConfig.preset))
     cfg = TrainConfig.for_backbone(model, preset)
-    apply_overrides(cfg, raw, source)
+    try:
+        apply_overrides(cfg, raw, source)
+    except InputError as e:  # point at the offending key's line
+        raise e.located(line=line_of(lines, tuple(e.field.split(".")) if e.field else ())) from None
     apply_overrides(cfg, overrides, None)
     return cfg.validate(source)

@@ -1,0 +1,145 @@
+"""On-disk judgement cache (SQLite, WAL): every judgement is stored the moment it completes.
+
+Key = (judge key, item): the judge key is a sha256 of the judge's identity (backend, endpoint,
+model, generation settings) and ``TEMPLATE_VERSION``; the item is a sha256 of the exact messages
+sent, which hold the prompt, reference, criteria and the two responses in their shown order.
+A process killed mid-run loses only the requests in flight: a restart finds every finished
+judgement here and asks only the rest.
+
+Only final outcomes are stored: a verdict, or a verdict failure after all re-asks (the judge
+answered, but not with A/B/C). Transport failures (timeouts, 5xx, resets) are not, so a rerun
+tries those pairs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cheems.errors import InputError
+
+_CHUNK = 900  # bound on SQL variables per query (old SQLite builds allow 999)
+
+
+def default_cache_path() -> Path:
+    """``$CHEEMS_CACHE_DIR/judge.sqlite``, else ``~/.cache/cheems/judge.sqlite``."""
+    root = os.environ.get("CHEEMS_CACHE_DIR")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "cheems") / "judge.sqlite"
+
+
+def messages_digest(messages: list[dict[str, str]]) -> str:
+    """sha256 of the exact messages sent to the judge: the item half of a cache key."""
+    data = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def judge_key(identity: dict[str, Any]) -> str:
+    """sha256 of a JSON-able judge identity (include the template version in it)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedJudgement:
+    """One stored outcome: ``label`` (A/B/C) or ``failure`` (a verdict failure reason)."""
+
+    label: str | None
+    failure: str | None
+    raw: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    requests: int
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgements (
+    judge TEXT NOT NULL,          -- judge_key(identity incl. template version)
+    item TEXT NOT NULL,           -- messages_digest(messages)
+    judge_model TEXT,             -- for people reading the file
+    prompt_id TEXT, a TEXT, b TEXT, shown TEXT,  -- the first pair that asked this (informational)
+    label TEXT,                   -- A / B / C, or NULL when failed
+    failure TEXT,                 -- verdict failure reason, or NULL
+    raw TEXT,                     -- the judge's last reply
+    prompt_tokens INTEGER, completion_tokens INTEGER, requests INTEGER,
+    created REAL,
+    PRIMARY KEY (judge, item)
+) WITHOUT ROWID
+"""
+
+
+class JudgeCache:
+    """Judgements on disk. One connection per instance; safe across processes (WAL)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+        self._conn: sqlite3.Connection | None = None
+
+    def connect(self) -> sqlite3.Connection:
+        """Open (and create) the database; a one-line InputError when that is impossible."""
+        if self._conn is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # check_same_thread off: the API judge may run its event loop in a worker thread (when
+                # called from a running loop); calls never overlap, the caller waits for that thread.
+                conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+                # A commit reaches the OS before returning: a killed process loses nothing committed
+                # (only a power cut could lose the last transactions, and they would just be re-asked).
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(_SCHEMA)
+                conn.commit()
+            except (OSError, sqlite3.Error) as e:
+                raise InputError(f"cannot open the judge cache: {e}", path=str(self.path),
+                                 hint="pass another --cache file") from None
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (everything is already committed)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "JudgeCache":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get_many(self, judge: str, items: Iterable[str]) -> dict[str, CachedJudgement]:
+        """Stored outcomes of these items under this judge (missing ones are absent)."""
+        wanted = list(dict.fromkeys(items))
+        conn = self.connect()
+        found: dict[str, CachedJudgement] = {}
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(f"SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
+                                f"FROM judgements WHERE judge = ? AND item IN ({marks})", [judge, *chunk])
+            for item, label, failure, raw, pt, ct, n in rows:
+                found[item] = CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
+        return found
+
+    def put(self, judge: str, item: str, outcome: CachedJudgement, *, judge_model: str = "",
+            pair: tuple[str, str, str, str] | None = None) -> None:
+        """Store one outcome and commit at once (so a kill right after loses nothing)."""
+        conn = self.connect()
+        prompt_id, a, b, shown = pair or (None, None, None, None)
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (judge, item, judge_model, prompt_id, a, b, shown, outcome.label, outcome.failure,
+                          outcome.raw, outcome.prompt_tokens, outcome.completion_tokens, outcome.requests, time.time()))
+
+    def count(self, judge: str | None = None) -> int:
+        """How many judgements are stored (for one judge, or all)."""
+        conn = self.connect()
+        if judge is None:
+            return conn.execute("SELECT COUNT(*) FROM judgements").fetchone()[0]
+        return conn.execute("SELECT COUNT(*) FROM judgements WHERE judge = ?", (judge,)).fetchone()[0]

@@ -1,0 +1,243 @@
+"""``judge_records``: plan the pairs, reuse the cache, ask the judge for the rest, append comparisons.
+
+Output is a function of the inputs and the cache only: comparisons are appended in record order
+and plan order whatever order the answers came back in, so a resumed run writes the same file as
+an uninterrupted one. Verdicts about the shown order are mapped back to the record's ``a``/``b``
+(C -> ``tie``); failed pairs get no comparison and are listed in ``JudgeResult.failures``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cheems.annotate.cache import CachedJudgement, JudgeCache, judge_key, messages_digest
+from cheems.annotate.plan import PairTask, plan_pairs
+from cheems.annotate.prompt import TEMPLATE_VERSION, CriteriaMap, build_messages, load_criteria_map
+from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget
+from cheems.annotate.verdict import FAILURE_REASONS
+from cheems.data.schema import Comparison, Record
+
+TRANSPORT_REASONS = {
+    "timeout": "no reply in time (after all retries)",
+    "connection": "connection failed or reset (after all retries)",
+    "malformed": "reply was not valid chat-completions JSON (after all retries)",
+}
+
+
+def reason_text(code: str) -> str:
+    """A failure reason code in words."""
+    if code.startswith("http_"):
+        return f"HTTP {code[5:]} (after retries where retrying helps)"
+    return FAILURE_REASONS.get(code) or TRANSPORT_REASONS.get(code) or code
+
+
+@dataclass
+class FailedPair:
+    """A question with no verdict: which pair, why, and the judge's last reply (if any)."""
+
+    prompt_id: str
+    a: str
+    b: str
+    shown: str
+    reason: str
+    detail: str
+    raw: str | None
+    from_cache: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able row for the failures file."""
+        return {"prompt_id": self.prompt_id, "a": self.a, "b": self.b, "shown": self.shown, "reason": self.reason,
+                "reason_text": reason_text(self.reason), "detail": self.detail, "raw": self.raw,
+                "from_cache": self.from_cache}
+
+
+@dataclass
+class JudgeStats:
+    """What a run did. Counts are of questions (a pair in one shown order)."""
+
+    judge_model: str
+    pairs: int = 0  # questions planned
+    judged: int = 0  # verdicts from the judge in this run
+    cached: int = 0  # verdicts taken from the cache
+    failed: Counter = field(default_factory=Counter)  # reason code -> questions
+    not_attempted: int = 0  # stopped by the request budget
+    requests: int = 0  # HTTP requests (or generate rows) sent in this run
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    shown_labels: Counter = field(default_factory=Counter)  # A / B / C about the shown order, all verdicts
+    consistency: dict[str, Any] | None = None  # with both orders: pairs, consistent, rate
+    budget_exhausted: bool = False
+
+    @property
+    def failed_total(self) -> int:
+        """Questions with no verdict, whatever the reason."""
+        return sum(self.failed.values())
+
+    @property
+    def a_share(self) -> float | None:
+        """Share of verdicts naming the first-shown answer (position bias; 0.5 = none, among A/B verdicts)."""
+        decisive = self.shown_labels["A"] + self.shown_labels["B"]
+        return self.shown_labels["A"] / decisive if decisive else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary."""
+        total = sum(self.shown_labels.values())
+        return {
+            "judge_model": self.judge_model, "template": TEMPLATE_VERSION, "pairs": self.pairs, "judged": self.judged,
+            "cached": self.cached, "failed": dict(sorted(self.failed.items())), "not_attempted": self.not_attempted,
+            "requests": self.requests, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "cost": self.cost, "verdicts": {k: self.shown_labels[k] for k in "ABC"},
+            "share_A": self.shown_labels["A"] / total if total else None, "share_A_of_A_or_B": self.a_share,
+            "consistency": self.consistency, "budget_exhausted": self.budget_exhausted,
+        }
+
+
+@dataclass
+class JudgeResult:
+    """Records with the judge's comparisons appended, the run's statistics and its failed questions."""
+
+    records: list[Record]
+    stats: JudgeStats
+    failures: list[FailedPair]
+
+
+def make_backend(settings: JudgeSettings, budget: RequestBudget) -> Any:
+    """The backend ``settings.backend`` names (its imports happen here, not at CLI start)."""
+    if settings.backend == "hf":
+        from cheems.annotate.local import LocalJudge
+
+        return LocalJudge(settings, budget)
+    from cheems.annotate.openai_client import OpenAIJudge
+
+    return OpenAIJudge(settings, budget)
+
+
+class _Progress:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total: int, enabled: bool, label: str) -> None:
+        self.bar: Any = None
+        if enabled and total and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(label, total=total)
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _question(record: Record, task: PairTask, criteria: CriteriaMap) -> list[dict[str, str]]:
+    return build_messages(record, record.response(task.first), record.response(task.second), criteria)
+
+
+def _from_cache(c: CachedJudgement) -> Outcome:
+    return Outcome(label=c.label, failure=c.failure, raw=c.raw, final=True,
+                   detail="" if c.label else "cached failure; --retry-failed asks again")
+
+
+def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: bool = True) -> JudgeResult:
+    """Ask the judge about every response pair of every record; return the records with comparisons.
+
+    Pairs already judged by this judge (cache, or comparisons in the input from the same judge
+    model and shown order) are not asked again. Each finished judgement is committed to the
+    cache at once, so an interrupted run resumes where it stopped. Raises ``InputError`` for bad
+    settings and for conditions that fail every request (bad key, wrong URL).
+    """
+    settings.check()
+    criteria = load_criteria_map(settings.criteria)
+    budget = RequestBudget(settings.max_requests)
+    backend = make_backend(settings, budget)
+    judge = judge_key({**backend.identity, "template": TEMPLATE_VERSION})
+    tasks = plan_pairs(records, settings.seed, settings.both_orders, skip_judged_by=settings.judge_model)
+    items = [messages_digest(_question(records[t.index], t, criteria)) for t in tasks]
+
+    stats = JudgeStats(settings.judge_model, pairs=len(tasks))
+    outcomes: dict[str, Outcome] = {}
+    new: set[str] = set()
+    with JudgeCache(settings.cache) as cache:
+        for item, cached in cache.get_many(judge, items).items():
+            if cached.label is not None or not settings.retry_failed:
+                outcomes[item] = _from_cache(cached)
+        first_task: dict[str, PairTask] = {}
+        for task, item in zip(tasks, items):
+            if item not in outcomes:
+                first_task.setdefault(item, task)  # the same question twice (duplicate records) is asked once
+
+        def jobs() -> Iterator[tuple[str, list[dict[str, str]]]]:
+            # Messages are rebuilt on demand: holding them all would cost memory on big sets.
+            for item, task in first_task.items():
+                yield item, _question(records[task.index], task, criteria)
+
+        bar = _Progress(len(first_task), progress, f"judging with {settings.judge_model}")
+
+        def on_done(item: str, outcome: Outcome) -> None:
+            outcomes[item] = outcome
+            new.add(item)
+            stats.requests += outcome.requests
+            stats.prompt_tokens += outcome.prompt_tokens
+            stats.completion_tokens += outcome.completion_tokens
+            if outcome.final:
+                t = first_task[item]
+                cache.put(judge, item, CachedJudgement(outcome.label, outcome.failure, outcome.raw, outcome.prompt_tokens,
+                                                       outcome.completion_tokens, outcome.requests),
+                          judge_model=settings.judge_model, pair=(t.prompt_id, t.a, t.b, t.shown))
+            bar.advance()
+
+        try:
+            if first_task:
+                backend.judge_many(jobs(), on_done)
+        finally:
+            bar.close()
+    stats.cost = (stats.prompt_tokens * settings.price_in + stats.completion_tokens * settings.price_out) / 1e6
+    stats.budget_exhausted = budget.exhausted and any(item not in outcomes or outcomes[item].not_attempted
+                                                      for item in first_task)
+    return _assemble(records, tasks, items, outcomes, new, settings, stats)
+
+
+def _assemble(records: Sequence[Record], tasks: list[PairTask], items: list[str], outcomes: dict[str, Outcome],
+              new: set[str], settings: JudgeSettings, stats: JudgeStats) -> JudgeResult:
+    """Copy the records, append comparisons in plan order, fill the statistics."""
+    # New comparison lists, so the caller's records stay as they were (the rest is shared, not copied).
+    out = [r.model_copy(update={"comparisons": list(r.comparisons)}) for r in records]
+    failures: list[FailedPair] = []
+    by_pair: dict[tuple[int, str, str], dict[str, str]] = {}  # (record, a, b) -> shown -> record label
+    for task, item in zip(tasks, items):
+        outcome = outcomes.get(item)
+        if outcome is None or outcome.not_attempted:
+            stats.not_attempted += 1
+            continue
+        if outcome.label is None:
+            stats.failed[outcome.failure or "unknown"] += 1
+            failures.append(FailedPair(task.prompt_id, task.a, task.b, task.shown, outcome.failure or "unknown",
+                                       outcome.detail, outcome.raw, item not in new))
+            continue
+        if item in new:
+            stats.judged += 1
+        else:
+            stats.cached += 1
+        stats.shown_labels[outcome.label] += 1
+        label = task.record_label(outcome.label)
+        by_pair.setdefault((task.index, task.a, task.b), {})[task.shown] = label
+        out[task.index].comparisons.append(Comparison.model_validate({
+            "a": task.a, "b": task.b, "label": label, "annotator": settings.judge_model, "source": "judge",
+            "shown": task.shown, "raw": outcome.raw, "template": TEMPLATE_VERSION,
+        }))
+    if settings.both_orders:
+        both = [v for v in by_pair.values() if len(v) == 2]
+        agree = sum(v["ab"] == v["ba"] for v in both)
+        stats.consistency = {"pairs": len(both), "consistent": agree, "rate": agree / len(both) if both else None}
+    return JudgeResult(out, stats, failures)

@@ -1,0 +1,212 @@
+"""``cheems curate``: quality filters, distant supervision, length debias, and the whole recipe.
+
+Registered in :mod:`cheems.cli.main` as ``app.add_typer(curate_app, name="curate")``. Thin:
+each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cheems.errors import InputError
+
+curate_app = typer.Typer(
+    help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",
+    no_args_is_help=True,
+)
+
+InPath = Annotated[Path, typer.Argument(metavar="IN", help="Records (canonical or official format).")]
+Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file (canonical records).")]
+ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="Write the report as JSON here.")]
+SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")]
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def _read(path: Path, skip_invalid: bool) -> list:
+    from cheems.cli.main import report_skipped
+    from cheems.data.io import read_records
+
+    result = read_records(path, skip_invalid=skip_invalid)
+    report_skipped(result.skipped)
+    return result.records
+
+
+def _write_report(path: Path | None, report: dict[str, Any]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+@curate_app.command("filter")
+def filter_(
+    source: InPath,
+    output: Output,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML with FilterConfig thresholds; the options below override it.")] = None,
+    max_chars: Annotated[Optional[int], typer.Option(help="Absolute length cap in characters.")] = None,
+    max_length_ratio: Annotated[Optional[float], typer.Option(help="Drop if longer than this × the siblings' median (and over --long-min-chars).")] = None,
+    long_min_chars: Annotated[Optional[int], typer.Option(help="The relative length check fires only above this many characters.")] = None,
+    max_non_chinese_share: Annotated[Optional[float], typer.Option(help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.")] = None,
+    report_json: ReportJson = None,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Drop empty, over-long, non-Chinese, truncated and repetitive responses (with a report)."""
+    from pydantic import ValidationError
+
+    from cheems.curate.filters import FilterConfig, filter_records
+    from cheems.data.yamlfile import load_yaml_model
+    from cheems.data.io import write_records
+
+    cfg = load_yaml_model(config, FilterConfig)[0] if config else FilterConfig()
+    overrides = {"max_chars": max_chars, "max_length_ratio": max_length_ratio, "long_min_chars": long_min_chars,
+                 "max_non_chinese_share": max_non_chinese_share}
+    try:
+        cfg = FilterConfig.model_validate(cfg.model_dump() | {k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as e:  # only an option can be wrong here: the file was checked above
+        first = e.errors()[0]
+        raise InputError(first["msg"], field="--" + str(first["loc"][0]).replace("_", "-")) from None
+    records, report = filter_records(_read(source, skip_invalid), cfg)
+    write_records(output, records)
+    _write_report(report_json, report.to_dict())
+    console = _console()
+    rows = [(reason, str(n), " | ".join(f"{e.prompt_id}/{e.response_id}: {e.excerpt}" for e in report.examples.get(reason, [])[:1]))
+            for reason, n in report.dropped.items()]
+    console.print(_table("responses dropped", rows, ("reason", "responses", "example")))
+    console.print(f"{report.records_in} records, {report.responses_in} responses -> {report.records_out} records, "
+                  f"{report.responses_out} responses ({report.records_dropped} records left with < 2 responses dropped) -> {output}")
+
+
+@curate_app.command()
+def distant(
+    source: InPath,
+    output: Output,
+    scores: Annotated[Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score} of the gold-trained RM.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Or score with this RM (folder or hub id).")] = None,
+    margin: Annotated[float, typer.Option(help="Drop a comparison only when the RM prefers the loser by at least this much (0: whenever it does not prefer the winner).")] = 0.0,
+    source_name: Annotated[Optional[list[str]], typer.Option("--source", help="Comparison sources to filter (default: judge); repeat for more.")] = None,
+    all_sources: Annotated[bool, typer.Option("--all-sources", help="Filter comparisons of every source, human ones too.")] = False,
+    report_json: ReportJson = None,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
+    from cheems.curate.distant import distant_supervision
+    from cheems.data.io import read_scores, write_records
+
+    if (scores is None) == (model is None):
+        raise InputError("cheems curate distant needs exactly one of --scores or --model",
+                         hint="e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl")
+    records = _read(source, skip_invalid)
+    if scores is not None:
+        values, scores_path = read_scores(scores), str(scores)
+    else:
+        values, scores_path = score_with_model(records, model or ""), model
+    sources = None if all_sources else (source_name or ["judge"])
+    out, report = distant_supervision(records, values, margin, sources, scores_path=scores_path)
+    write_records(output, out)
+    _write_report(report_json, report.to_dict())
+    rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
+    rows.append(("all", str(report.comparisons_before), str(report.comparisons_kept), str(report.comparisons_before - report.comparisons_kept)))
+    console = _console()
+    console.print(_table(f"comparisons (margin {margin:g}, filtered: {'all sources' if sources is None else ', '.join(sources)})",
+                         rows, ("source", "before", "kept", "dropped")))
+    console.print(f"conflict ratio {report.conflicts_before.conflict_ratio:.3f} -> {report.conflicts_after.conflict_ratio:.3f}; "
+                  f"{report.records_emptied} records with no comparison left (dropped); "
+                  f"{report.records_cyclic} records not acyclic; {report.records_out} records -> {output}")
+
+
+@curate_app.command()
+def debias(
+    source: InPath,
+    output: Output,
+    seed: Annotated[int, typer.Option(help="Seed of the downsampling.")] = 0,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Measure length in tokens of this tokenizer (folder or hub id) instead of characters.")] = None,
+    report_json: ReportJson = None,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Downsample chosen-longer or chosen-shorter pairs so both groups are the same size."""
+    from cheems.curate.debias import GROUPS, length_debias
+    from cheems.data.io import write_records
+
+    records, report = length_debias(_read(source, skip_invalid), seed=seed, unit="tokens" if tokenizer else "chars", tokenizer=tokenizer)
+    write_records(output, records)
+    _write_report(report_json, report.to_dict())
+    rows = [(g, str(report.before[g]), str(report.after[g])) for g in GROUPS]
+    console = _console()
+    console.print(_table(f"pairs by length ({report.unit}, seed {seed})", rows, ("group", "before", "after")))
+    console.print(f"{report.records_in} records -> {report.records_out} ({report.records_emptied} with no pair left dropped) -> {output}")
+
+
+@curate_app.command()
+def run(
+    recipe: Annotated[Path, typer.Argument(metavar="RECIPE.yaml", help="The recipe: inputs, stages and their settings.")],
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Run a recipe: filter -> judge -> distant supervision -> debias -> merge with the human subset."""
+    from cheems.curate.recipe import load_recipe, run_recipe
+
+    console = _console()
+    loaded = load_recipe(recipe, check_judge=judge_settings)
+    summary = run_recipe(loaded, judge=judge_with_llm, score=score_with_model, skip_invalid=skip_invalid, log=console.print)
+    rows = [(s.name, str(s.stats["prompts"]), str(s.stats["responses"]), str(s.stats["comparisons"]),
+             f"{s.stats['avg_chosen_chars']:.1f}", f"{s.stats['avg_rejected_chars']:.1f}", f"{s.conflicts['conflict_ratio']:.3f}")
+            for s in summary.stages]
+    console.print(_table("curation summary (Tables 1 and 5)", rows,
+                         ("stage", "prompts", "responses", "comparisons", "chosen chars", "rejected chars", "conflict ratio")))
+    if summary.skipped:
+        console.print(f"skipped: {', '.join(summary.skipped)}")
+
+
+def score_with_model(records: list, model: str) -> dict:
+    """Score every response with a reward model (the ``score`` a recipe's ``distant: {model: …}`` needs)."""
+    from cheems.models import load_scorer, score_records
+
+    return score_records(records, load_scorer(model))
+
+
+def judge_settings(settings: dict[str, Any]) -> Any:
+    """``JudgeSettings`` from a recipe's ``judge:`` mapping; unknown, missing or bad keys are InputErrors."""
+    import dataclasses
+
+    from cheems.annotate import JudgeSettings
+
+    fields = dataclasses.fields(JudgeSettings)
+    known = [f.name for f in fields]
+    for key in settings:
+        if key not in known:
+            raise InputError(f"unknown key '{key}'", field=key, hint=f"known keys: {', '.join(known)}")
+    for f in fields:
+        if f.name not in settings and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise InputError("is missing", field=f.name, hint="add it")
+    judge = JudgeSettings(**settings)
+    judge.check()
+    return judge
+
+
+def judge_with_llm(records: list, settings: dict[str, Any]) -> list:
+    """Run the LLM judge over the records (the ``judge`` a recipe's ``judge:`` stage needs)."""
+    from cheems.annotate import judge_records
+
+    result = judge_records(records, judge_settings(settings))
+    stats = result.stats
+    _console().print(f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
+                     f"{stats.failed_total} without a verdict, {stats.not_attempted} not attempted")
+    return result.records

@@ -1,0 +1,132 @@
+"""``cheems judge``: LLM-judge comparisons of every response pair (OpenAI-compatible API or local model).
+
+Registered in :mod:`cheems.cli.main` as ``app.command()(judge)``. Exit 0 when the run finished,
+even with failed verdicts (listed in ``OUT.failures.jsonl``) or a spent request budget (a rerun
+resumes from the cache); exit 2 for user errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cheems.errors import InputError
+
+
+def failures_path(output: Path) -> Path:
+    """``OUT.failures.jsonl`` beside the output (``judged.jsonl`` -> ``judged.failures.jsonl``)."""
+    return output.with_name(output.stem + ".failures.jsonl") if output.suffix else output.with_name(output.name + ".failures.jsonl")
+
+
+def judge(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="Records (canonical or official format) with 2+ responses each.")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Output JSONL: the records with the judge's comparisons appended.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM, SGLang), http://localhost:11434/v1 (Ollama).")] = None,
+    judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="Model name at the endpoint; with --backend hf, a causal LM folder or hub id.")] = None,
+    backend: Annotated[str, typer.Option(help="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM).")] = "openai",
+    api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = 8,
+    seed: Annotated[int, typer.Option(help="Fixes which response of each pair is shown first.")] = 0,
+    both_orders: Annotated[bool, typer.Option("--both-orders", help="Ask each pair in both orders and report their consistency.")] = False,
+    cache: Annotated[Optional[Path], typer.Option("--cache", help="Judgement cache (SQLite); default $CHEEMS_CACHE_DIR/judge.sqlite.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 60.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per request (429, 5xx, timeouts, resets) and re-asks after a reply without A/B/C.")] = 4,
+    max_requests: Annotated[Optional[int], typer.Option(help="Request budget for this run; a rerun resumes where it stopped.")] = None,
+    criteria: Annotated[Optional[Path], typer.Option("--criteria", help="YAML/JSON file mapping category -> criterion groups (language, knowledge, reasoning, code, safety, complex_instructions).")] = None,
+    price_in: Annotated[float, typer.Option("--price-in", help="Price per 1M input tokens, for the cost report.")] = 0.0,
+    price_out: Annotated[float, typer.Option("--price-out", help="Price per 1M output tokens.")] = 0.0,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens the judge may reply with.")] = 64,
+    batch_size: Annotated[int, typer.Option(help="hf backend: prompts per generate call.")] = 8,
+    device: Annotated[Optional[str], typer.Option(help="hf backend: cpu, cuda, cuda:1, ... (default: cuda if available).")] = None,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Ask again pairs whose cached verdict failed.")] = False,
+    stats_json: Annotated[Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")] = None,
+    skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+) -> None:
+    """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from cheems.annotate import JudgeSettings, judge_records
+    from cheems.annotate.cache import default_cache_path
+    from cheems.cli.main import report_skipped  # here, not at the top: main imports this module
+    from cheems.data.io import read_records, write_jsonl, write_records
+
+    if output is None:
+        raise InputError("cheems judge needs an output file", field="output", hint="add -o judged.jsonl")
+    if not judge_model:
+        raise InputError("cheems judge needs --judge-model", field="judge_model",
+                         hint="the model name the endpoint serves, e.g. --judge-model qwen2.5-72b-instruct")
+    settings = JudgeSettings(
+        judge_model=judge_model, base_url=base_url, backend=backend, api_key_env=api_key_env,  # type: ignore[arg-type]
+        concurrency=concurrency, seed=seed, both_orders=both_orders, cache=cache, timeout=timeout,
+        max_retries=max_retries, max_requests=max_requests, criteria=criteria, price_in=price_in, price_out=price_out,
+        max_tokens=max_tokens, batch_size=batch_size, device=device, retry_failed=retry_failed,
+    )
+    settings.check()
+    if backend == "openai":
+        settings.resolve_api_key()  # a missing key is a user error before any file is read
+    result = read_records(source, skip_invalid=skip_invalid)
+    report_skipped(result.skipped)
+    err = Console(stderr=True)
+    try:
+        judged = judge_records(result.records, settings, progress=not no_progress)
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: finished judgements are in {cache or default_cache_path()}; "
+                  "rerun the same command to resume")
+        sys.exit(130)
+    write_records(output, judged.records)
+    side = failures_path(output)
+    if judged.failures:
+        write_jsonl(side, (f.to_dict() for f in judged.failures))
+    elif side.exists():
+        side.unlink()  # a stale list from an earlier run would mislead
+    if stats_json:
+        stats_json.parent.mkdir(parents=True, exist_ok=True)
+        stats_json.write_text(json.dumps(judged.stats.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print_summary(judged.stats, output, side if judged.failures else None)
+
+
+def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
+    """The run as a table (stdout), then what to do about failures or a spent budget."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from cheems.annotate import reason_text
+
+    console = Console()
+    table = Table(title=f"judge: {stats.judge_model}", show_header=False)
+    table.add_column("what")
+    table.add_column("n", justify="right")
+    table.add_row("questions (pair × shown order)", str(stats.pairs))
+    table.add_row("judged now", str(stats.judged))
+    table.add_row("from cache", str(stats.cached))
+    table.add_row("failed", str(stats.failed_total))
+    for reason, n in sorted(stats.failed.items()):
+        table.add_row(f"  {reason}: {reason_text(reason)}", str(n))
+    table.add_row("not attempted (budget)", str(stats.not_attempted))
+    table.add_row("requests sent", str(stats.requests))
+    table.add_row("tokens in / out", f"{stats.prompt_tokens} / {stats.completion_tokens}")
+    table.add_row("cost", f"{stats.cost:.4f}")
+    total = sum(stats.shown_labels.values())
+    if total:
+        table.add_row("verdicts A / B / C (shown order)", " / ".join(str(stats.shown_labels[k]) for k in "ABC"))
+        table.add_row("position bias: share of A among A/B", "-" if stats.a_share is None else f"{stats.a_share:.3f}")
+    if stats.consistency is not None:
+        c = stats.consistency
+        rate = "-" if c["rate"] is None else f"{c['rate']:.3f}"
+        table.add_row("both orders: consistent pairs", f"{c['consistent']} / {c['pairs']} ({rate})")
+    console.print(table)
+    if stats.pairs == 0:
+        console.print("[yellow]nothing to ask[/]: no record has two responses this judge has not compared yet")
+    console.print(f"wrote {output}")
+    if failures is not None:
+        console.print(f"[yellow]{stats.failed_total} question(s) without a verdict[/], listed in {failures} "
+                      "(rerun to retry connection failures; --retry-failed re-asks unparseable verdicts)")
+    if stats.budget_exhausted:
+        console.print(f"[yellow]request budget reached[/]: {stats.not_attempted} question(s) not asked; "
+                      "rerun the same command to resume (cached judgements are reused)")

@@ -1,0 +1,246 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI chat-completions and misbehaves on purpose.
+
+The fake judge is deterministic from the request: of the two answers in the prompt (between the
+``[回答A开始]``/``[回答A结束]`` markers), one containing ``★`` wins; otherwise the longer one wins;
+equal lengths give C. Replies come in varied but valid verdict styles (``A``, ``**A**``, ``答案：A``...).
+
+Misbehaviour is scheduled per question, from directives written in the answers' text:
+``{{fault:429,500}}`` makes the first request for that question get 429, the second 500, later
+ones are fine; a trailing ``*`` repeats the last one forever (``{{fault:bad*}}``). A ``faults``
+callable ``(body, attempt) -> behaviour`` overrides the directives. Behaviours:
+
+ok, slow (``slow_s`` extra), hang (``hang_s``: longer than the client timeout), 429 (with
+``Retry-After``), 500, 503, 400, 401, malformed (broken JSON), nochoices (JSON without choices),
+bad (a reply without A/B/C), think (a verdict only inside ``<think>``), reset (the socket is
+closed with RST, no reply).
+
+Every request is counted per question: the key is the sha256 of the messages as the client's
+cache computes it, so tests can check that nothing was asked twice.
+
+Run alone (for benchmarks): ``python tests/fault_server.py --latency 0.2`` prints the base URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = re.compile(r"\[回答([AB])开始\]\n(.*?)\n\[回答\1结束\]", re.DOTALL)
+DIRECTIVE = re.compile(r"\{\{fault:([^}]*)\}\}")
+STYLES = ("{}", "**{}**", "答案：{}", "[[{}]]", "最终答案：{}", "{}。")
+
+
+def messages_key(messages: Any) -> str:
+    """sha256 of the messages, computed exactly as ``cheems.annotate.cache.messages_digest``."""
+    data = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def fake_verdict(user_text: str) -> str:
+    """The fake judge's label for a prompt: ★ wins, else the longer answer, else C."""
+    answers = dict(ANSWER.findall(user_text))
+    a, b = answers.get("A", ""), answers.get("B", "")
+    if ("★" in a) != ("★" in b):
+        return "A" if "★" in a else "B"
+    if len(a) != len(b):
+        return "A" if len(a) > len(b) else "B"
+    return "C"
+
+
+def scheduled(user_text: str, attempt: int) -> str:
+    """The behaviour the answers' ``{{fault:...}}`` directives schedule for this attempt."""
+    plan: list[str] = []
+    for found in DIRECTIVE.findall(user_text):
+        plan += [x.strip() for x in found.split(",") if x.strip()]
+    if attempt < len(plan):
+        return plan[attempt].rstrip("*")
+    if plan and plan[-1].endswith("*"):
+        return plan[-1].rstrip("*")
+    return "ok"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024  # a burst of new connections must not be refused
+
+
+class FakeJudgeServer:
+    """The server, run in a background thread: ``with FakeJudgeServer() as s: ... s.url``."""
+
+    def __init__(self, latency: float = 0.0, slow_s: float = 0.3, hang_s: float = 5.0, retry_after: str | None = "0",
+                 api_key: str | None = None, faults: Callable[[dict, int], str] | None = None, port: int = 0,
+                 always: str | None = None) -> None:
+        self.latency, self.slow_s, self.hang_s, self.retry_after = latency, slow_s, hang_s, retry_after
+        self.always = always  # a judge with total position bias: this label whatever the answers
+        self.api_key = api_key
+        self.faults = faults
+        self.lock = threading.Lock()
+        self.counts: Counter[str] = Counter()  # question key -> requests
+        self.behaviours: Counter[str] = Counter()
+        self.request_times: list[float] = []
+        self.bodies: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # most requests being handled at once
+        self.httpd = _Server(("127.0.0.1", port), self._handler())
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the client (``.../v1``)."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @property
+    def total(self) -> int:
+        """Requests received."""
+        return sum(self.counts.values())
+
+    def start(self) -> "FakeJudgeServer":
+        """Serve in the background."""
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> "FakeJudgeServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+            # Headers and body go out in two writes; with Nagle on, the second waits for the client's
+            # delayed ACK (~40 ms). Real servers (uvicorn, vLLM) set TCP_NODELAY too.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def finish(self) -> None:
+                try:
+                    super().finish()
+                except (OSError, ValueError):  # the socket was reset on purpose
+                    pass
+
+            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+                self._send(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"), headers)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._json(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                try:
+                    body = json.loads(raw)
+                    messages = body["messages"]
+                    user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+                except (ValueError, KeyError, StopIteration, TypeError):
+                    self._json(400, {"error": {"message": "bad request body"}})
+                    return
+                key = messages_key(messages)
+                with server.lock:
+                    attempt = server.counts[key]
+                    server.counts[key] += 1
+                    server.request_times.append(time.monotonic())
+                    server.bodies.append(body)
+                if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    behaviour = "401"
+                else:
+                    behaviour = server.faults(body, attempt) if server.faults else scheduled(user, attempt)
+                with server.lock:
+                    server.behaviours[behaviour] += 1
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if server.latency:
+                        time.sleep(server.latency)
+                    self._behave(behaviour, body, user, key)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _behave(self, behaviour: str, body: dict, user: str, key: str) -> None:
+                if behaviour == "reset":
+                    # RST instead of FIN: the client sees a connection reset, no reply at all.
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                if behaviour == "hang":
+                    time.sleep(server.hang_s)
+                elif behaviour == "slow":
+                    time.sleep(server.slow_s)
+                if behaviour in ("400", "429", "500", "503", "401"):
+                    headers = {"Retry-After": server.retry_after} if behaviour == "429" and server.retry_after else None
+                    self._json(int(behaviour), {"error": {"message": f"fault {behaviour}", "type": "fault"}}, headers)
+                    return
+                if behaviour == "malformed":
+                    self._send(200, b'{"id": "x", "choices": [{"message": {"content": "A"')
+                    return
+                if behaviour == "nochoices":
+                    self._json(200, {"id": "x", "object": "chat.completion"})
+                    return
+                label = server.always or fake_verdict(user)
+                if behaviour == "bad":
+                    content = "两个回答各有千秋，难以取舍。"
+                elif behaviour == "think":
+                    content = f"<think>我觉得回答{label}更好。最终答案：{label}</think>"
+                else:
+                    content = STYLES[int(key[:2], 16) % len(STYLES)].format(label)
+                self._json(200, {
+                    "id": "chatcmpl-" + key[:12], "object": "chat.completion", "model": body.get("model"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": len(user) // 2, "completion_tokens": len(content),
+                              "total_tokens": len(user) // 2 + len(content)},
+                })
+
+        return Handler
+
+
+def main() -> None:
+    """Serve until killed; print the base URL on the first line of stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = FakeJudgeServer(latency=args.latency, port=args.port)
+    print(server.url, flush=True)
+    try:
+        server.httpd.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Strict verdict parsing: hand cases and properties (never a label from reasoning, never a guess)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cheems.annotate.verdict import FAILURE_REASONS, final_label, parse_verdict
+
+ACCEPTED = [
+    ("A", "A"), ("B", "B"), ("C", "C"), ("A.", "A"), ("B。", "B"), ("**A**", "A"), ("[[B]]", "B"), ("【C】", "C"),
+    ("(A)", "A"), ("（B）", "B"), ("`A`", "A"), ('"B"', "B"), ("  A  \n", "A"), ("\n\nB\n", "B"),
+    ("答案：A", "A"), ("答案: B", "B"), ("答案是 A。", "A"), ("答案是：C", "C"), ("最终答案：B", "B"),
+    ("最终答案: **A**", "A"), ("**最终答案：C**", "C"), ("结论：A", "A"), ("判断：B", "B"), ("选择：C", "C"),
+    ("Final Answer: [[B]]", "B"), ("final answer: A", "A"), ("Answer: C", "C"), ("Verdict: A", "A"),
+    ("回答A更好", "A"), ("B更好。", "B"), ("Ａ", "A"), ("答案：Ｂ", "B"),  # full-width letters
+    ("<think>回答B有错误，回答A正确。</think>\nA", "A"),
+    ("<think>B? 还是A？最终答案：B</think>\n\n最终答案：A", "A"),  # only the text after reasoning counts
+    ("推理：B 更短……\n</think>\nA", "A"),  # the opening tag was in the prompt
+    ("分析略。\n最终答案：B", "B"),  # reasoning before the final line is allowed, the line decides
+    ("A\n\n最终答案：A", "A"),  # the same answer twice is fine
+]
+
+REJECTED = [
+    ("", "empty"), ("   \n ", "empty"), (None, "empty"),
+    ("<think>回答A更好。最终答案：A</think>", "reasoning_only"),
+    ("<think>A</think>\n\n", "reasoning_only"),
+    ("<think>分析……回答B更好，所以答案是", "reasoning_only"),  # cut off mid-reasoning
+    ("好的，我来分析。\n<think>答案：A", "no_label"),  # the text before the reasoning has no answer
+    ("A或B", "ambiguous"), ("A/B", "ambiguous"), ("答案：A 或 C", "ambiguous"), ("A B", "ambiguous"),
+    ("A\nB", "conflicting"), ("最终答案：A\n\nB", "conflicting"), ("**B**\n答案：C", "conflicting"),
+    ("两个回答各有千秋。", "no_label"), ("我认为 A", "no_label"), ("The answer is A", "no_label"),
+    ("a", "no_label"), ("b.", "no_label"), ("D", "no_label"), ("AB", "no_label"), ("Apple", "no_label"),
+    ("A\n理由：回答A更准确", "no_label"),  # the final line is reasoning, not an answer
+    ("C更好", "no_label"),  # C is "no clear difference", it cannot be "better"
+    ("答案：A，因为B有错", "ambiguous"), ("tie", "no_label"), ("平局", "no_label"), ("1", "no_label"),
+]
+
+
+@pytest.mark.parametrize(("reply", "label"), ACCEPTED)
+def test_accepted(reply, label):
+    verdict = parse_verdict(reply)
+    assert verdict.ok and verdict.label == label and verdict.failure is None
+
+
+@pytest.mark.parametrize(("reply", "reason"), REJECTED)
+def test_rejected_with_reason(reply, reason):
+    verdict = parse_verdict(reply)
+    assert not verdict.ok and verdict.label is None
+    assert verdict.failure == reason and reason in FAILURE_REASONS
+
+
+# ---------------------------------------------------------------- properties
+
+labels = st.sampled_from("ABC")
+decor_left = st.sampled_from(["", "**", "[[", "【", "(", "（", "`", '"', "  ", "答案：", "最终答案：", "答案是 ",
+                              "Final Answer: ", "**最终答案：", "最终答案: [["])
+decor_right = st.sampled_from(["", "**", "]]", "】", ")", "）", "`", '"', ".", "。", "!", "  "])
+# Any text, including ones full of labels; tags are kept out so the block stays one block.
+free_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200).filter(
+    lambda s: "<" not in s and ">" not in s)
+no_labels = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="ABCＡＢＣ<>"), max_size=200)
+
+
+@given(labels, decor_left, decor_right)
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_decorated_label_on_last_line_is_read(label, left, right):
+    assert parse_verdict(f"{left}{label}{right}").label == label
+
+
+@given(free_text, labels, decor_left)
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_reasoning_then_final_line(reasoning, label, left):
+    # Whatever the reasoning says, the final line decides.
+    assert parse_verdict(f"<think>{reasoning}</think>\n{left}{label}").label == label
+
+
+@given(free_text, no_labels)
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_label_only_inside_reasoning_is_never_taken(reasoning, tail):
+    for reply in (f"<think>{reasoning}</think>{tail}", f"<think>{reasoning}", f"{reasoning}</think>{tail}",
+                  f"{tail}<think>{reasoning}"):
+        assert parse_verdict(reply).label is None
+
+
+@given(no_labels)
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_text_without_any_label_letter_never_gives_a_verdict(text):
+    assert parse_verdict(text).label is None
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_never_raises_and_a_label_comes_from_the_last_line(text):
+    verdict = parse_verdict(text)
+    assert (verdict.label is None) != (verdict.failure is None)
+    if verdict.label is not None:
+        # The accepted label is the only label on the reply's last non-empty line (after NFKC).
+        import unicodedata
+
+        last = [ln for ln in unicodedata.normalize("NFKC", text).splitlines() if ln.strip()][-1]
+        assert set(re.findall(r"(?<![A-Za-z])[ABC](?![A-Za-z])", last)) == {verdict.label}
+        assert final_label(last) == verdict.label
+
+
+@given(labels, labels, decor_left, decor_right)
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_two_different_final_answers_are_rejected(x, y, left, right):
+    verdict = parse_verdict(f"{left}{x}{right}\n{y}")
+    if x == y:
+        assert verdict.label == x
+    else:
+        assert verdict.label is None and verdict.failure == "conflicting"
+
+
+@given(labels, labels)
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_two_labels_on_the_final_line_are_rejected(x, y):
+    verdict = parse_verdict(f"{x} 或 {y}")
+    assert verdict.label is None if x != y else verdict.failure == "no_label"
