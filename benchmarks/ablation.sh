@@ -23,7 +23,7 @@ MAXLEN=${MAXLEN:-256}
 CHEEMS=${CHEEMS:-.venv/bin/cheems}
 [ -d "$DATA/oasst1_zh" ] || { echo "no data at $DATA (the team checkout has ../shared/data)" >&2; exit 1; }
 mkdir -p "$OUT"
-run() { echo "+ cheems $*" >&2; "$CHEEMS" "$@"; }
+run() { echo "+ cheems $*"; "$CHEEMS" "$@"; }
 
 run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl"
 run split "$OUT/oasst1.jsonl" --train "$OUT/human.jsonl" --test "$OUT/test.jsonl"
