@@ -8,7 +8,7 @@ judgement on disk as it completes, and appends ``source: "judge"`` comparisons t
 Nothing here imports httpx, torch or transformers at import time.
 """
 
-from cheems.annotate.cache import JudgeCache, default_cache_path
+from cheems.annotate.cache import JudgeCache
 from cheems.annotate.judge import FailedPair, JudgeResult, JudgeStats, judge_records, reason_text
 from cheems.annotate.plan import PairTask, plan_pairs, shown_order
 from cheems.annotate.prompt import CRITERIA, TEMPLATE_VERSION, CriteriaMap, build_messages, load_criteria_map
@@ -18,6 +18,6 @@ from cheems.annotate.verdict import FAILURE_REASONS, Verdict, parse_verdict
 __all__ = [
     "CRITERIA", "FAILURE_REASONS", "TEMPLATE_VERSION", "CriteriaMap", "FailedPair", "JudgeCache", "JudgeResult",
     "JudgeSettings", "JudgeStats", "Outcome", "PairTask", "RequestBudget", "Verdict", "build_messages",
-    "default_cache_path", "judge_records", "load_criteria_map", "parse_verdict", "plan_pairs", "reason_text",
+    "judge_records", "load_criteria_map", "parse_verdict", "plan_pairs", "reason_text",
     "shown_order",
 ]

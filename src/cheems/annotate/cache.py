@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -23,15 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cheems.errors import InputError
-
-_CHUNK = 900  # bound on SQL variables per query (old SQLite builds allow 999)
-
-
-def default_cache_path() -> Path:
-    """``$CHEEMS_CACHE_DIR/judge.sqlite``, else ``~/.cache/cheems/judge.sqlite``."""
-    root = os.environ.get("CHEEMS_CACHE_DIR")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "cheems") / "judge.sqlite"
+from cheems.cachedb import cache_file, open_cache_db, select_in
 
 
 def messages_digest(messages: list[dict[str, str]]) -> str:
@@ -77,26 +68,18 @@ class JudgeCache:
     """Judgements on disk. One connection per instance; safe across processes (WAL)."""
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+        self.path = Path(path).expanduser() if path is not None else cache_file("judge.sqlite")
         self._conn: sqlite3.Connection | None = None
 
     def connect(self) -> sqlite3.Connection:
         """Open (and create) the database; a one-line InputError when that is impossible."""
         if self._conn is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                # check_same_thread off: the API judge may run its event loop in a worker thread (when
-                # called from a running loop); calls never overlap, the caller waits for that thread.
-                conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
-                # A commit reaches the OS before returning: a killed process loses nothing committed
-                # (only a power cut could lose the last transactions, and they would just be re-asked).
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
-                conn.commit()
-            except (OSError, sqlite3.Error) as e:
-                raise InputError(f"cannot open the judge cache: {e}", path=str(self.path),
-                                 hint="pass another --cache file") from None
+            # check_same_thread off: the API judge may run its event loop in a worker thread (when
+            # called from a running loop); calls never overlap, the caller waits for that thread.
+            conn = open_cache_db(self.path, _SCHEMA, "judge cache", "pass another --cache file", check_same_thread=False)
+            # A commit reaches the OS before returning: a killed process loses nothing committed
+            # (only a power cut could lose the last transactions, and they would just be re-asked).
+            conn.execute("PRAGMA synchronous=NORMAL")
             self._conn = conn
         return self._conn
 
@@ -117,15 +100,10 @@ class JudgeCache:
         """Stored outcomes of these items under this judge (missing ones are absent)."""
         wanted = list(dict.fromkeys(items))
         conn = self.connect()
-        found: dict[str, CachedJudgement] = {}
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = conn.execute(f"SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
-                                f"FROM judgements WHERE judge = ? AND item IN ({marks})", [judge, *chunk])
-            for item, label, failure, raw, pt, ct, n in rows:
-                found[item] = CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
-        return found
+        rows = select_in(conn, "SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
+                               "FROM judgements WHERE judge = ? AND item IN ({marks})", [judge], wanted)
+        return {item: CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
+                for item, label, failure, raw, pt, ct, n in rows}
 
     def put(self, judge: str, item: str, outcome: CachedJudgement, *, judge_model: str = "",
             pair: tuple[str, str, str, str] | None = None) -> None:

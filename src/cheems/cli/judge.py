@@ -52,7 +52,7 @@ def judge(
     from rich.console import Console
 
     from cheems.annotate import JudgeSettings, judge_records
-    from cheems.annotate.cache import default_cache_path
+    from cheems.annotate.cache import JudgeCache
     from cheems.cli.main import report_skipped  # here, not at the top: main imports this module
     from cheems.data.io import read_records, write_jsonl, write_records
 
@@ -76,7 +76,7 @@ def judge(
     try:
         judged = judge_records(result.records, settings, progress=not no_progress)
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: finished judgements are in {cache or default_cache_path()}; "
+        err.print(f"[yellow]interrupted[/]: finished judgements are in {JudgeCache(cache).path}; "
                   "rerun the same command to resume")
         sys.exit(130)
     write_records(output, judged.records)

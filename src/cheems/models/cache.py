@@ -6,26 +6,23 @@ same response under the same prompt gets one score whatever file or prompt id it
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 
+from cheems.cachedb import cache_file, open_cache_db, select_in
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
-from cheems.errors import InputError
 from cheems.models.base import Scorer, ScoreItem, item_digest, progress_hook
 
-_CHUNK = 900  # bound on SQL variables per query (old SQLite builds allow 999)
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only when scoring takes longer than this
 
 
 def default_cache_path() -> Path:
     """``$CHEEMS_CACHE_DIR/scores.sqlite``, else ``~/.cache/cheems/scores.sqlite``."""
-    root = os.environ.get("CHEEMS_CACHE_DIR")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "cheems") / "scores.sqlite"
+    return cache_file("scores.sqlite")
 
 
 class ScoreCache:
@@ -35,16 +32,9 @@ class ScoreCache:
         self.path = Path(path).expanduser() if path is not None else default_cache_path()
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the one writer
-            conn.execute("CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, item TEXT NOT NULL, "
-                         "score REAL, PRIMARY KEY (fingerprint, item)) WITHOUT ROWID")
-            return conn
-        except (OSError, sqlite3.Error) as e:
-            raise InputError(f"cannot open the score cache: {e}", path=str(self.path),
-                             hint="pass another --cache file, or --no-cache") from None
+        return open_cache_db(self.path, "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, item TEXT NOT NULL, "
+                             "score REAL, PRIMARY KEY (fingerprint, item)) WITHOUT ROWID",
+                             "score cache", "pass another --cache file, or --no-cache")
 
     def get_many(self, fingerprint: str, digests: Iterable[str]) -> dict[str, float]:
         """Cached scores of these item digests (missing ones are simply absent)."""
@@ -53,13 +43,9 @@ class ScoreCache:
             return {}
         found: dict[str, float] = {}
         with closing(self._connect()) as conn:
-            for start in range(0, len(wanted), _CHUNK):
-                chunk = wanted[start:start + _CHUNK]
-                marks = ",".join("?" * len(chunk))
-                # NaN is stored as NULL by SQLite: treat it as a miss.
-                rows = conn.execute(f"SELECT item, score FROM scores WHERE fingerprint = ? AND item IN ({marks}) "
-                                    "AND score IS NOT NULL", [fingerprint, *chunk])
-                found.update(rows)
+            # NaN is stored as NULL by SQLite: treat it as a miss.
+            found.update(select_in(conn, "SELECT item, score FROM scores WHERE fingerprint = ? AND item IN ({marks}) "
+                                   "AND score IS NOT NULL", [fingerprint], wanted))
         return found
 
     def put_many(self, fingerprint: str, scores: Mapping[str, float]) -> None:
