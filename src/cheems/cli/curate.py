@@ -6,7 +6,6 @@ each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -42,8 +41,9 @@ def _read(path: Path, skip_invalid: bool) -> list:
 
 def _write_report(path: Path | None, report: dict[str, Any]) -> None:
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        from cheems.data.io import write_json
+
+        write_json(path, report)
 
 
 def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> Any:

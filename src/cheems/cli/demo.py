@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from importlib.resources import files
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from cheems.data.io import read_records, write_records, write_scores
+from cheems.data.io import read_records, write_json, write_records, write_scores
 from cheems.evaluate import EvalReport, evaluate, load_bench, score_bench
 from cheems.evaluate.report import print_report
 from cheems.models import ScoreCache, load_scorer
@@ -34,7 +33,7 @@ def resolve_sample(output: Path, console: Console) -> list[Path]:
         records, stats, _ = resolve_file_records(read_records(path).records)
         target = output / "bench" / path.name
         write_records(target, records)
-        (output / "bench" / f"{path.stem}.conflicts.json").write_text(json.dumps(stats.to_dict(), indent=2) + "\n")
+        write_json(output / "bench" / f"{path.stem}.conflicts.json", stats.to_dict())
         table.add_row(path.stem, str(stats.records), str(stats.comparisons), str(stats.conflicts), f"{stats.conflict_ratio:.3f}")
         ranked.append(target)
     console.print(table)
@@ -48,7 +47,7 @@ def score_and_evaluate(model: str, bench_files: list[Path], output: Path, consol
     slug = Path(model).name if Path(model).is_dir() else model.replace(":", "-").replace("/", "_")
     write_scores(output / f"scores.{slug}.jsonl", scores)
     report = evaluate(bench, scores, model)
-    (output / f"metrics.{slug}.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(output / f"metrics.{slug}.json", report.to_dict())
     print_report(report, title=f"step {step} · evaluate: {model}", console=console)
     return report
 

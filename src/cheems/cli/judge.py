@@ -46,7 +46,6 @@ def judge(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
 ) -> None:
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
-    import json
     import sys
 
     from rich.console import Console
@@ -54,7 +53,7 @@ def judge(
     from cheems.annotate import JudgeSettings, judge_records
     from cheems.annotate.cache import JudgeCache
     from cheems.cli.main import report_skipped  # here, not at the top: main imports this module
-    from cheems.data.io import read_records, write_jsonl, write_records
+    from cheems.data.io import read_records, write_json, write_jsonl, write_records
 
     if output is None:
         raise InputError("cheems judge needs an output file", field="output", hint="add -o judged.jsonl")
@@ -86,8 +85,7 @@ def judge(
     elif side.exists():
         side.unlink()  # a stale list from an earlier run would mislead
     if stats_json:
-        stats_json.parent.mkdir(parents=True, exist_ok=True)
-        stats_json.write_text(json.dumps(judged.stats.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(stats_json, judged.stats.to_dict())
     print_summary(judged.stats, output, side if judged.failures else None)
 
 

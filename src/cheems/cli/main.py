@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -88,7 +87,7 @@ def resolve(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import read_records, write_records
+    from cheems.data.io import read_records, write_json, write_records
     from cheems.ranking import resolve_file_records
 
     result = read_records(source, skip_invalid=skip_invalid)
@@ -98,8 +97,7 @@ def resolve(
         err.print(Text.assemble(("warning ", "yellow"), f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)"), soft_wrap=True)
     write_records(output, records)
     if stats_json:
-        stats_json.parent.mkdir(parents=True, exist_ok=True)
-        stats_json.write_text(json.dumps(stats.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_json(stats_json, stats.to_dict())
     console.print(f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
                   f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}")
 
@@ -180,7 +178,7 @@ def eval_(
     device: DeviceOpt = None,
 ) -> None:
     """Evaluate a reward model (or a scores file) on bench files: accuracy and exact match."""
-    from cheems.data.io import read_scores
+    from cheems.data.io import read_scores, write_json
     from cheems.evaluate import evaluate, load_bench
     from cheems.evaluate.report import print_report, write_report
 
@@ -195,8 +193,7 @@ def eval_(
     result = evaluate(records, values, source)
     print_report(result, title=f"CheemsBench metrics: {source}", console=console)
     if output_json:
-        output_json.parent.mkdir(parents=True, exist_ok=True)
-        output_json.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(output_json, result.to_dict())
     if report:
         write_report(result, report, title=source)
 

@@ -34,7 +34,7 @@ from cheems.curate.distant import conflict_stats, distant_supervision, source_co
 from cheems.curate.filters import FilterConfig, filter_records
 from cheems.curate.merge import merge_subsets
 from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
-from cheems.data.io import ScoreKey, read_records, read_scores, write_records, write_scores
+from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores
 from cheems.data.schema import Record
 from cheems.data.stats import dataset_stats
 from cheems.errors import InputError
@@ -257,7 +257,7 @@ def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn |
     else:
         summary.stages.append(_stage("final", records, write("final", records), {"note": "no human subset: final = the judge subset"}))
 
-    (out / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(out / "summary.json", summary.to_dict())
     (out / "summary.md").write_text(summary.to_markdown(), encoding="utf-8")
     say(f"summary -> {out / 'summary.json'}, {out / 'summary.md'}")
     return summary

@@ -249,6 +249,13 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     return n
 
 
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write one indented UTF-8 JSON document (reports, metrics, statistics), creating its folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def write_records(path: str | Path, records: Iterable[Record]) -> int:
     """Write records in the canonical format."""
     return write_jsonl(path, (r.to_json() for r in records))

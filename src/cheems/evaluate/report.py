@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from cheems.data.io import write_json
 from cheems.evaluate.bench import EvalReport
 
 
@@ -50,5 +50,5 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
 def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
     """Write ``report.json`` and ``report.md`` into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(folder / "report.json", report.to_dict())
     (folder / "report.md").write_text(report_markdown(report, title), encoding="utf-8")

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 
+from cheems.data.io import write_json
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.train.batching import EpochPlan, Item, PromptGroup, plan_epoch
@@ -538,7 +539,7 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
         accelerator.save_state(str(ckpt))
         if main:
             config.save_yaml(ckpt / CONFIG_FILE)
-            _write_json(output / METRICS_FILE, result.metrics())
+            write_json(output / METRICS_FILE, result.metrics())
             state = {"global_step": result.global_step, "epoch": epoch, "micro": micro}
             (ckpt / STATE_FILE).write_text(json.dumps(state) + "\n")  # written last: marks it complete
             _prune_checkpoints(output, config.keep_checkpoints)
@@ -624,7 +625,7 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
     if main:
         save_reward_model(unwrapped, tokenizer, output, state_dict=state_dict)
         config.save_yaml(output / CONFIG_FILE)
-        _write_json(output / METRICS_FILE, result.metrics())
+        write_json(output / METRICS_FILE, result.metrics())
         say(f"saved the reward model to {output} ({result.global_step} steps)")
         result.model, result.tokenizer = unwrapped.eval(), tokenizer
     logger.close()
@@ -686,11 +687,6 @@ def _progress(console: Any, enabled: bool) -> Any:
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn(), TextColumn("{task.fields[stats]}"), console=console, disable=not enabled)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _warn_config_changes(ckpt: Path, config: TrainConfig, say: Any) -> None:
