@@ -6,7 +6,7 @@ scorer of a recipe are passed in by the caller.
 """
 
 from cheems.curate.debias import DebiasReport, implied_pairs, length_debias
-from cheems.curate.distant import DistantReport, conflict_stats, distant_supervision, is_acyclic, keep_comparison
+from cheems.curate.distant import DistantReport, distant_supervision, is_acyclic, keep_comparison
 from cheems.curate.filters import FilterConfig, FilterReport, filter_records, non_chinese_share
 from cheems.curate.merge import MergeReport, merge_subsets
 from cheems.curate.recipe import Recipe, RecipeSummary, load_recipe, run_recipe
@@ -19,7 +19,6 @@ __all__ = [
     "MergeReport",
     "Recipe",
     "RecipeSummary",
-    "conflict_stats",
     "distant_supervision",
     "filter_records",
     "implied_pairs",

@@ -34,7 +34,7 @@ import networkx as nx
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Comparison, Record
 from cheems.errors import InputError
-from cheems.ranking.resolve import ResolveStats, resolve_record
+from cheems.ranking.resolve import ResolveStats, conflict_stats, resolve_record
 
 UNSPECIFIED_SOURCE = "(none)"  # how a comparison without ``source`` is counted in the report
 
@@ -55,18 +55,6 @@ def is_acyclic(record: Record) -> bool:
         if outcome is not None and c.a != c.b:
             graph.add_edge(*outcome)
     return nx.is_directed_acyclic_graph(graph)
-
-
-def conflict_stats(records: Iterable[Record]) -> ResolveStats:
-    """Conflict ratio of resolving each record's comparisons (Table 5); records without comparisons add nothing."""
-    stats = ResolveStats()
-    for record in records:
-        stats.records += 1
-        if record.comparisons:
-            res = resolve_record(record)
-            stats.comparisons += res.comparisons
-            stats.conflicts += res.conflicts
-    return stats
 
 
 @dataclass

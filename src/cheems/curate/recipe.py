@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cheems.curate.debias import length_debias
-from cheems.curate.distant import conflict_stats, distant_supervision, source_counts
+from cheems.curate.distant import distant_supervision, source_counts
 from cheems.curate.filters import FilterConfig, filter_records
 from cheems.curate.merge import merge_subsets
 from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
@@ -38,6 +38,7 @@ from cheems.data.io import ScoreKey, read_records, read_scores, write_json, writ
 from cheems.data.schema import Record
 from cheems.data.stats import dataset_stats
 from cheems.errors import InputError
+from cheems.ranking import conflict_stats
 
 JudgeFn = Callable[[list[Record], dict[str, Any]], list[Record]]
 ScoreFn = Callable[[list[Record], str], dict[ScoreKey, float]]

@@ -1,6 +1,13 @@
 """Preference graph from comparisons, conflict resolution into ranks, conflict ratio, training pairs."""
 
 from cheems.ranking.pairs import training_pairs
-from cheems.ranking.resolve import Resolution, ResolveStats, preference_graph, resolve_file_records, resolve_record
+from cheems.ranking.resolve import (
+    Resolution,
+    ResolveStats,
+    conflict_stats,
+    preference_graph,
+    resolve_file_records,
+    resolve_record,
+)
 
-__all__ = ["Resolution", "ResolveStats", "preference_graph", "resolve_file_records", "resolve_record", "training_pairs"]
+__all__ = ["Resolution", "ResolveStats", "conflict_stats", "preference_graph", "resolve_file_records", "resolve_record", "training_pairs"]

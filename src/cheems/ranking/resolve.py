@@ -96,6 +96,11 @@ class ResolveStats:
         }
 
 
+def conflict_stats(records: list[Record]) -> ResolveStats:
+    """The pooled conflict statistics (Table 5) of resolving ``records``, which are left as they are."""
+    return resolve_file_records(records)[1]
+
+
 def resolve_file_records(records: list[Record]) -> tuple[list[Record], ResolveStats, list[tuple[str, list[str]]]]:
     """Add ``rank`` to every record that has comparisons; return records, pooled stats and warnings.
 

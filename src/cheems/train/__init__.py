@@ -1,4 +1,4 @@
-"""Reward-model training: training pairs, greedy prompt-grouped batching, listwise BT loss."""
+"""Reward-model training: greedy prompt-grouped batching, listwise BT loss (pairs come from cheems.ranking)."""
 
 from cheems.train.batching import (
     EpochPlan,
@@ -11,7 +11,6 @@ from cheems.train.batching import (
     shard_batches,
 )
 from cheems.train.loss import listwise_bt_loss
-from cheems.ranking.pairs import training_pairs
 
 __all__ = [
     "EpochPlan",
@@ -23,5 +22,4 @@ __all__ = [
     "plan_epoch",
     "prompt_groups",
     "shard_batches",
-    "training_pairs",
 ]
