@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cheems.data.schema import Record
+from cheems.data.schema import Record, dense_ranks
 
 EMPTY = "empty"
 TOO_LONG = "too_long"
@@ -353,9 +353,7 @@ class FilterReport:
 
 def dense_rank(rank: dict[str, int], keep: set[str]) -> dict[str, int]:
     """``rank`` restricted to ``keep`` and renumbered 1, 2, … in the same order (ties stay ties)."""
-    kept = {rid: r for rid, r in rank.items() if rid in keep}
-    levels = {r: i for i, r in enumerate(sorted(set(kept.values())), start=1)}
-    return {rid: levels[r] for rid, r in kept.items()}
+    return dense_ranks({rid: r for rid, r in rank.items() if rid in keep})
 
 
 def _without(record: Record, drop: set[str]) -> tuple[Record, int]:

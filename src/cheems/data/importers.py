@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cheems.data.io import ReadResult, load_rows, read_records, validation_error
-from cheems.data.schema import Record
+from cheems.data.schema import Record, dense_ranks
 from cheems.errors import InputError
 
 FORMATS = ("pairwise", "ranked", "ratings", "official")
@@ -402,10 +402,8 @@ def _ratings_row(row: dict[str, Any], where: _Where, lower_is_better: bool = Fal
     """Scored responses -> dense ranks: best score rank 1, equal scores share a rank."""
     prompt, used = _require_prompt(row, where)
     rated = _rated_responses(row, where)
-    levels = sorted({s for _, s in rated}, reverse=not lower_is_better)
-    level_of = {s: i for i, s in enumerate(levels, start=1)}
     responses = [r for r, _ in rated]
-    rank = {r["id"]: level_of[s] for r, s in rated if isinstance(r.get("id"), str)}
+    rank = dense_ranks({r["id"]: s for r, s in rated if isinstance(r.get("id"), str)}, higher_is_better=not lower_is_better)
     return {**_row_extras(row, used), "input": prompt, "category": _category(row), "responses": responses, "rank": rank}
 
 

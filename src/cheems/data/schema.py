@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from itertools import combinations
 from typing import Any, Literal
 
@@ -50,6 +51,13 @@ class Comparison(BaseModel):
         if self.label == "b":
             return self.b, self.a
         return None
+
+
+def dense_ranks(values: Mapping[str, float], *, higher_is_better: bool = False) -> dict[str, int]:
+    """Ranks from values: 1 for the best, equal values share a rank, ranks consecutive (1, 2, 3, …)."""
+    levels = sorted(set(values.values()), reverse=higher_is_better)
+    level_of = {v: i for i, v in enumerate(levels, start=1)}
+    return {key: level_of[v] for key, v in values.items()}
 
 
 def prompt_id(prompt: str | list[dict[str, Any]]) -> str:
