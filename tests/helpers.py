@@ -15,3 +15,41 @@ def record(n: int, comparisons: list[tuple[str, str, str]] = (), rank: dict | No
         "comparisons": [{"a": a, "b": b, "label": lab} for a, b, lab in comparisons],
         "rank": rank,
     })
+
+
+# ---------------------------------------------------------------- the CLI as a user runs it
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def run_cheems(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m cheems ARGS`` as a real subprocess (wide terminal, so messages stay on one line)."""
+    return subprocess.run([sys.executable, "-m", "cheems", *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=timeout, input=stdin)
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    """Rows as JSONL; a str row is written as it is (for broken lines)."""
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows),
+                    encoding="utf-8")
+    return path
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *contains: str, code: int = 2) -> str:
+    """A user error as DESIGN.md wants it: exit ``code``, no traceback, one ``error:`` line holding ``contains``.
+
+    Other stderr lines may only be warnings or skip reports that come before it. Returns the line.
+    """
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    assert proc.returncode == code, f"exit {proc.returncode}, stderr: {proc.stderr}"
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, f"expected one 'error:' line, stderr: {proc.stderr}"
+    line = errors[0]
+    for text in contains:
+        assert text in line, f"{text!r} not in {line!r}"
+    return line

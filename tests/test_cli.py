@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import run_cheems, write_jsonl
 
-def cheems(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cheems", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env={**__import__("os").environ, "COLUMNS": "200"})
-
-
-def write_jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows), encoding="utf-8")
-    return path
+cheems = run_cheems
 
 
 GOOD = {"id": "p1", "input": "1+1等于几？", "category": ["数学", "算术"],
