@@ -77,6 +77,8 @@ class Record(BaseModel):
     responses: list[Response]
     comparisons: list[Comparison] = Field(default_factory=list)
     rank: dict[str, int] | None = None
+    sys_prompt: StrictStr | None = None
+    """The system message (official CheemsBench / CheemsPreference files)."""
 
     @field_validator("category", mode="before")
     @classmethod
@@ -124,6 +126,20 @@ class Record(BaseModel):
     def main_category(self) -> str:
         """First element of the category path (the unit metrics are averaged over)."""
         return self.category[0] if self.category else UNCATEGORISED
+
+    @property
+    def prompt(self) -> str | list[Message]:
+        """``input`` as every model sees it (scoring, judging, training).
+
+        With a ``sys_prompt`` it becomes a chat whose first turn is that system message, as the
+        official loader does, unless the input already opens with a system turn of its own.
+        """
+        if not self.sys_prompt:
+            return self.input
+        turns = [Message(role="user", content=self.input)] if isinstance(self.input, str) else list(self.input)
+        if turns and turns[0].role == "system":
+            return self.input
+        return [Message(role="system", content=self.sys_prompt), *turns]
 
     def ranked_pairs(self) -> list[tuple[str, str]]:
         """Every (better, worse) pair of responses with different ranks, in response order."""
