@@ -33,6 +33,12 @@ def report_skipped(skipped: list[InputError]) -> None:
         err.print(f"[yellow]{len(skipped)} line(s) skipped[/]")
 
 
+def report_warnings(warnings: list[InputError]) -> None:
+    """List located warnings on stderr: input that was read but not all of which is used."""
+    for w in warnings:
+        err.print(Text.assemble(("warning ", "yellow"), str(w)), soft_wrap=True)
+
+
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Record files (canonical or official format).")],
@@ -50,6 +56,7 @@ def validate(
     for path in files:
         result = read_records(path, skip_invalid=skip_invalid)
         report_skipped(result.skipped)
+        report_warnings(result.warnings)
         s = dataset_stats(result.records)
         table.add_row(str(path), str(s.prompts), str(s.responses), f"{s.responses_per_prompt:.2f}", str(s.comparisons),
                       f"{s.avg_prompt_chars:.1f}", f"{s.avg_chosen_chars:.1f}", f"{s.avg_rejected_chars:.1f}")
@@ -185,12 +192,19 @@ def eval_(
     if not bench or (scores is None) == (model is None):
         raise InputError("cheems eval needs --bench and exactly one of --scores or --model",
                          hint="e.g. cheems eval --bench open.jsonl --model length")
-    records = load_bench(bench)
+    warnings: list[InputError] = []
+    records = load_bench(bench, warnings)
+    report_warnings(warnings)
     if scores is not None:
         values, source = read_scores(scores), str(scores)
     else:
         values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
     result = evaluate(records, values, source)
+    if result.unmatched_scores:
+        prompt, response = result.unmatched_scores[0]
+        report_warnings([InputError(f"{len(result.unmatched_scores)} score(s) match no response of the bench (first: prompt "
+                                    f"'{prompt}' response '{response}'); they are not used", path=source,
+                                    hint="check that the scores and the bench use the same ids")])
     print_report(result, title=f"CheemsBench metrics: {source}", console=console)
     if output_json:
         write_json(output_json, result.to_dict())

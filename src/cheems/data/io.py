@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,92 +29,314 @@ Row = tuple[int, Any]  # (1-based line number where the item starts, parsed item
 
 @dataclass
 class ReadResult:
-    """Records read from one or more files, and the lines skipped with ``skip_invalid``."""
+    """Records read from one or more files, the lines skipped with ``skip_invalid``, and warnings.
+
+    A warning is a located message about a record that was read but that not all of is used
+    (a ``rank`` that leaves responses out).
+    """
 
     records: list[Record] = field(default_factory=list)
     skipped: list[InputError] = field(default_factory=list)
+    warnings: list[InputError] = field(default_factory=list)
 
 
 def _read_text(path: Path) -> str:
+    """The whole file as text; a BOM is dropped, bytes that are not UTF-8 are named by line."""
     if not path.exists():
         raise InputError("no such file", path=str(path), hint="check the path")
     if path.is_dir():
         raise InputError("is a folder, not a file", path=str(path), hint="name a .jsonl/.json/.csv file")
+    data = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start})", path=str(path), hint="save it as UTF-8") from None
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            what = "UTF-16 text, not UTF-8"
+        else:
+            column = e.start - data.rfind(b"\n", 0, e.start)
+            what = f"not UTF-8 text ({e.reason} at byte {column} of the line)"
+        raise InputError(what, path=str(path), line=data.count(b"\n", 0, e.start) + 1, hint="save it as UTF-8") from None
+    nul = text.find("\x00")
+    if nul >= 0:  # binary data, or UTF-16 without its BOM
+        raise InputError("holds a NUL byte: binary data or UTF-16 text, not UTF-8 text", path=str(path),
+                         line=_line_of(text, nul), hint="save it as UTF-8")
     if not text.strip():
         raise InputError("file is empty", path=str(path), line=1, hint="give it at least one record")
     return text
 
 
-def _json_rows(path: Path, text: str) -> Iterator[Row]:
-    """Items of a JSON array (or one JSON object) with the line each starts on."""
-    decoder = json.JSONDecoder()
-    pos = len(text) - len(text.lstrip())
-    if text[pos] != "[":
+# ---------------------------------------------------------------- JSON values, checked once for every reader
+
+MAX_DEPTH = 100
+"""Deepest nesting of lists and objects accepted in one record (real records nest about 5 deep)."""
+
+_WS = re.compile(r"[ \t\r\n]*")  # JSON's own whitespace
+_ARRAY_GAP = re.compile(r"[ \t\r\n,]*")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # a valid escaped pair decodes to one character outside this range
+
+
+class JsonFloat(float):
+    """A JSON float that remembers how it was written (``reference: 1.10`` is kept as ``"1.10"``)."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+class _NotFinite:
+    """Stands in for NaN, Infinity or an out-of-range number until the row's field is named."""
+
+    def __init__(self, text: str, too_large: bool) -> None:
+        shown = text if len(text) <= 24 else f"{text[:12]}… ({len(text)} characters)"
+        self.message = f"{shown} is {'too large for a number' if too_large else 'not a finite number'}"
+
+
+class _Decoder:
+    """``json`` decoding that refuses NaN, Infinity and numbers beyond a float, nesting deeper than
+    ``MAX_DEPTH`` and lone surrogates (``"\\ud800"``, which cannot be written back as UTF-8)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self.flagged = False
+        self.json = json.JSONDecoder(parse_float=self._float, parse_int=self._int, parse_constant=self._not_finite)
+
+    def _not_finite(self, text: str, too_large: bool = False) -> _NotFinite:
+        self.flagged = True
+        return _NotFinite(text, too_large)
+
+    def _float(self, text: str) -> JsonFloat | _NotFinite:
+        value = JsonFloat(text)
+        if math.isinf(value):  # 1e400
+            return self._not_finite(text, too_large=True)
+        value.text = text
+        return value
+
+    def _int(self, text: str) -> int | _NotFinite:
+        if len(text) > 300:  # past a float's range (and Python's 4300-digit limit): every use would overflow
+            return self._not_finite(text, too_large=True)
+        return int(text)
+
+    def decode(self, text: str, pos: int, line: int, *, text_line: int = 1,
+               hint: str = "fix the JSON syntax") -> tuple[Any, int]:
+        """The JSON value starting at ``pos`` (on ``line``) and where it ends.
+
+        ``text`` begins on line ``text_line`` of the file, so a syntax error names the file's line.
+        """
+        self.flagged = False
         try:
-            obj, _ = decoder.raw_decode(text, pos)
+            return self.json.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", path=str(path), line=e.lineno, hint="fix the JSON syntax") from None
-        yield text.count("\n", 0, pos) + 1, obj
-        return
+            raise InputError(f"invalid JSON: {e.msg} (column {e.colno})", path=self.path,
+                             line=text_line + e.lineno - 1, hint=hint) from None
+        except RecursionError:
+            raise InputError(f"nested more than {MAX_DEPTH} levels deep", path=self.path, line=line,
+                             hint="flatten the record") from None
+
+    def check(self, value: Any, text: str, start: int, end: int, line: int) -> None:
+        """Raise for the first bad number, lone surrogate or too deep nesting in ``value`` (``text[start:end]``)."""
+        suspect = (self.flagged or _SURROGATE_ESCAPE.search(text, start, end) is not None
+                   or text.count("[", start, end) + text.count("{", start, end) > MAX_DEPTH)
+        problem = _first_problem(value) if suspect else None
+        if problem is not None:
+            field, message, hint = problem
+            raise InputError(message, path=self.path, line=line, field=_field_name(field) or None, hint=hint)
+
+
+def _first_problem(value: Any) -> tuple[str, str, str] | None:
+    """(field path, what is wrong, how to fix) for the first bad value, walking without recursion."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, _NotFinite):
+            return where, item.message, "write a plain number (JSON has no NaN or Infinity)"
+        if isinstance(item, str) and _LONE_SURROGATE.search(item):
+            return where, "holds a lone surrogate escape (\\ud800-\\udfff), which is not text", "fix or remove the escape"
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            return where, f"nested more than {MAX_DEPTH} levels deep", "flatten the record"
+        if isinstance(item, dict):
+            for key in item:
+                if _LONE_SURROGATE.search(key):
+                    return where, f"key {json.dumps(key)} holds a lone surrogate escape, which is not text", "fix or remove the escape"
+            children = [(v, f"{where}.{k}" if where else k) for k, v in item.items()]
+        else:
+            children = [(v, f"{where}[{i}]") for i, v in enumerate(item)]
+        stack.extend((v, w, depth + 1) for v, w in reversed(children))
+    return None
+
+
+def _field_name(where: str) -> str | None:
+    """A field path short enough for one line (a path 100 levels deep is not)."""
+    return where if len(where) <= 80 else where[:80] + "…"
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputError]) -> list[Row]:
+    """A ``.json`` file read whole: the items of an array, one value, or JSON Lines.
+
+    A file whose first value is a one-line object with more values on the following lines is
+    JSON Lines under a ``.json`` name and is read as such; any other text after the first value
+    is refused with its line, never ignored.
+    """
+    decoder = _Decoder(path)
+    pos = _WS.match(text).end()
+    first_line = _line_of(text, pos)
+    is_array = text[pos] == "["
+    if is_array:
+        rows, end = _array_items(decoder, text, pos, first_line, skip_invalid, skipped)
+    else:
+        value, end = decoder.decode(text, pos, first_line)
+    after = _WS.match(text, end).end()
+    if after < len(text):
+        next_line = _line_of(text, after)
+        if not is_array and text[pos] == "{" and _line_of(text, end) == first_line < next_line:
+            return list(_jsonl_rows(path, text, skip_invalid, skipped))
+        what = "a second JSON value" if text[after] in "[{" else "more text"
+        raise InputError(f"{what} after the JSON {'array' if is_array else 'value'} that ends on line {_line_of(text, end)}",
+                         path=str(path), line=next_line,
+                         hint="a .json file holds one array or object; for one record per line name it .jsonl")
+    if is_array:
+        return rows
+    try:
+        decoder.check(value, text, pos, end, first_line)
+    except InputError as e:
+        _skip(e, skip_invalid, skipped)
+        return []
+    return [(first_line, value)]
+
+
+def _array_items(decoder: _Decoder, text: str, pos: int, line: int, skip_invalid: bool,
+                 skipped: list[InputError]) -> tuple[list[Row], int]:
+    """Items of the JSON array opening at ``pos`` with the line each starts on, and where the array ends."""
+    rows: list[Row] = []
     pos += 1
-    line, counted_to = 1, 0
+    counted_to = pos
     while True:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
+        pos = _ARRAY_GAP.match(text, pos).end()
         if pos >= len(text):
-            raise InputError("JSON array is not closed", path=str(path), line=text.count("\n") + 1, hint="add the closing ']'")
+            raise InputError("JSON array is not closed", path=decoder.path, line=_line_of(text, pos), hint="add the closing ']'")
         if text[pos] == "]":
-            return
+            return rows, pos + 1
         line += text.count("\n", counted_to, pos)
         counted_to = pos
+        value, end = decoder.decode(text, pos, line)
         try:
-            obj, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", path=str(path), line=e.lineno, hint="fix the JSON syntax") from None
-        yield line, obj
+            decoder.check(value, text, pos, end, line)
+            rows.append((line, value))
+        except InputError as e:
+            _skip(e, skip_invalid, skipped)
+        pos = end
+
+
+def _skip(error: InputError, skip_invalid: bool, skipped: list[InputError]) -> None:
+    """A bad row: raise it, or with ``skip_invalid`` list it in ``skipped`` so that nothing goes silently."""
+    if not skip_invalid:
+        raise error
+    skipped.append(error)
 
 
 def _jsonl_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputError]) -> Iterator[Row]:
-    for n, raw in enumerate(text.splitlines(), start=1):
+    """One JSON value per line. Lines end at ``\\n`` only: U+2028 and other separators are text inside strings."""
+    decoder = _Decoder(path)
+    for n, raw in enumerate(text.split("\n"), start=1):
+        raw = raw.removeprefix("\ufeff")  # files joined with `cat` keep each one's BOM
         if not raw.strip():
             continue
         try:
-            yield n, json.loads(raw)
-        except json.JSONDecodeError as e:
-            err = InputError(f"invalid JSON: {e.msg} (column {e.colno})", path=str(path), line=n, hint="each line must be one JSON object")
-            if not skip_invalid:
-                raise err from None
-            skipped.append(err)
+            yield n, _jsonl_value(decoder, raw, n)
+        except InputError as e:
+            _skip(e, skip_invalid, skipped)
 
 
-def _csv_rows(path: Path, text: str) -> Iterator[Row]:
-    reader = csv.DictReader(text.splitlines(keepends=True))
-    start = 2  # line 1 is the header; a quoted field may span several lines
-    for row in reader:
-        yield start, row
-        start = reader.line_num + 1
+def _jsonl_value(decoder: _Decoder, raw: str, n: int) -> Any:
+    start = _WS.match(raw).end()
+    looks_indented = n == 1 and raw.strip() in ("[", "{")
+    value, end = decoder.decode(raw, start, n, text_line=n, hint="the file looks like one indented JSON value: name it .json"
+                                if looks_indented else "each line must be one JSON object")
+    if _WS.match(raw, end).end() != len(raw):
+        raise InputError(f"more text after the JSON value (column {end + 1})", path=decoder.path, line=n,
+                         hint="put one JSON object on each line")
+    decoder.check(value, raw, start, end, n)
+    return value
+
+
+def _csv_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputError]) -> Iterator[Row]:
+    """Rows of a CSV file as dicts keyed by the header, each with the line it starts on."""
+    if text.lstrip()[:1] in ("{", "["):
+        raise InputError("holds JSON, not CSV", path=str(path), line=_line_of(text, len(text) - len(text.lstrip())),
+                         hint="name it .jsonl (one object per line) or .json")
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a long response is one big cell
+    lines = io.StringIO(text, newline="")
+    consumed = 0
+
+    def physical_lines() -> Iterator[str]:
+        nonlocal consumed
+        for physical in lines:
+            consumed += 1
+            yield physical
+
+    # strict: a quote left open would otherwise swallow every following line into one cell
+    reader = csv.reader(physical_lines(), strict=True)
+    start = 1
+    try:
+        header = next(reader)
+        while not header:  # blank lines before the header
+            start = consumed + 1
+            header = next(reader)
+        _check_header(header, str(path), start)
+        while True:
+            start = consumed + 1
+            cells = next(reader, None)
+            if cells is None:
+                return
+            if not cells:
+                continue  # a blank line
+            if len(cells) > len(header):
+                _skip(InputError(f"row has {len(cells)} cells, the header {len(header)}", path=str(path), line=start,
+                                 hint="quote cells that contain commas"), skip_invalid, skipped)
+                continue
+            yield start, dict(zip(header, cells + [None] * (len(header) - len(cells))))  # missing cells read as absent
+    except csv.Error as e:
+        raise InputError(f"not valid CSV: {e} in the row that starts here", path=str(path), line=start,
+                         hint='quote a cell as "…" and write a quote inside it as ""') from None
+
+
+def _check_header(header: list[str], path: str, line: int) -> None:
+    """Refuse a header that would lose columns: a name used twice, or one column in a tab/semicolon file."""
+    dupes = sorted({name for name in header if header.count(name) > 1})
+    if dupes:
+        raise InputError(f"the header names {', '.join(map(repr, dupes))} twice", path=path, line=line,
+                         hint="give every column its own name")
+    if len(header) == 1:
+        sep = next((s for s in ("\t", ";") if s in header[0]), None)
+        if sep is not None:
+            raise InputError(f"the header is one column holding {sep!r}: the file is not comma-separated", path=path,
+                             line=line, hint="save it as comma-separated CSV")
 
 
 def load_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputError] | None = None) -> list[Row]:
-    """Parse a ``.jsonl``, ``.json`` (array or object) or ``.csv`` file into (line, item) rows.
+    """Parse a ``.jsonl``, ``.json`` (array, object or JSON Lines) or ``.csv`` file into (line, item) rows.
 
-    With ``skip_invalid``, JSONL lines that are not JSON go to ``skipped`` instead of raising.
+    The whole file is read; nothing after a first value is ignored. Every number is finite, every
+    string is real text and nesting is at most ``MAX_DEPTH`` deep, or the row is refused with its
+    line and field. With ``skip_invalid``, such rows go to ``skipped`` instead of raising.
     """
     path = Path(path)
     text = _read_text(path)
     skipped = skipped if skipped is not None else []
+    before = len(skipped)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        rows = list(_csv_rows(path, text))
+        rows = list(_csv_rows(path, text, skip_invalid, skipped))
     elif suffix == ".json" or (suffix != ".jsonl" and text.lstrip().startswith("[")):
-        rows = list(_json_rows(path, text))
+        rows = _json_rows(path, text, skip_invalid, skipped)
     else:
         rows = list(_jsonl_rows(path, text, skip_invalid, skipped))
-    if not rows and not skipped:
+    if not rows and len(skipped) == before:
         raise InputError("file holds no records", path=str(path), line=1, hint="give it at least one record")
     return rows
 
@@ -220,19 +445,26 @@ def read_records(paths: str | Path | Iterable[str | Path], skip_invalid: bool = 
                     raise InputError(f"duplicate prompt id '{record.id}' (first at {seen[record.id]})", path=path, line=line,
                                      field="id", hint="give every prompt its own id")
                 seen[record.id] = f"{path}:{line}"
-                result.records.append(record)
+                _add(result, record, path, line)
             except InputError as e:
-                if not skip_invalid:
-                    raise
-                result.skipped.append(e)
+                _skip(e, skip_invalid, result.skipped)
         for line, group in pairs.values():
             try:
-                result.records.append(parse_record(group, path, line))
+                _add(result, parse_record(group, path, line), path, line)
             except InputError as e:
-                if not skip_invalid:
-                    raise
-                result.skipped.append(e)
+                _skip(e, skip_invalid, result.skipped)
     return result
+
+
+def _add(result: ReadResult, record: Record, path: str, line: int) -> None:
+    """Keep a record read from ``path:line``; a rank that leaves responses out is a warning."""
+    result.records.append(record)
+    left_out = record.unranked()
+    if left_out:
+        result.warnings.append(InputError(
+            f"prompt '{record.id}': rank leaves out {len(left_out)} of {len(record.responses)} responses "
+            f"({', '.join(left_out)}); they are in no ranked pair and not evaluated",
+            path=path, line=line, field="rank", hint="rank every response, or drop the ones you mean to leave out"))
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:

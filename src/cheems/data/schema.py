@@ -87,6 +87,15 @@ class Record(BaseModel):
             return []
         return [value] if isinstance(value, str) else value
 
+    @field_validator("reference", mode="before")
+    @classmethod
+    def _numeric_reference(cls, value: Any) -> Any:
+        # A math answer (0.7405) is a JSON number in real files: keep it as text, as written in the
+        # file (cheems.data.io keeps a float's own text, so 1.10 stays "1.10", not "1.1").
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return getattr(value, "text", None) or str(value)
+        return value
+
     @field_validator("rank", mode="before")
     @classmethod
     def _strict_rank_values(cls, value: Any) -> Any:
@@ -153,6 +162,12 @@ class Record(BaseModel):
             elif self.rank[y] < self.rank[x]:
                 pairs.append((y, x))
         return pairs
+
+    def unranked(self) -> list[str]:
+        """Ids of responses a ``rank`` leaves out (none when there is no rank at all)."""
+        if self.rank is None:
+            return []
+        return [r.id for r in self.responses if r.id not in self.rank]
 
     def response(self, rid: str) -> Response:
         """The response with id ``rid``."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cheems.data.io import ScoreKey, read_records
@@ -13,19 +13,25 @@ from cheems.evaluate.metrics import GroupMetrics, overall, prompt_outcome, subse
 from cheems.ranking import resolve_file_records
 
 
-def load_bench(paths: list[str | Path]) -> dict[str, list[Record]]:
+def load_bench(paths: list[str | Path], warnings: list[InputError] | None = None) -> dict[str, list[Record]]:
     """Read bench files into ``{subset name: records}``; records without ``rank`` are resolved.
 
     The subset name is the file stem (``open.jsonl`` -> ``open``). Prompt ids must be unique
     across the files, because a scores file is keyed by (prompt_id, response_id).
+    ``warnings`` receives a located message for each rank that leaves responses out and each
+    file without a ranked pair (left out of ``overall``); when no file has one, nothing can be
+    measured and an ``InputError`` is raised before anything is scored.
     """
     bench: dict[str, list[Record]] = {}
     owner: dict[str, str] = {}
+    warnings = warnings if warnings is not None else []
     for p in paths:
         name = Path(p).stem
         if name in bench:
             raise InputError(f"two bench files are both named '{name}'", path=str(p), hint="rename one: the file stem names the subset")
-        records = read_records(p).records
+        result = read_records(p)
+        records = result.records
+        warnings.extend(result.warnings)
         for r in records:
             if r.id in owner:
                 raise InputError(f"prompt id '{r.id}' is also in {owner[r.id]}", path=str(p), field="id",
@@ -35,8 +41,21 @@ def load_bench(paths: list[str | Path]) -> dict[str, list[Record]]:
         if needs_ranks:
             resolved = {r.id: r for r in resolve_file_records(needs_ranks)[0]}
             records = [resolved.get(r.id, r) for r in records]
+        if not _has_pair(records):
+            warnings.append(InputError(f"no prompt has a ranked pair (two responses with different ranks); subset '{name}' "
+                                       "is left out of overall", path=str(p), hint=_PAIR_HINT))
         bench[name] = records
+    if not any(_has_pair(records) for records in bench.values()):
+        raise InputError("no prompt in any bench file has a ranked pair (two responses with different ranks)",
+                         path=", ".join(map(str, paths)), hint=_PAIR_HINT)
     return bench
+
+
+_PAIR_HINT = "give responses a rank with at least two levels, or comparisons that are not all ties"
+
+
+def _has_pair(records: list[Record]) -> bool:
+    return any(r.ranked_pairs() for r in records)
 
 
 def score_bench(bench: dict[str, list[Record]], scorer: Scorer, cache: ScoreCache | None) -> dict[ScoreKey, float]:
@@ -46,20 +65,47 @@ def score_bench(bench: dict[str, list[Record]], scorer: Scorer, cache: ScoreCach
 
 @dataclass
 class EvalReport:
-    """Metrics of every subset and the overall score, in DESIGN.md's JSON shape."""
+    """Metrics of every subset and the overall score, in DESIGN.md's JSON shape.
+
+    ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
+    (left out of ``overall``). ``unmatched_scores`` are scores of no bench response (not used),
+    ``unranked_responses`` counts responses a ``rank`` leaves out. Each appears in ``to_dict``
+    only when there is something to report, so a clean run has exactly DESIGN.md's keys.
+    """
 
     subsets: dict[str, GroupMetrics]
+    without_pairs: list[str] = field(default_factory=list)
+    unmatched_scores: list[ScoreKey] = field(default_factory=list)
+    unranked_responses: int = 0
 
     @property
     def overall(self) -> float:
         return overall(self.subsets)
 
     def to_dict(self) -> dict:
-        return {"subsets": {name: m.to_dict() for name, m in self.subsets.items()}, "overall": self.overall}
+        out: dict = {"subsets": {name: m.to_dict() for name, m in self.subsets.items()}, "overall": self.overall}
+        if self.without_pairs:
+            out["subsets_without_pairs"] = self.without_pairs
+        if self.unmatched_scores:
+            out["unmatched_scores"] = len(self.unmatched_scores)
+        if self.unranked_responses:
+            out["unranked_responses"] = self.unranked_responses
+        return out
 
 
 def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], source: str = "scores") -> EvalReport:
-    """Compute the metrics of every subset from per-response scores."""
-    return EvalReport(
-        subsets={name: subset_metrics([prompt_outcome(r, scores, source) for r in records]) for name, records in bench.items()}
-    )
+    """Compute the metrics of every subset from per-response scores.
+
+    A subset without a ranked pair has no accuracy: it is listed in ``without_pairs``, not averaged
+    in as 0 (``load_bench`` refuses a bench where no subset has one).
+    """
+    report = EvalReport(subsets={})
+    for name, records in bench.items():
+        if _has_pair(records):
+            report.subsets[name] = subset_metrics([prompt_outcome(r, scores, source) for r in records])
+        else:
+            report.without_pairs.append(name)
+    known = {(r.id, resp.id) for records in bench.values() for r in records for resp in r.responses}
+    report.unmatched_scores = [key for key in scores if key not in known]
+    report.unranked_responses = sum(len(r.unranked()) for records in bench.values() for r in records)
+    return report

@@ -32,18 +32,22 @@ class PromptOutcome:
         return sum(m > 0 for m in self.margins)
 
 
+def _score(scores: dict[ScoreKey, float], record: Record, rid: str, source: str) -> float:
+    """The score of one response; a missing or non-finite one is an error, never a silent wrong pair."""
+    value = scores.get((record.id, rid))
+    if value is None:
+        raise InputError(f"no score for prompt '{record.id}' response '{rid}'", path=source,
+                         hint="score this bench file with the same model (cheems score) or pass --model")
+    if not math.isfinite(value):  # files are checked when read; this catches a model that overflowed
+        raise InputError(f"the score for prompt '{record.id}' response '{rid}' is {value}", path=source,
+                         hint="check the model: a reward model must give finite scores")
+    return value
+
+
 def prompt_outcome(record: Record, scores: dict[ScoreKey, float], source: str = "scores") -> PromptOutcome:
     """Score margins of every ranked pair of one (ranked) record."""
-    margins = []
-    for chosen, rejected in record.ranked_pairs():
-        try:
-            margins.append(scores[(record.id, chosen)] - scores[(record.id, rejected)])
-        except KeyError as e:
-            raise InputError(
-                f"no score for prompt '{record.id}' response '{e.args[0][1]}'",
-                path=source,
-                hint="score this bench file with the same model (cheems score) or pass --model",
-            ) from None
+    margins = [_score(scores, record, chosen, source) - _score(scores, record, rejected, source)
+               for chosen, rejected in record.ranked_pairs()]
     return PromptOutcome(category=record.main_category, margins=margins)
 
 
@@ -100,9 +104,10 @@ def subset_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
 
 
 def overall(subsets: dict[str, GroupMetrics]) -> float:
-    """Mean over subsets of (accuracy + exact match) / 2."""
-    if not subsets:
-        return 0.0
+    """Mean over subsets of (accuracy + exact match) / 2; each subset must have a ranked pair."""
+    if not subsets or any(m.n_pairs == 0 for m in subsets.values()):
+        # a subset without pairs has no accuracy: averaging it in as 0 would be a wrong number
+        raise ValueError("overall needs subsets that each have at least one ranked pair")
     return sum((m.accuracy + m.exact_match) / 2 for m in subsets.values()) / len(subsets)
 
 

@@ -25,6 +25,18 @@ def report_table(report: EvalReport, title: str = "") -> Table:
     return table
 
 
+def report_notes(report: EvalReport) -> list[str]:
+    """What the numbers leave out: subsets without a ranked pair, unused scores, unranked responses."""
+    notes = []
+    if report.without_pairs:
+        notes.append(f"left out of overall (no ranked pair): {', '.join(report.without_pairs)}")
+    if report.unmatched_scores:
+        notes.append(f"{len(report.unmatched_scores)} score(s) match no response of the bench and are not used")
+    if report.unranked_responses:
+        notes.append(f"{report.unranked_responses} response(s) are not in their prompt's rank and are not evaluated")
+    return notes
+
+
 def print_report(report: EvalReport, title: str = "", console: Console | None = None) -> None:
     """Print the table, plus each subset's calibration error of score differences."""
     console = console or Console()
@@ -32,6 +44,8 @@ def print_report(report: EvalReport, title: str = "", console: Console | None = 
     eces = [f"{name} {m.ece:.3f}" for name, m in report.subsets.items() if m.ece is not None]
     if eces:
         console.print("expected calibration error of score differences: " + ", ".join(eces))
+    for note in report_notes(report):
+        console.print(f"note: {note}", soft_wrap=True)
 
 
 def report_markdown(report: EvalReport, title: str = "") -> str:
@@ -44,6 +58,9 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
         lines.append(f"| **{name}** | **mean of categories** | **{subset.accuracy:.3f}** | **{subset.exact_match:.3f}** "
                      f"| {subset.n_prompts} | {subset.n_pairs} |")
     lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{report.overall:.3f}**", ""]
+    notes = report_notes(report)
+    if notes:
+        lines += [f"- {note}" for note in notes] + [""]
     return "\n".join(lines)
 
 
