@@ -2,7 +2,8 @@
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(judge)``. Exit 0 when the run finished,
 even with failed verdicts (listed in ``OUT.failures.jsonl``) or a spent request budget (a rerun
-resumes from the cache); exit 2 for user errors.
+resumes from the cache); exit 2 for user errors; 130 (Ctrl-C) or 143 (SIGTERM) when interrupted,
+with the outputs unchanged and the finished judgements in the cache.
 """
 
 from __future__ import annotations
