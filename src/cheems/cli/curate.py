@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.cli.options import finite
 from cheems.errors import InputError
 
 curate_app = typer.Typer(
@@ -39,11 +40,22 @@ def _read(path: Path, skip_invalid: bool) -> list:
     return result.records
 
 
-def _write_report(path: Path | None, report: dict[str, Any]) -> None:
-    if path is not None:
-        from cheems.data.io import write_json
+def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: tuple[str, Path | None]) -> None:
+    """Check the outputs against the inputs before anything is read (see ``cheems.data.outputs``)."""
+    from cheems.data.outputs import claim_outputs
 
-        write_json(path, report)
+    claim_outputs(inputs=[("IN", source), *more_inputs], files=[("--output", output), ("--report-json", report_json)])
+
+
+def _write(output: Path, records: list, report_json: Path | None, report: dict[str, Any]) -> None:
+    """The records and the report, written together (both or neither)."""
+    from cheems.data.io import write_json, write_records
+    from cheems.data.outputs import together
+
+    with together():
+        write_records(output, records)
+        if report_json is not None:
+            write_json(report_json, report)
 
 
 def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
@@ -63,9 +75,9 @@ def filter_(
     output: Output,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML with FilterConfig thresholds; the options below override it.")] = None,
     max_chars: Annotated[Optional[int], typer.Option(help="Absolute length cap in characters.")] = None,
-    max_length_ratio: Annotated[Optional[float], typer.Option(help="Drop if longer than this × the siblings' median (and over --long-min-chars).")] = None,
+    max_length_ratio: Annotated[Optional[float], typer.Option(help="Drop if longer than this × the siblings' median (and over --long-min-chars).", callback=finite())] = None,
     long_min_chars: Annotated[Optional[int], typer.Option(help="The relative length check fires only above this many characters.")] = None,
-    max_non_chinese_share: Annotated[Optional[float], typer.Option(help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.")] = None,
+    max_non_chinese_share: Annotated[Optional[float], typer.Option(help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.", callback=finite())] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
@@ -74,8 +86,8 @@ def filter_(
 
     from cheems.curate.filters import FilterConfig, filter_records
     from cheems.data.yamlfile import load_yaml_model
-    from cheems.data.io import write_records
 
+    _claim(source, output, report_json, ("--config", config))
     cfg = load_yaml_model(config, FilterConfig)[0] if config else FilterConfig()
     overrides = {"max_chars": max_chars, "max_length_ratio": max_length_ratio, "long_min_chars": long_min_chars,
                  "max_non_chinese_share": max_non_chinese_share}
@@ -83,10 +95,9 @@ def filter_(
         cfg = FilterConfig.model_validate(cfg.model_dump() | {k: v for k, v in overrides.items() if v is not None})
     except ValidationError as e:  # only an option can be wrong here: the file was checked above
         first = e.errors()[0]
-        raise InputError(first["msg"], field="--" + str(first["loc"][0]).replace("_", "-")) from None
+        raise InputError(first["msg"], path="--" + str(first["loc"][0]).replace("_", "-")) from None
     records, report = filter_records(_read(source, skip_invalid), cfg)
-    write_records(output, records)
-    _write_report(report_json, report.to_dict())
+    _write(output, records, report_json, report.to_dict())
     console = _console()
     rows = [(reason, str(n), " | ".join(f"{e.prompt_id}/{e.response_id}: {e.excerpt}" for e in report.examples.get(reason, [])[:1]))
             for reason, n in report.dropped.items()]
@@ -101,7 +112,7 @@ def distant(
     output: Output,
     scores: Annotated[Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score} of the gold-trained RM.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Or score with this RM (folder or hub id).")] = None,
-    margin: Annotated[float, typer.Option(help="Drop a comparison only when the RM prefers the loser by at least this much (0: whenever it does not prefer the winner).")] = 0.0,
+    margin: Annotated[float, typer.Option(help="Drop a comparison only when the RM prefers the loser by at least this much (0: whenever it does not prefer the winner).", callback=finite(0.0))] = 0.0,
     source_name: Annotated[Optional[list[str]], typer.Option("--source", help="Comparison sources to filter (default: judge); repeat for more.")] = None,
     all_sources: Annotated[bool, typer.Option("--all-sources", help="Filter comparisons of every source, human ones too.")] = False,
     report_json: ReportJson = None,
@@ -109,11 +120,12 @@ def distant(
 ) -> None:
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
     from cheems.curate.distant import distant_supervision
-    from cheems.data.io import read_scores, write_records
+    from cheems.data.io import read_scores
 
     if (scores is None) == (model is None):
         raise InputError("cheems curate distant needs exactly one of --scores or --model",
                          hint="e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl")
+    _claim(source, output, report_json, ("--scores", scores))
     records = _read(source, skip_invalid)
     if scores is not None:
         values, scores_path = read_scores(scores), str(scores)
@@ -121,8 +133,7 @@ def distant(
         values, scores_path = score_with_model(records, model or ""), model
     sources = None if all_sources else (source_name or ["judge"])
     out, report = distant_supervision(records, values, margin, sources, scores_path=scores_path)
-    write_records(output, out)
-    _write_report(report_json, report.to_dict())
+    _write(output, out, report_json, report.to_dict())
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(("all", str(report.comparisons_before), str(report.comparisons_kept), str(report.comparisons_before - report.comparisons_kept)))
     console = _console()
@@ -144,11 +155,10 @@ def debias(
 ) -> None:
     """Downsample chosen-longer or chosen-shorter pairs so both groups are the same size."""
     from cheems.curate.debias import GROUPS, length_debias
-    from cheems.data.io import write_records
 
+    _claim(source, output, report_json)
     records, report = length_debias(_read(source, skip_invalid), seed=seed, unit="tokens" if tokenizer else "chars", tokenizer=tokenizer)
-    write_records(output, records)
-    _write_report(report_json, report.to_dict())
+    _write(output, records, report_json, report.to_dict())
     rows = [(g, str(report.before[g]), str(report.after[g])) for g in GROUPS]
     console = _console()
     console.print(_table(f"pairs by length ({report.unit}, seed {seed})", rows, ("group", "before", "after")))

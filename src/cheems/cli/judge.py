@@ -2,7 +2,8 @@
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(judge)``. Exit 0 when the run finished,
 even with failed verdicts (listed in ``OUT.failures.jsonl``) or a spent request budget (a rerun
-resumes from the cache); exit 2 for user errors.
+resumes from the cache); exit 2 for user errors; 130 (Ctrl-C) or 143 (SIGTERM) when interrupted,
+with the outputs unchanged and the finished judgements in the cache.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.cli.options import finite
 from cheems.errors import InputError
 
 
@@ -31,12 +33,12 @@ def judge(
     seed: Annotated[int, typer.Option(help="Fixes which response of each pair is shown first.")] = 0,
     both_orders: Annotated[bool, typer.Option("--both-orders", help="Ask each pair in both orders and report their consistency.")] = False,
     cache: Annotated[Optional[Path], typer.Option("--cache", help="Judgement cache (SQLite); default $CHEEMS_CACHE_DIR/judge.sqlite.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 60.0,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.", callback=finite())] = 60.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request (429, 5xx, timeouts, resets) and re-asks after a reply without A/B/C.")] = 4,
     max_requests: Annotated[Optional[int], typer.Option(help="Request budget for this run; a rerun resumes where it stopped.")] = None,
     criteria: Annotated[Optional[Path], typer.Option("--criteria", help="YAML/JSON file mapping category -> criterion groups (language, knowledge, reasoning, code, safety, complex_instructions).")] = None,
-    price_in: Annotated[float, typer.Option("--price-in", help="Price per 1M input tokens, for the cost report.")] = 0.0,
-    price_out: Annotated[float, typer.Option("--price-out", help="Price per 1M output tokens.")] = 0.0,
+    price_in: Annotated[float, typer.Option("--price-in", help="Price per 1M input tokens, for the cost report.", callback=finite())] = 0.0,
+    price_out: Annotated[float, typer.Option("--price-out", help="Price per 1M output tokens.", callback=finite())] = 0.0,
     max_tokens: Annotated[int, typer.Option(help="Most tokens the judge may reply with.")] = 64,
     batch_size: Annotated[int, typer.Option(help="hf backend: prompts per generate call.")] = 8,
     device: Annotated[Optional[str], typer.Option(help="hf backend: cpu, cuda, cuda:1, ... (default: cuda if available).")] = None,
@@ -46,14 +48,11 @@ def judge(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
 ) -> None:
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
-    import sys
-
-    from rich.console import Console
-
     from cheems.annotate import JudgeSettings, judge_records
     from cheems.annotate.cache import JudgeCache
     from cheems.cli.main import report_skipped  # here, not at the top: main imports this module
     from cheems.data.io import read_records, write_json, write_jsonl, write_records
+    from cheems.data.outputs import claim_outputs, together
 
     if output is None:
         raise InputError("cheems judge needs an output file", field="output", hint="add -o judged.jsonl")
@@ -69,23 +68,22 @@ def judge(
     settings.check()
     if backend == "openai":
         settings.resolve_api_key()  # a missing key is a user error before any file is read
+    side = failures_path(output)
+    cache_path = JudgeCache(cache).path
+    claim_outputs(inputs=[("IN", source), ("--criteria", criteria), ("--cache", cache_path)],
+                  files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
+                  note=f"finished judgements are in {cache_path}; rerun the same command to resume")
     result = read_records(source, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
-    err = Console(stderr=True)
-    try:
-        judged = judge_records(result.records, settings, progress=not no_progress)
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]: finished judgements are in {JudgeCache(cache).path}; "
-                  "rerun the same command to resume")
-        sys.exit(130)
-    write_records(output, judged.records)
-    side = failures_path(output)
-    if judged.failures:
-        write_jsonl(side, (f.to_dict() for f in judged.failures))
-    elif side.exists():
+    judged = judge_records(result.records, settings, progress=not no_progress)
+    with together():
+        write_records(output, judged.records)
+        if judged.failures:
+            write_jsonl(side, (f.to_dict() for f in judged.failures))
+        if stats_json:
+            write_json(stats_json, judged.stats.to_dict())
+    if not judged.failures and side.exists():
         side.unlink()  # a stale list from an earlier run would mislead
-    if stats_json:
-        write_json(stats_json, judged.stats.to_dict())
     print_summary(judged.stats, output, side if judged.failures else None)
 
 

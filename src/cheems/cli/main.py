@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from cheems.cli.options import finite
 from cheems.errors import InputError
 
 app = typer.Typer(
@@ -73,6 +75,7 @@ def import_(
     """Convert pairwise, ranked, rating or official files to canonical records."""
     from cheems.data.importers import FORMATS, import_file
     from cheems.data.io import write_records
+    from cheems.data.outputs import claim_outputs
 
     if len(args) == 2 and args[0] in FORMATS:
         fmt, source = args
@@ -80,6 +83,7 @@ def import_(
         fmt, source = None, args[0]
     else:
         raise InputError(f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}")
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     result = import_file(source, fmt, skip_invalid=skip_invalid, lower_is_better=lower_is_better)
     report_skipped(result.skipped)
     n = write_records(output, result.records)
@@ -95,16 +99,19 @@ def resolve(
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
     from cheems.data.io import read_records, write_json, write_records
+    from cheems.data.outputs import claim_outputs, together
     from cheems.ranking import resolve_file_records
 
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
     result = read_records(source, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
     records, stats, warnings = resolve_file_records(result.records)
     for pid, unmentioned in warnings:
         err.print(Text.assemble(("warning ", "yellow"), f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)"), soft_wrap=True)
-    write_records(output, records)
-    if stats_json:
-        write_json(stats_json, stats.to_dict())
+    with together():
+        write_records(output, records)
+        if stats_json:
+            write_json(stats_json, stats.to_dict())
     console.print(f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
                   f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}")
 
@@ -114,19 +121,22 @@ def split(
     source: Annotated[Path, typer.Argument(metavar="IN", help="Record file (any format read_records reads).")],
     train: Annotated[Path, typer.Option("--train", help="Output JSONL for the training split.")],
     test: Annotated[Path, typer.Option("--test", help="Output JSONL for the held-out split.")],
-    test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", min=0.0, max=1.0)] = 0.2,
+    test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", callback=finite(0.0, 1.0))] = 0.2,
     seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
     from cheems.data.io import read_records, write_records
+    from cheems.data.outputs import claim_outputs, together
     from cheems.data.split import split_records
 
+    claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
     result = read_records(source, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
     train_records, test_records = split_records(result.records, test_fraction, seed)
-    write_records(train, train_records)
-    write_records(test, test_records)
+    with together():
+        write_records(train, train_records)
+        write_records(test, test_records)
     console.print(f"{len(train_records)} prompts -> {train}, {len(test_records)} held out -> {test}")
 
 
@@ -149,6 +159,13 @@ def compute_scores(model: str, bench: dict, batch_size: int, max_length: int, ca
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
 
 
+def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:
+    """The files ``score`` and ``eval`` read (the score cache too: an output must not replace it)."""
+    from cheems.models.cache import default_cache_path
+
+    return [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
+
+
 @app.command()
 def score(
     model: ModelOpt = None,
@@ -162,11 +179,16 @@ def score(
 ) -> None:
     """Score every response of the bench files with a reward model."""
     from cheems.data.io import write_scores
+    from cheems.data.outputs import claim_outputs
     from cheems.evaluate import load_bench
 
     if not model or not bench:
         raise InputError("cheems score needs --model and at least one --bench", hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl")
-    scores = compute_scores(model, load_bench(bench), batch_size, max_length, cache, no_cache, device)
+    claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
+    warnings: list[InputError] = []
+    records = load_bench(bench, warnings, require_pairs=False)
+    report_warnings(warnings)
+    scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device)
     n = write_scores(output, scores)
     console.print(f"wrote {n} scores to {output}")
 
@@ -186,12 +208,15 @@ def eval_(
 ) -> None:
     """Evaluate a reward model (or a scores file) on bench files: accuracy and exact match."""
     from cheems.data.io import read_scores, write_json
+    from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate import evaluate, load_bench
-    from cheems.evaluate.report import print_report, write_report
+    from cheems.evaluate.report import REPORT_FILES, print_report, write_report
 
     if not bench or (scores is None) == (model is None):
         raise InputError("cheems eval needs --bench and exactly one of --scores or --model",
                          hint="e.g. cheems eval --bench open.jsonl --model length")
+    claim_outputs(inputs=[*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)],
+                  files=[("--output-json", output_json)], folders=[("--report", report, REPORT_FILES)])
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
@@ -206,10 +231,11 @@ def eval_(
                                     f"'{prompt}' response '{response}'); they are not used", path=source,
                                     hint="check that the scores and the bench use the same ids")])
     print_report(result, title=f"CheemsBench metrics: {source}", console=console)
-    if output_json:
-        write_json(output_json, result.to_dict())
-    if report:
-        write_report(result, report, title=source)
+    with together():
+        if output_json:
+            write_json(output_json, result.to_dict())
+        if report:
+            write_report(result, report, title=source)
 
 
 @app.command()
@@ -220,7 +246,9 @@ def demo(
 ) -> None:
     """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
     from cheems.cli.demo import run_demo
+    from cheems.data.outputs import claim_outputs
 
+    claim_outputs(folders=[("--output", output, ())])
     run_demo(output, model, console, train=not no_train)
 
 
@@ -237,14 +265,30 @@ from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in it
 app.add_typer(curate_app, name="curate")
 
 
+def run(application: Callable[[], object]) -> None:
+    """Run a typer app as a command: user errors become one line on stderr and exit code 2, never a traceback.
+
+    SIGINT and SIGTERM stop the run cleanly (temporary files removed, outputs left unchanged) with
+    one line saying so, and exit 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
+    """
+    from cheems.data.outputs import Interrupted, interrupted_line, signals_interrupt
+
+    with signals_interrupt():
+        try:
+            application()
+        except Interrupted as e:
+            line = interrupted_line()  # first: from here on a second Ctrl-C cannot cut the cleanup short
+            err.print(Text(line, style="yellow"), soft_wrap=True)
+            sys.exit(128 + e.signum)
+        except InputError as e:
+            err.print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
+            sys.exit(2)
+        except OSError as e:
+            where = f": {e.filename}" if e.filename else ""
+            err.print(Text.assemble(("error: ", "red"), f"{e.strerror or e}{where}"), soft_wrap=True)
+            sys.exit(2)
+
+
 def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
-    try:
-        app()
-    except InputError as e:
-        err.print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
-        sys.exit(2)
-    except OSError as e:
-        where = f": {e.filename}" if e.filename else ""
-        err.print(Text.assemble(("error: ", "red"), f"{e.strerror or e}{where}"), soft_wrap=True)
-        sys.exit(2)
+    """Entry point of the ``cheems`` command."""
+    run(app)

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cheems.cli.options import finite
 from cheems.errors import InputError
 
 
@@ -21,11 +22,11 @@ def train(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config; command-line options override it.")] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Epochs (paper: 2).")] = None,
     max_length: Annotated[Optional[int], typer.Option(help="Max tokens per (prompt, response).")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate (paper: 5e-6; small preset: 5e-5).")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate (paper: 5e-6; small preset: 5e-5).", callback=finite())] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Responses per micro-batch per process.")] = None,
     grad_accum: Annotated[Optional[int], typer.Option(help="Micro-batches per optimizer step.")] = None,
-    warmup_ratio: Annotated[Optional[float], typer.Option(help="Share of steps for linear warm-up.")] = None,
-    reg_coef: Annotated[Optional[float], typer.Option(help="Gaussian prior weight on rewards (paper: 0.1).")] = None,
+    warmup_ratio: Annotated[Optional[float], typer.Option(help="Share of steps for linear warm-up.", callback=finite())] = None,
+    reg_coef: Annotated[Optional[float], typer.Option(help="Gaussian prior weight on rewards (paper: 0.1).", callback=finite())] = None,
     truncation: Annotated[Optional[str], typer.Option(help="left_prompt (cut the prompt's start) or drop (leave out over-long responses).")] = None,
     pooling: Annotated[Optional[str], typer.Option(help="auto, last (causal LMs), cls or mean (encoders).")] = None,
     preset: Annotated[Optional[str], typer.Option(help="Defaults: auto, paper or small.")] = None,
@@ -41,6 +42,7 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in OUTPUT/checkpoints.")] = False,
 ) -> None:
     """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""
+    from cheems.data.outputs import claim_outputs
     from cheems.train.config import load_config
     from cheems.train.trainer import train as run_training
 
@@ -74,23 +76,18 @@ def train(
     if not cfg.data:
         raise InputError("cheems train needs training data", field="data",
                          hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)")
+    claim_outputs(folders=[("--output", cfg.output, ())],
+                  note="--resume continues from the latest checkpoint, if one was saved (--save-every)")
     run_training(cfg)
 
 
 def _main() -> None:
-    """``python -m cheems.cli.train``: the command alone, with the CLI's one-line errors."""
-    import sys
-
-    from rich.console import Console
-    from rich.text import Text
+    """``python -m cheems.cli.train``: the command alone, with the CLI's one-line errors and clean interrupts."""
+    from cheems.cli.main import run
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(train)
-    try:
-        app()
-    except InputError as e:
-        Console(stderr=True).print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
-        sys.exit(2)
+    run(app)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ from cheems.curate.distant import distant_supervision, source_counts
 from cheems.curate.filters import FilterConfig, filter_records
 from cheems.curate.merge import merge_subsets
 from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
-from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores
+from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores, write_text
+from cheems.data.outputs import claim_outputs
 from cheems.data.schema import Record
 from cheems.data.stats import dataset_stats
 from cheems.errors import InputError
@@ -45,6 +46,8 @@ ScoreFn = Callable[[list[Record], str], dict[ScoreKey, float]]
 
 FILES = {"filter": "01-filtered.jsonl", "judge": "02-judged.jsonl", "distant": "03-distant.jsonl",
          "debias": "04-debiased.jsonl", "final": "final.jsonl"}
+SUMMARY_FILES = ("summary.json", "summary.md")
+SCORES_FILE = "scores.jsonl"  # the RM's scores, when distant supervision scores with a model
 
 
 class DistantStage(BaseModel):
@@ -140,7 +143,28 @@ def load_recipe(path: str | Path, check_judge: Callable[[dict[str, Any]], Any] |
             except InputError as e:
                 key = ("judge", e.field) if e.field else ("judge",)
                 raise InputError(e.message, path=where, line=line_of(lines, key), field=".".join(key), hint=e.hint) from None
+    try:
+        claim_outputs(inputs=_inputs(recipe, path), folders=[("output_dir", recipe.output_dir, output_files(recipe))],
+                      note="finished judgements are in the judge cache; rerun the recipe to resume" if recipe.judge else None)
+    except InputError as e:  # point at the recipe's output_dir line
+        raise InputError(f"{e.path} {e.message}", path=where, line=line_of(lines, ("output_dir",)), field="output_dir",
+                         hint="choose another output_dir") from None
     return recipe
+
+
+def output_files(recipe: Recipe) -> list[str]:
+    """The files a run of ``recipe`` writes into its ``output_dir``."""
+    stages = [FILES[s] for s in ("filter", "judge", "distant", "debias") if getattr(recipe, s) is not None]
+    scores = [SCORES_FILE] if recipe.distant is not None and recipe.distant.model is not None else []
+    return [*stages, *scores, FILES["final"], *SUMMARY_FILES]
+
+
+def _inputs(recipe: Recipe, path: str | Path) -> list[tuple[str, Path | str | None]]:
+    """The files a run of ``recipe`` reads (the judge's cache too: a stage file must never replace it)."""
+    judge = recipe.judge or {}
+    return [("the recipe", path), ("judge_input", recipe.judge_input), ("human", recipe.human),
+            ("distant.scores", recipe.distant.scores if recipe.distant else None),
+            *((f"judge.{key}", judge.get(key)) for key in JUDGE_PATH_KEYS)]
 
 
 @dataclass
@@ -207,8 +231,7 @@ def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn |
     With ``skip_invalid``, bad input lines are skipped and listed in the summary.
     """
     say = log or (lambda _msg: None)
-    out = recipe.output_dir
-    out.mkdir(parents=True, exist_ok=True)
+    out = recipe.output_dir  # created by the first write: a run that fails before it leaves no folder
     summary = RecipeSummary(output_dir=str(out))
 
     def write(stage: str, records: list[Record]) -> str:
@@ -258,9 +281,10 @@ def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn |
     else:
         summary.stages.append(_stage("final", records, write("final", records), {"note": "no human subset: final = the judge subset"}))
 
-    write_json(out / "summary.json", summary.to_dict())
-    (out / "summary.md").write_text(summary.to_markdown(), encoding="utf-8")
-    say(f"summary -> {out / 'summary.json'}, {out / 'summary.md'}")
+    json_file, markdown_file = SUMMARY_FILES
+    write_json(out / json_file, summary.to_dict())
+    write_text(out / markdown_file, summary.to_markdown())
+    say(f"summary -> {out / json_file}, {out / markdown_file}")
     return summary
 
 
@@ -283,5 +307,5 @@ def _distant_scores(stage: DistantStage, records: list[Record], score: ScoreFn |
         raise InputError("'distant.model' needs a scorer to be given", field="distant.model")
     assert stage.model is not None  # the model validator promises one of the two
     scores = score(records, stage.model)
-    write_scores(out / "scores.jsonl", scores)
-    return scores, str(out / "scores.jsonl")
+    write_scores(out / SCORES_FILE, scores)
+    return scores, str(out / SCORES_FILE)

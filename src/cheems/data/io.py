@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cheems.errors import InputError
+from cheems.data.outputs import atomic_file
 from cheems.data.schema import Record
 
 Row = tuple[int, Any]  # (1-based line number where the item starts, parsed item)
@@ -468,24 +469,24 @@ def _add(result: ReadResult, record: Record, path: str, line: int) -> None:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
-    """Write dicts as UTF-8 JSONL (Chinese kept readable); return how many were written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write dicts as UTF-8 JSONL (Chinese kept readable), atomically; return how many were written."""
     n = 0
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with atomic_file(path) as f:  # a crash or Ctrl-C mid-write never leaves a half file under the real name
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
-    tmp.replace(path)  # a crash mid-write never leaves a half file under the real name
     return n
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write one indented UTF-8 JSON document (reports, metrics, statistics), creating its folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write one indented UTF-8 JSON document (reports, metrics, statistics) atomically, creating its folder."""
+    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write a UTF-8 text file (a markdown report) atomically, creating its folder."""
+    with atomic_file(path) as f:
+        f.write(text)
 
 
 def write_records(path: str | Path, records: Iterable[Record]) -> int:

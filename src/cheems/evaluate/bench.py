@@ -13,14 +13,16 @@ from cheems.evaluate.metrics import GroupMetrics, overall, prompt_outcome, subse
 from cheems.ranking import resolve_file_records
 
 
-def load_bench(paths: list[str | Path], warnings: list[InputError] | None = None) -> dict[str, list[Record]]:
+def load_bench(paths: list[str | Path], warnings: list[InputError] | None = None, *,
+               require_pairs: bool = True) -> dict[str, list[Record]]:
     """Read bench files into ``{subset name: records}``; records without ``rank`` are resolved.
 
     The subset name is the file stem (``open.jsonl`` -> ``open``). Prompt ids must be unique
     across the files, because a scores file is keyed by (prompt_id, response_id).
     ``warnings`` receives a located message for each rank that leaves responses out and each
     file without a ranked pair (left out of ``overall``); when no file has one, nothing can be
-    measured and an ``InputError`` is raised before anything is scored.
+    measured and an ``InputError`` is raised before anything is scored (unless not
+    ``require_pairs``: scoring alone needs no ranks).
     """
     bench: dict[str, list[Record]] = {}
     owner: dict[str, str] = {}
@@ -41,11 +43,11 @@ def load_bench(paths: list[str | Path], warnings: list[InputError] | None = None
         if needs_ranks:
             resolved = {r.id: r for r in resolve_file_records(needs_ranks)[0]}
             records = [resolved.get(r.id, r) for r in records]
-        if not _has_pair(records):
+        if require_pairs and not _has_pair(records):
             warnings.append(InputError(f"no prompt has a ranked pair (two responses with different ranks); subset '{name}' "
                                        "is left out of overall", path=str(p), hint=_PAIR_HINT))
         bench[name] = records
-    if not any(_has_pair(records) for records in bench.values()):
+    if require_pairs and not any(_has_pair(records) for records in bench.values()):
         raise InputError("no prompt in any bench file has a ranked pair (two responses with different ranks)",
                          path=", ".join(map(str, paths)), hint=_PAIR_HINT)
     return bench

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cheems.data.io import write_json
+from cheems.data.io import write_json, write_text
 from cheems.evaluate.bench import EvalReport
 
 
@@ -64,8 +64,11 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
     return "\n".join(lines)
 
 
+REPORT_FILES = ("report.json", "report.md")
+
+
 def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
-    """Write ``report.json`` and ``report.md`` into ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / "report.json", report.to_dict())
-    (folder / "report.md").write_text(report_markdown(report, title), encoding="utf-8")
+    """Write ``report.json`` and ``report.md`` into ``folder`` (created when missing)."""
+    json_file, markdown_file = REPORT_FILES
+    write_json(folder / json_file, report.to_dict())
+    write_text(folder / markdown_file, report_markdown(report, title))
