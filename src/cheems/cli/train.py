@@ -42,7 +42,6 @@ def train(
 ) -> None:
     """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""
     from cheems.train.config import load_config
-    from cheems.train.trainer import train as run_training
 
     overrides = {
         "data": [str(p) for p in data] if data else None,
@@ -74,6 +73,8 @@ def train(
     if not cfg.data:
         raise InputError("cheems train needs training data", field="data",
                          hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)")
+    from cheems.train.trainer import train as run_training  # torch: only once the config is known to be good
+
     run_training(cfg)
 
 
