@@ -220,7 +220,6 @@ CATALOGUE = [
     case("bench-only-tie-comparisons", "eval", "open.jsonl",
          lines(rec("p1", rank=None, comparisons=[{"a": "r1", "b": "r2", "label": "tie"}, {"a": "r2", "b": "r3", "label": "tie"}])),
          None, "has a ranked pair"),
-    case("score-a-bench-of-ties", "score", "open.jsonl", lines(rec("p1", rank={"r1": 2, "r2": 2, "r3": 2})), None, "has a ranked pair"),
     case("score-as-string", "eval-scores", "s.jsonl", lines(*score_rows("p1")[:2], score_rows("p1")[2] | {"score": "0.9"}), 3,
          "wrong type str", "score"),
     case("score-row-without-response-id", "eval-scores", "s.jsonl", lines({"prompt_id": "p1", "score": 1.0}), 1, "is missing",

@@ -43,3 +43,7 @@ class InputError(Exception):
         if self.hint:
             text += f" — {self.hint}"
         return text
+
+
+class CheemsWarning(UserWarning):
+    """Something the user should know that does not stop the run; the CLI prints it as one ``warning:`` line."""

@@ -197,6 +197,7 @@ def judge_settings(settings: dict[str, Any]) -> Any:
     import dataclasses
 
     from cheems.annotate import JudgeSettings
+    from cheems.data.yamlfile import validate_config
 
     fields = dataclasses.fields(JudgeSettings)
     known = [f.name for f in fields]
@@ -206,7 +207,7 @@ def judge_settings(settings: dict[str, Any]) -> Any:
     for f in fields:
         if f.name not in settings and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise InputError("is missing", field=f.name, hint="add it")
-    judge = JudgeSettings(**settings)
+    judge = validate_config(settings, JudgeSettings)  # types and finite numbers, as every config value
     judge.check()
     return judge
 

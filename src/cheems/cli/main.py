@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cheems.cli.options import finite
-from cheems.errors import InputError
+from cheems.errors import CheemsWarning, InputError
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -22,6 +23,25 @@ app = typer.Typer(
 )
 console = Console()
 err = Console(stderr=True)
+
+
+@app.callback()
+def _global_options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars).")] = False,
+) -> None:
+    """Options for every command (given before it: cheems --verbose eval ...)."""
+    from cheems.models.quiet import set_verbose
+
+    set_verbose(verbose)
+    if not verbose:  # libraries' Python warnings are noise to a user; ours are one line each
+        warnings.filterwarnings("ignore")
+        warnings.filterwarnings("default", category=CheemsWarning)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A warning as one ``warning:`` line on stderr (no file name, no source line)."""
+    err.print(Text.assemble(("warning: ", "yellow"), str(message)), soft_wrap=True)
+
 
 SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")]
 Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.")]
@@ -273,6 +293,7 @@ def run(application: Callable[[], object]) -> None:
     """
     from cheems.data.outputs import Interrupted, interrupted_line, signals_interrupt
 
+    warnings.showwarning = _show_warning
     with signals_interrupt():
         try:
             application()

@@ -44,7 +44,6 @@ def train(
     """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""
     from cheems.data.outputs import claim_outputs
     from cheems.train.config import load_config
-    from cheems.train.trainer import train as run_training
 
     overrides = {
         "data": [str(p) for p in data] if data else None,
@@ -78,6 +77,8 @@ def train(
                          hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)")
     claim_outputs(folders=[("--output", cfg.output, ())],
                   note="--resume continues from the latest checkpoint, if one was saved (--save-every)")
+    from cheems.train.trainer import train as run_training  # torch: only once the config is known to be good
+
     run_training(cfg)
 
 

@@ -19,7 +19,8 @@ ScoreItem = tuple[Prompt, str]  # (prompt, response)
 
 # Bumped when a change in this package changes the scores a given model gives, so old cache
 # entries stop matching (it is part of every model scorer's fingerprint).
-SCORING_VERSION = 1
+# 2: a leading system turn is its own paragraph in text-pair inputs (was a "system: ..." line).
+SCORING_VERSION = 2
 
 
 @runtime_checkable
@@ -45,13 +46,21 @@ def prompt_messages(prompt: Prompt | list[dict[str, str]]) -> list[dict[str, str
 
 
 def prompt_text(prompt: Prompt | list[dict[str, str]]) -> str:
-    """The prompt as plain text, for models without a chat template (turns as ``role: content`` lines)."""
+    """The prompt as plain text, for models without a chat template.
+
+    A system message (a record's ``sys_prompt``) comes first as its own paragraph; one user turn
+    is its text alone, a longer dialogue one ``role: content`` line per turn.
+    """
     if isinstance(prompt, str):
         return prompt
     messages = prompt_messages(prompt)
-    if len(messages) == 1 and messages[0]["role"] == "user":
-        return messages[0]["content"]
-    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+    system = [m["content"] for m in messages[:1] if m["role"] == "system"]
+    turns = messages[len(system):]
+    if len(turns) == 1 and turns[0]["role"] == "user":
+        dialogue = turns[0]["content"]
+    else:
+        dialogue = "\n".join(f"{m['role']}: {m['content']}" for m in turns)
+    return "\n\n".join([*system, dialogue]) if dialogue else "\n\n".join(system)
 
 
 def item_digest(item: ScoreItem) -> str:

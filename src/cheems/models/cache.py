@@ -107,7 +107,7 @@ def score_records(records: list[Record], scorer: Scorer, *, cache: ScoreCache | 
     for record in records:
         for response in record.responses:
             keys.append((record.id, response.id))
-            items.append((record.input, response.content))
+            items.append((record.prompt, response.content))  # with the sys_prompt as system turn
     digests = [item_digest(item) for item in items]
     fingerprint = scorer.fingerprint() if cache is not None else ""
     known = cache.get_many(fingerprint, digests) if cache is not None else {}

@@ -12,9 +12,10 @@ from contextlib import nullcontext
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from cheems.errors import InputError
+from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_messages, prompt_text
+from cheems.models.quiet import load_pretrained, missing_weights_text, quiet_libraries
 
 if TYPE_CHECKING:
     import torch
@@ -107,7 +108,8 @@ def load_tokenizer(source: ModelSource) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(source.location, revision=source.revision)
+        with quiet_libraries():
+            return AutoTokenizer.from_pretrained(source.location, revision=source.revision)
     except (OSError, ValueError) as e:
         raise InputError(f"cannot load the tokenizer of model '{source.spec}': {e}",
                          hint="the model folder needs its tokenizer files (tokenizer.json / vocab)") from None
@@ -140,9 +142,9 @@ def has_reward_head(source: ModelSource) -> bool:
     if source.location not in _warned_no_head:
         _warned_no_head.add(source.location)
         archs = ", ".join(source.architectures) or "none"
-        warnings.warn(f"model '{source.spec}' has no sequence-classification head (architectures: {archs}); "
-                      "a random value head is added, so its scores are meaningless (fine for throughput tests only)",
-                      UserWarning, stacklevel=4)  # point at the load_scorer caller
+        warnings.warn(f"model '{source.spec}' has no reward head (architectures: {archs}): new reward head initialised, "
+                      "a random value head, so its scores mean nothing (fine for throughput tests only)",
+                      CheemsWarning, stacklevel=4)  # point at the load_scorer caller
     return False
 
 
@@ -200,7 +202,12 @@ class HFRewardScorer:
             kwargs["num_labels"] = 1
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # a missing (random) head is the same on every run: cacheable
-            model = AutoModelForSequenceClassification.from_pretrained(self.source.location, **kwargs)
+            model, head, other = load_pretrained(AutoModelForSequenceClassification, self.source.location, **kwargs)
+        if head and self._trained_head:  # the config names a reward head, the weights lack it
+            warnings.warn(f"model '{self.source.spec}' has no weights for its reward head ({', '.join(head)}): new reward "
+                          "head initialised at random, so its scores mean nothing", CheemsWarning, stacklevel=2)
+        if other:
+            warnings.warn(missing_weights_text(self.source.spec, other), CheemsWarning, stacklevel=2)
         model.config.use_cache = False  # no KV cache needed to read one reward
         return model.eval().to(self._device)
 

@@ -7,13 +7,16 @@ a trained reward model should clear.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cheems.errors import CheemsWarning
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_text
 from cheems.models.hf import (autocast, autocast_dtype, batch_token_budget, collate, effective_max_length, load_tokenizer,
                               pick_device)
+from cheems.models.quiet import load_pretrained, missing_weights_text
 
 if TYPE_CHECKING:
     import torch
@@ -46,7 +49,9 @@ class SimilarityScorer:
         self._tokenizer = load_tokenizer(self.source)
         self._device = pick_device(self._device)
         self._amp = autocast_dtype(self._device, self.dtype)
-        model = AutoModel.from_pretrained(self.source.location, revision=self.source.revision, dtype=torch.float32)
+        model, _, missing = load_pretrained(AutoModel, self.source.location, revision=self.source.revision, dtype=torch.float32)
+        if missing:
+            warnings.warn(missing_weights_text(self.source.spec, missing), CheemsWarning, stacklevel=2)
         self._model = model.eval().to(self._device)
 
     def embed(self, texts: Sequence[str], report: bool = False) -> "torch.Tensor":

@@ -1,5 +1,6 @@
 """Preference graph from comparisons, conflict resolution into ranks, conflict ratio, training pairs."""
 
+from cheems.ranking.merge import MergeStats, merge_same_prompts
 from cheems.ranking.pairs import training_pairs
 from cheems.ranking.resolve import (
     Resolution,
@@ -10,4 +11,4 @@ from cheems.ranking.resolve import (
     resolve_record,
 )
 
-__all__ = ["Resolution", "ResolveStats", "conflict_stats", "preference_graph", "resolve_file_records", "resolve_record", "training_pairs"]
+__all__ = ["MergeStats", "Resolution", "ResolveStats", "conflict_stats", "merge_same_prompts", "preference_graph", "resolve_file_records", "resolve_record", "training_pairs"]

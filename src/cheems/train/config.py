@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
 LOGGERS = ("csv", "tensorboard")
 PRESETS = ("auto", "paper", "small")
+MAX_EPOCHS = 1000
 
 
 @dataclass
@@ -129,6 +131,13 @@ class TrainConfig:
         def bad(name: str, msg: str, hint: str | None = None) -> InputError:
             return InputError(msg, path=source, field=name, hint=hint)
 
+        for name in ("output", "model"):
+            if not getattr(self, name).strip():
+                raise bad(name, "is empty", "name a folder" if name == "output" else "name a backbone, e.g. m3e-small")
+        if self.epochs > MAX_EPOCHS:  # every epoch's plan is built up front
+            raise bad("epochs", f"must be at most {MAX_EPOCHS}, got {self.epochs}", "the paper trains 2 epochs")
+        if not 0 <= self.seed < 2**32:
+            raise bad("seed", f"must be between 0 and 2**32 - 1, got {self.seed}")
         for name in ("epochs", "batch_size", "grad_accum", "max_length", "eval_batch_size", "log_every"):
             if getattr(self, name) < 1:
                 raise bad(name, f"must be >= 1, got {getattr(self, name)}")
@@ -141,8 +150,9 @@ class TrainConfig:
             raise bad("lr", f"must be > 0, got {self.lr}")
         if not 0 <= self.warmup_ratio < 1:
             raise bad("warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
-        if self.weight_decay < 0 or self.reg_coef < 0 or self.max_grad_norm < 0:
-            raise bad("weight_decay/reg_coef/max_grad_norm", "must be >= 0")
+        for name in ("weight_decay", "reg_coef", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                raise bad(name, f"must be >= 0, got {getattr(self, name)}")
         if self.truncation not in TRUNCATION:
             raise bad("truncation", f"unknown policy {self.truncation!r}", f"use one of {', '.join(TRUNCATION)}")
         if self.pooling not in POOLING:
@@ -242,14 +252,15 @@ def _coerce(name: str, hint: Any, value: Any, source: str | None) -> Any:
     if hint is float:
         if isinstance(value, bool):
             raise fail("a number")
-        if isinstance(value, (int, float)):
-            return float(value)
+        number = value if isinstance(value, (int, float)) else None
         if isinstance(value, str):  # YAML 1.1 reads 5e-6 (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise fail("a number")
+        if number is None or not math.isfinite(number):  # NaN would pass every range check below
+            raise fail("a finite number")
+        return float(number)
     if hint is str:
         if isinstance(value, (str, Path)):
             return str(value)
@@ -282,12 +293,26 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         for where, values in ((source, raw), (None, overrides)):
             if key in values and not isinstance(values[key], str):
                 raise InputError(f"expected a string, got {values[key]!r}", path=where, field=key)
-    model = overrides.get("model", raw.get("model", TrainConfig.model))
-    preset = overrides.get("preset", raw.get("preset", TrainConfig.preset))
-    cfg = TrainConfig.for_backbone(model, preset)
+
+    def in_file(e: InputError) -> InputError:
+        """``e`` at the line of the file's key, when the file gave the value that is wrong."""
+        key = e.field.split(".")[0] if e.field else None
+        if source is None or key not in raw or key in overrides:
+            return e
+        return InputError(e.message, path=source, line=line_of(lines, tuple(e.field.split("."))), field=e.field,
+                          hint=e.hint)
+
+    try:
+        cfg = TrainConfig.for_backbone(overrides.get("model", raw.get("model", TrainConfig.model)),
+                                       overrides.get("preset", raw.get("preset", TrainConfig.preset)))
+    except InputError as e:
+        raise in_file(e) from None
     try:
         apply_overrides(cfg, raw, source)
-    except InputError as e:  # point at the offending key's line
+    except InputError as e:  # a bad value in the file is an error even when an option overrides it
         raise e.located(line=line_of(lines, tuple(e.field.split(".")) if e.field else ())) from None
     apply_overrides(cfg, overrides, None)
-    return cfg.validate(source)
+    try:
+        return cfg.validate()
+    except InputError as e:
+        raise in_file(e) from None

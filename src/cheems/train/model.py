@@ -22,13 +22,14 @@ head reads:
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from cheems.errors import InputError
+from cheems.errors import CheemsWarning, InputError
 
 POOLING_KEY = "cheems_pooling"
 
@@ -72,9 +73,10 @@ class RewardModel(nn.Module):
     whole computation happens inside :meth:`forward`, so DDP / DeepSpeed wrappers see it.
     """
 
-    def __init__(self, model: nn.Module, pooling: str = "auto") -> None:
+    def __init__(self, model: nn.Module, pooling: str = "auto", new_head: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.new_head = new_head  # the head started random (the checkpoint had none): the usual start of training
         self.encoder = is_encoder_config(self.hf.config)
         self.pooling = resolve_pooling(pooling, self.encoder)
         if self.pooling in ("last", "mean"):
@@ -163,17 +165,24 @@ def load_reward_model(
     """
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+    from cheems.models.quiet import load_pretrained, missing_weights_text, quiet_libraries
+
     path = str(path)
     try:
-        config = AutoConfig.from_pretrained(path, revision=revision)
+        with quiet_libraries():
+            config = AutoConfig.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:
         raise InputError(f"cannot load a model config from {path!r}: {e}", field="model",
                          hint="give a folder with config.json (and weights)") from None
     if pooling == "auto":
         pooling = getattr(config, POOLING_KEY, None) or "auto"
     if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
-    model = AutoModelForSequenceClassification.from_pretrained(path, revision=revision, num_labels=1, dtype=dtype)
+        with quiet_libraries():
+            tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    model, head, other = load_pretrained(AutoModelForSequenceClassification, path, revision=revision, num_labels=1,
+                                         dtype=dtype)
+    if other:
+        warnings.warn(missing_weights_text(path, other), CheemsWarning, stacklevel=2)
     _set_pad_token(model, tokenizer)
     model.config.num_labels = 1
     if gradient_checkpointing:
@@ -186,7 +195,7 @@ def load_reward_model(
             model.config.use_cache = False
     if lora is not None and getattr(lora, "enabled", False):
         model = _add_lora(model, lora)
-    return RewardModel(model, pooling), tokenizer
+    return RewardModel(model, pooling, new_head=bool(head)), tokenizer
 
 
 def _add_lora(model: nn.Module, lora: Any) -> nn.Module:
@@ -227,6 +236,9 @@ def save_reward_model(model: RewardModel, tokenizer: Any, directory: str | Path,
         setattr(hf.config, POOLING_KEY, "mean")
     elif hasattr(hf.config, POOLING_KEY):
         delattr(hf.config, POOLING_KEY)
-    hf.save_pretrained(directory, state_dict=state_dict)
-    tokenizer.save_pretrained(directory)
+    from cheems.models.quiet import quiet_libraries
+
+    with quiet_libraries():  # no "Writing model shards" bar
+        hf.save_pretrained(directory, state_dict=state_dict)
+        tokenizer.save_pretrained(directory)
     return directory

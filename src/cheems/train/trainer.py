@@ -29,14 +29,14 @@ from typing import Any, Callable
 
 import torch
 
-from cheems.data.io import write_json
+from cheems.data.io import read_records, write_json
 from cheems.data.schema import Record
-from cheems.errors import InputError
+from cheems.errors import CheemsWarning, InputError
 from cheems.train.batching import EpochPlan, Item, PromptGroup, plan_epoch
 from cheems.train.config import TrainConfig
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
-from cheems.ranking.pairs import training_pairs
+from cheems.ranking import MergeStats, merge_same_prompts, training_pairs
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.json"
@@ -100,7 +100,7 @@ class RewardEncoder:
         from cheems.models.hf import HFRewardScorer, effective_max_length
 
         with warnings.catch_warnings():  # "no reward head yet" is the point of training
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("ignore", CheemsWarning)
             self.scorer = HFRewardScorer(source, max_length=max_length)
         self.tokenizer = self.scorer.tokenizer
         self.limit = effective_max_length(max_length, self.tokenizer, source.config)
@@ -110,13 +110,11 @@ class RewardEncoder:
 
         if not items:
             return []
-        from transformers.utils import logging as hf_logging
+        from cheems.models.quiet import quiet_libraries
 
         tok = self.tokenizer
         features = self.scorer.encode(items)
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # untruncated lengths: no "longer than the maximum" warning
-        try:
+        with quiet_libraries():  # untruncated lengths: no "longer than the maximum" warning
             responses = [len(x) for x in tok([r for _, r in items], add_special_tokens=False)["input_ids"]]
             if tok.chat_template:  # as HFRewardScorer.encode: the template, no extra special tokens
                 texts = [tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}],
@@ -128,9 +126,15 @@ class RewardEncoder:
                 prompts = [len(x) for x in tok([prompt_text(p) for p, _ in items], add_special_tokens=False)["input_ids"]]
                 full = [a + b + specials for a, b in zip(prompts, responses)]
                 room = self.limit - specials
-        finally:
-            hf_logging.set_verbosity(verbosity)
         return [Encoded(f, n, r >= room) for f, n, r in zip(features, full, responses)]
+
+
+def read_training_records(paths: list[str]) -> tuple[list[Record], MergeStats]:
+    """The records of every training file, a prompt found in several files merged into one record.
+
+    Within one file a prompt id given twice is still an error (:func:`read_records`).
+    """
+    return merge_same_prompts([(path, read_records(path).records) for path in paths])
 
 
 @dataclass
@@ -156,7 +160,7 @@ def build_training_set(records: list[Record], encoder: RewardEncoder, truncation
             continue
         needed = list(dict.fromkeys(rid for pair in pairs for rid in pair))
         wanted.append((index, pairs, needed))
-        items.extend((record.input, record.response(rid).content) for rid in needed)
+        items.extend((record.prompt, record.response(rid).content) for rid in needed)
     encoded = iter(encoder.encode(items))
     groups: list[PromptGroup] = []
     features: dict[Item, Features] = {}
@@ -232,7 +236,7 @@ def score_with_model(model: RewardModel, encoder: RewardEncoder, records: list[R
     from cheems.models.hf import collate
 
     keys = [(r.id, resp.id) for r in records for resp in r.responses]
-    encoded = encoder.encode([(r.input, resp.content) for r in records for resp in r.responses])
+    encoded = encoder.encode([(r.prompt, resp.content) for r in records for resp in r.responses])
     order = sorted(range(len(keys)), key=lambda i: len(encoded[i].features[0]))  # little padding
     pad = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
     was_training = model.training
@@ -402,8 +406,6 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
     from accelerate.utils import DistributedType, set_seed
     from rich.console import Console
 
-    from cheems.data.io import read_records
-
     config.validate()
     if not config.data:
         raise InputError("no training data", field="data", hint="give --data FILE (JSONL records with rank or comparisons)")
@@ -444,7 +446,12 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
         accelerator.gradient_accumulation_steps = config.grad_accum
     set_seed(config.seed)
 
-    # ---- model and data
+    # ---- data (first: a bad file fails before the model loads), then the model
+    records, merged = read_training_records(config.data)
+    if merged.prompts_merged:
+        say(f"merged {merged.prompts_merged} prompts found in several --data files ({merged.records_in} records -> "
+            f"{merged.records_out}; {merged.same_responses} responses with the same text and {merged.same_comparisons} "
+            f"repeated comparisons kept once; ranks of {merged.ranks_resolved} prompts resolved again)")
     from cheems.models.backbones import locate_model
 
     source = locate_model(config.model)
@@ -452,8 +459,9 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
     model, tokenizer = load_reward_model(source.location, revision=source.revision, pooling=config.pooling,
                                          lora=config.lora, gradient_checkpointing=config.gradient_checkpointing,
                                          tokenizer=encoder.tokenizer)
+    if model.new_head:
+        say(f"new reward head initialised on {config.model}")
     ddp_kwargs.find_unused_parameters = model.pooling == "mean"  # mean pooling leaves the pooler unused
-    records = read_records(config.data).records
     data = build_training_set(records, encoder, config.truncation)
     s = data.summary
     if not data.groups and s.dropped:
