@@ -127,3 +127,24 @@ def test_demo_without_training_runs_offline(tmp_path):
     assert set(metrics["subsets"]) == {"open", "human"}
     stats = json.loads((tmp_path / "demo" / "bench" / "open.conflicts.json").read_text())
     assert 0 < stats["conflict_ratio"] < 0.5
+
+
+@pytest.mark.parametrize("args, contains", [
+    (["split", "x.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--seed", "abc"], "'--seed'"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["split", "x.jsonl", "--bogus"], "No such option: --bogus"),
+    (["eval", "--bench"], "'--bench' requires an argument"),
+    (["curate", "distant", "x.jsonl", "-o", "y.jsonl", "--margin", "abc"], "'--margin'"),
+])
+def test_usage_errors_are_one_line_not_a_boxed_help(tmp_path, args, contains):
+    from helpers import assert_user_error
+
+    line = assert_user_error(cheems(*args, cwd=tmp_path), contains)
+    assert "--help" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_still_exits_0_and_no_arguments_shows_help():
+    assert cheems("--help").returncode == 0
+    bare = cheems()
+    assert bare.returncode == 2 and "Usage" in bare.stdout + bare.stderr and "Traceback" not in bare.stderr

@@ -142,3 +142,30 @@ def test_all_hits_are_fast_and_never_import_torch(bert, tmp_path):
                          capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "[]"
     assert float(out[1]) < 1.0  # seconds for 10,000 responses
+
+
+class Overflowing:
+    """A real length scorer whose model 'overflows' on one response (as an fp16 RM can): inf or NaN."""
+
+    name = "overflowing"
+
+    def __init__(self, bad: float) -> None:
+        self.bad = bad
+        self.inner = load_scorer("length")
+
+    def fingerprint(self) -> str:
+        return f"overflowing-{self.bad}"
+
+    def score(self, items: Sequence[ScoreItem]) -> list[float]:
+        scores = self.inner.score(items)
+        return [self.bad if response == "坏" else s for (_, response), s in zip(items, scores)]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_model_score_is_an_error_and_is_never_cached(tmp_path, bad):
+    record = Record.model_validate({"id": "p", "input": "问", "responses": [{"id": "r1", "content": "好的回答"},
+                                                                           {"id": "r2", "content": "坏"}]})
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with pytest.raises(InputError, match="non-finite score"):
+        score_records([record], Overflowing(bad), cache=cache, progress=False)
+    assert not cache.path.exists()  # nothing of that call was stored, not even the good score

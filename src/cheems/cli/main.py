@@ -12,6 +12,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+try:  # typer 0.2x carries its own copy of click; older ones use click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as click_errors
+
 from cheems.cli.options import finite
 from cheems.errors import CheemsWarning, InputError
 
@@ -285,8 +290,10 @@ from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in it
 app.add_typer(curate_app, name="curate")
 
 
-def run(application: Callable[[], object]) -> None:
+def run(application: Callable[..., object]) -> None:
     """Run a typer app as a command: user errors become one line on stderr and exit code 2, never a traceback.
+
+    Usage errors (an unknown option, ``--seed abc``) are one line too, not click's boxed help.
 
     SIGINT and SIGTERM stop the run cleanly (temporary files removed, outputs left unchanged) with
     one line saying so, and exit 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
@@ -296,7 +303,15 @@ def run(application: Callable[[], object]) -> None:
     warnings.showwarning = _show_warning
     with signals_interrupt():
         try:
-            application()
+            code = application(standalone_mode=False)  # click's own errors come to us, to print as one line
+        except click_errors.NoArgsIsHelpError as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click_errors.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "cheems"
+            err.print(Text.assemble(("error: ", "red"), f"{where}: {e.format_message()} — see '{where} --help'"),
+                      soft_wrap=True)
+            sys.exit(2)
         except Interrupted as e:
             line = interrupted_line()  # first: from here on a second Ctrl-C cannot cut the cleanup short
             err.print(Text(line, style="yellow"), soft_wrap=True)
@@ -308,6 +323,8 @@ def run(application: Callable[[], object]) -> None:
             where = f": {e.filename}" if e.filename else ""
             err.print(Text.assemble(("error: ", "red"), f"{e.strerror or e}{where}"), soft_wrap=True)
             sys.exit(2)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ same response under the same prompt gets one score whatever file or prompt id it
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 from cheems.cachedb import cache_file, open_cache_db, select_in
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
+from cheems.errors import InputError
 from cheems.models.base import Scorer, ScoreItem, item_digest, progress_hook
 
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only when scoring takes longer than this
@@ -120,6 +122,12 @@ def score_records(records: list[Record], scorer: Scorer, *, cache: ScoreCache | 
         if len(scored) != len(todo):
             raise RuntimeError(f"scorer {scorer.name} returned {len(scored)} scores for {len(todo)} items")
         new = dict(zip(todo, scored))
+        for d, value in new.items():  # a NaN written to a scores file or the cache would poison every later read
+            if not math.isfinite(value):
+                prompt, response = todo[d]
+                raise InputError(f"the model gave a non-finite score ({value}) to a response starting "
+                                 f"{response[:40]!r}", field="score",
+                                 hint="check the model's weights and dtype (an fp16 overflow gives inf); nothing was written")
         known.update(new)
         if cache is not None:
             cache.put_many(fingerprint, new)
