@@ -1,8 +1,8 @@
 """A real HTTP server on 127.0.0.1 that speaks OpenAI chat-completions and misbehaves on purpose.
 
 The fake judge is deterministic from the request: of the two answers in the prompt (between the
-``[回答A开始]``/``[回答A结束]`` markers), one containing ``★`` wins; otherwise the longer one wins;
-equal lengths give C. Replies come in varied but valid verdict styles (``A``, ``**A**``, ``答案：A``...).
+``[回答A开始 #nonce]``/``[回答A结束 #nonce]`` fences), one containing ``★`` wins; otherwise the longer one
+wins; equal lengths give C. Replies come in varied but valid verdict styles (``A``, ``**A**``, ``答案：A``...).
 
 Misbehaviour is scheduled per question, from directives written in the answers' text:
 ``{{fault:429,500}}`` makes the first request for that question get 429, the second 500, later
@@ -12,7 +12,13 @@ callable ``(body, attempt) -> behaviour`` overrides the directives. Behaviours:
 ok, slow (``slow_s`` extra), hang (``hang_s``: longer than the client timeout), 429 (with
 ``Retry-After``), 500, 503, 400, 401, malformed (broken JSON), nochoices (JSON without choices),
 bad (a reply without A/B/C), think (a verdict only inside ``<think>``), reset (the socket is
-closed with RST, no reply).
+closed with RST, no reply), 502, huge (a ``huge_bytes`` reply with Content-Length), huge_chunked (the
+same, chunked, no length), long (a 60,000-character reply that ends with the verdict), html (a 200 with
+an HTML page), null (``content: null``), echo_key (the verdict after the request's Authorization
+header), echo_key_500 / echo_key_400 / echo_key_401 (an error whose message holds that header).
+
+``die_after=N`` answers N requests, then the server dies: it stops listening and resets every open
+connection (a judge server killed mid-run); ``kill()`` does that at once.
 
 Every request is counted per question: the key is the sha256 of the messages as the client's
 cache computes it, so tests can check that nothing was asked twice.
@@ -36,7 +42,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-ANSWER = re.compile(r"\[回答([AB])开始\]\n(.*?)\n\[回答\1结束\]", re.DOTALL)
+ANSWER = re.compile(r"\[回答([AB])开始 #(\w+)\]\n(.*?)\n\[回答\1结束 #\2\]", re.DOTALL)
 DIRECTIVE = re.compile(r"\{\{fault:([^}]*)\}\}")
 STYLES = ("{}", "**{}**", "答案：{}", "[[{}]]", "最终答案：{}", "{}。")
 
@@ -49,7 +55,7 @@ def messages_key(messages: Any) -> str:
 
 def fake_verdict(user_text: str) -> str:
     """The fake judge's label for a prompt: ★ wins, else the longer answer, else C."""
-    answers = dict(ANSWER.findall(user_text))
+    answers = {label: text for label, _, text in ANSWER.findall(user_text)}
     a, b = answers.get("A", ""), answers.get("B", "")
     if ("★" in a) != ("★" in b):
         return "A" if "★" in a else "B"
@@ -75,13 +81,18 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # a burst of new connections must not be refused
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up (it stopped a run) is normal
+            super().handle_error(request, client_address)
+
 
 class FakeJudgeServer:
     """The server, run in a background thread: ``with FakeJudgeServer() as s: ... s.url``."""
 
     def __init__(self, latency: float = 0.0, slow_s: float = 0.3, hang_s: float = 5.0, retry_after: str | None = "0",
                  api_key: str | None = None, faults: Callable[[dict, int], str] | None = None, port: int = 0,
-                 always: str | None = None) -> None:
+                 always: str | None = None, die_after: int | None = None, huge_bytes: int = 3 * 1024 * 1024) -> None:
+        self.die_after, self.dead, self.huge_bytes = die_after, False, huge_bytes
         self.latency, self.slow_s, self.hang_s, self.retry_after = latency, slow_s, hang_s, retry_after
         self.always = always  # a judge with total position bias: this label whatever the answers
         self.api_key = api_key
@@ -115,6 +126,11 @@ class FakeJudgeServer:
         """Stop serving and close the socket."""
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def kill(self) -> None:
+        """Die as a killed server does: refuse new connections, reset the open ones at their next request."""
+        self.dead = True
+        self.stop()
 
     def __enter__(self) -> "FakeJudgeServer":
         return self.start()
@@ -152,9 +168,18 @@ class FakeJudgeServer:
             def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
                 self._send(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"), headers)
 
+            def _reset(self) -> None:
+                # RST instead of FIN: the client sees a connection reset, no reply at all.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                if server.dead:
+                    self._reset()
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -171,6 +196,13 @@ class FakeJudgeServer:
                     server.counts[key] += 1
                     server.request_times.append(time.monotonic())
                     server.bodies.append(body)
+                    dies = server.die_after is not None and server.total > server.die_after
+                if dies:
+                    if not server.dead:
+                        server.dead = True
+                        threading.Thread(target=server.stop, daemon=True).start()
+                    self._reset()
+                    return
                 if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
                     behaviour = "401"
                 else:
@@ -189,16 +221,29 @@ class FakeJudgeServer:
 
             def _behave(self, behaviour: str, body: dict, user: str, key: str) -> None:
                 if behaviour == "reset":
-                    # RST instead of FIN: the client sees a connection reset, no reply at all.
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    self.connection.close()
-                    self.close_connection = True
+                    self._reset()
+                    return
+                auth = self.headers.get("Authorization") or ""
+                if behaviour.startswith("echo_key_"):
+                    status = int(behaviour.rsplit("_", 1)[1])
+                    self._json(status, {"error": {"message": f"invalid request with header {auth}", "type": "fault"}})
+                    return
+                if behaviour in ("huge", "huge_chunked"):
+                    self._huge(chunked=behaviour == "huge_chunked")
+                    return
+                if behaviour == "html":
+                    page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
                     return
                 if behaviour == "hang":
                     time.sleep(server.hang_s)
                 elif behaviour == "slow":
                     time.sleep(server.slow_s)
-                if behaviour in ("400", "429", "500", "503", "401"):
+                if behaviour in ("400", "429", "500", "502", "503", "401"):
                     headers = {"Retry-After": server.retry_after} if behaviour == "429" and server.retry_after else None
                     self._json(int(behaviour), {"error": {"message": f"fault {behaviour}", "type": "fault"}}, headers)
                     return
@@ -213,14 +258,45 @@ class FakeJudgeServer:
                     content = "两个回答各有千秋，难以取舍。"
                 elif behaviour == "think":
                     content = f"<think>我觉得回答{label}更好。最终答案：{label}</think>"
+                elif behaviour == "long":
+                    content = "分析：" + "两个回答都讨论了问题的要点。" * 4000 + f"\n最终答案：{label}"
+                elif behaviour == "echo_key":
+                    content = f"收到的请求头：{auth}\n{label}"
+                elif behaviour == "null":
+                    content = None
                 else:
                     content = STYLES[int(key[:2], 16) % len(STYLES)].format(label)
                 self._json(200, {
                     "id": "chatcmpl-" + key[:12], "object": "chat.completion", "model": body.get("model"),
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": len(user) // 2, "completion_tokens": len(content),
-                              "total_tokens": len(user) // 2 + len(content)},
+                    "usage": {"prompt_tokens": len(user) // 2, "completion_tokens": len(content or ""),
+                              "total_tokens": len(user) // 2 + len(content or "")},
                 })
+
+            def _huge(self, chunked: bool) -> None:
+                # A reply a broken or hostile server might send: far more than any verdict needs.
+                head, tail = b'{"choices": [{"message": {"content": "', b'A"}}]}'
+                filler = server.huge_bytes - len(head) - len(tail)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(server.huge_bytes))
+                self.end_headers()
+                block = b"x" * 65536
+                parts = [part for part in (head, *[block] * (filler // len(block)), b"x" * (filler % len(block)), tail)
+                         if part]  # an empty chunk would end a chunked body
+                try:
+                    for part in parts:
+                        if chunked:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                        else:
+                            self.wfile.write(part)
+                    if chunked:
+                        self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the client stopped reading, as it should
+                    self.close_connection = True
 
         return Handler
 

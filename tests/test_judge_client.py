@@ -236,6 +236,38 @@ def test_unreachable_server_is_a_user_error(tmp_path):
     assert "cannot reach the judge" in str(e.value) and e.value.field == "base_url"
 
 
+def test_a_dead_server_stops_the_run_at_once_even_with_workers_in_backoff(tmp_path):
+    with FakeJudgeServer(die_after=3) as server:
+        start = time.monotonic()
+        with pytest.raises(InputError) as e:
+            judge_records(records(4, 4), settings(server, tmp_path, concurrency=8, max_consecutive_failures=8,
+                                                  max_retries=10, backoff_base=0.05, backoff_max=30.0), progress=False)
+        elapsed = time.monotonic() - start
+    # 8 requests in a row without a reply stop every worker, also those sleeping in a (up to 30 s) backoff.
+    assert elapsed < 5 and server.total <= 3 + 1 + 8 + 8
+    assert "stopped answering" in str(e.value) and "3 judgement(s) of this run are saved in" in str(e.value)
+    with JudgeCache(tmp_path / "judge.sqlite") as cache:
+        assert cache.count() == 3
+
+
+def test_replies_are_capped_when_read_and_when_stored(server, tmp_path):
+    recs = records(1, 3, special={3: "{{fault:huge*}}"}) + records(1, 2, special={2: "{{fault:long*}}"}, pid="l")
+    result = judge_records(recs, settings(server, tmp_path, max_reply_bytes=1_000_000), progress=False)
+    assert result.stats.failed == {"too_large": 2} and result.stats.judged == 2
+    assert server.behaviours["huge"] == 2  # not retried: the same question gets the same reply
+    (comparison,) = result.records[1].comparisons  # a long reply with a verdict: read, stored clipped
+    assert len(comparison.model_extra["raw"]) < 2100 and "characters cut" in comparison.model_extra["raw"]
+
+
+def test_an_echoed_key_is_redacted(server, tmp_path):
+    key = "sk-test-9876543210zyx"
+    recs = records(1, 3, special={2: "{{fault:echo_key*}}", 3: "{{fault:echo_key_400*}}"})
+    result = judge_records(recs, settings(server, tmp_path, api_key=key), progress=False)
+    texts = [c.model_extra["raw"] for c in result.records[0].comparisons] + [f.detail for f in result.failures]
+    assert texts and all("Bearer [API key]" in t and key not in t for t in texts)
+    assert key.encode() not in (tmp_path / "judge.sqlite").read_bytes()
+
+
 def test_key_comes_from_the_named_environment_variable(server, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg = settings(server, tmp_path, api_key=None)
@@ -250,6 +282,10 @@ def test_key_comes_from_the_named_environment_variable(server, tmp_path, monkeyp
     ({"base_url": "localhost:8000"}, r"not an http\(s\) URL"),
     ({"base_url": None}, "needs a base URL"),
     ({"concurrency": 0}, "at least 1"),
+    ({"concurrency": 257}, "at most 256"),
+    ({"timeout": float("nan")}, "finite"),
+    ({"max_consecutive_failures": 0}, "at least 1"),
+    ({"max_reply_bytes": 0}, "at least 1"),
     ({"timeout": 0}, "must be positive"),
     ({"max_requests": -1}, "0 or more"),
     ({"backend": "grpc"}, "unknown backend"),

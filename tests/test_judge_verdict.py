@@ -1,14 +1,22 @@
-"""Strict verdict parsing: hand cases and properties (never a label from reasoning, never a guess)."""
+"""Strict verdict parsing: hand cases and properties (never a label from reasoning, never a guess).
+
+The realistic corpus and its coverage figure are in test_verdict_corpus.py.
+"""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheems.annotate.verdict import FAILURE_REASONS, final_label, parse_verdict
+from cheems.annotate.verdict import (
+    FAILURE_REASONS,
+    final_label,
+    letters,
+    parse_verdict,
+    sentences,
+    strip_reasoning,
+)
 
 ACCEPTED = [
     ("A", "A"), ("B", "B"), ("C", "C"), ("A.", "A"), ("B。", "B"), ("**A**", "A"), ("[[B]]", "B"), ("【C】", "C"),
@@ -22,6 +30,12 @@ ACCEPTED = [
     ("推理：B 更短……\n</think>\nA", "A"),  # the opening tag was in the prompt
     ("分析略。\n最终答案：B", "B"),  # reasoning before the final line is allowed, the line decides
     ("A\n\n最终答案：A", "A"),  # the same answer twice is fine
+    # The phrasings of issue 8: a lead-in or a reason around a clear final answer.
+    ("经过比较，我认为更好的是：A", "A"), ("我选择A。", "A"), ("A\n\n理由：……", "A"), ("综上，回答A优于回答B。", "A"),
+    ("The better response is A.", "A"), ("\\boxed{A}", "A"), ("**最终答案：B**", "B"), ("两者相当，选C", "C"),
+    ("The answer is A", "A"),  # refused before issue 8: an English copula now announces, as 答案是 did
+    ("A\n理由：回答A更准确", "A"),  # refused before issue 8: the answer first, its reason after
+    ("回答A不如回答B。", "B"), ("Response B is better than Response A.", "B"),
 ]
 
 REJECTED = [
@@ -32,11 +46,13 @@ REJECTED = [
     ("好的，我来分析。\n<think>答案：A", "no_label"),  # the text before the reasoning has no answer
     ("A或B", "ambiguous"), ("A/B", "ambiguous"), ("答案：A 或 C", "ambiguous"), ("A B", "ambiguous"),
     ("A\nB", "conflicting"), ("最终答案：A\n\nB", "conflicting"), ("**B**\n答案：C", "conflicting"),
-    ("两个回答各有千秋。", "no_label"), ("我认为 A", "no_label"), ("The answer is A", "no_label"),
+    ("两个回答各有千秋。", "no_label"), ("我认为 A", "no_label"),
     ("a", "no_label"), ("b.", "no_label"), ("D", "no_label"), ("AB", "no_label"), ("Apple", "no_label"),
-    ("A\n理由：回答A更准确", "no_label"),  # the final line is reasoning, not an answer
     ("C更好", "no_label"),  # C is "no clear difference", it cannot be "better"
     ("答案：A，因为B有错", "ambiguous"), ("tie", "no_label"), ("平局", "no_label"), ("1", "no_label"),
+    ("两个回答各有优劣，可能A更好。", "hedge"), ("如果只看格式，A更好。", "hedge"), ("A\n\n不过两个回答各有优劣。", "hedge"),
+    ("A\n\n等等，应该是B。", "conflicting"), ("回答A更好，但B更好。", "conflicting"),
+    ("A更好吗？", "no_label"),  # a question states nothing
 ]
 
 
@@ -94,16 +110,30 @@ def test_text_without_any_label_letter_never_gives_a_verdict(text):
 
 @given(st.text(max_size=300))
 @settings(max_examples=300, deadline=None)
-def test_never_raises_and_a_label_comes_from_the_last_line(text):
+def test_never_raises_and_a_label_comes_from_the_first_or_last_sentence_naming_one(text):
     verdict = parse_verdict(text)
     assert (verdict.label is None) != (verdict.failure is None)
     if verdict.label is not None:
-        # The accepted label is the only label on the reply's last non-empty line (after NFKC).
+        # The accepted label is stated (by the named forms) by the first or the last sentence that names a label.
         import unicodedata
 
-        last = [ln for ln in unicodedata.normalize("NFKC", text).splitlines() if ln.strip()][-1]
-        assert set(re.findall(r"(?<![A-Za-z])[ABC](?![A-Za-z])", last)) == {verdict.label}
-        assert final_label(last) == verdict.label
+        answer, _ = strip_reasoning(unicodedata.normalize("NFKC", text))
+        named = [s for s in sentences(answer) if letters(s)]
+        assert verdict.label in {final_label(named[0]), final_label(named[-1])}
+
+
+@given(free_text, labels, st.sampled_from(["但两个回答其实各有优劣。", "不过也很难说。", "Wait, let me reconsider.",
+                                            "等等，我再看看。", "Hard to say, though."]))
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_an_answer_taken_back_or_hedged_afterwards_is_refused(reasoning, label, after):
+    assert parse_verdict(f"<think>{reasoning}</think>\n{label}\n\n{after}").label is None
+
+
+@given(labels, st.sampled_from(["如果只看格式，", "If I had to choose, ", "可能", "也许是", "我不确定，但"]))
+@settings(deadline=None)  # a loaded shared machine must not make it flaky
+def test_an_unsure_or_conditional_answer_is_refused(label, lead):
+    for reply in (f"{lead}答案是{label}", f"{lead}I choose {label}"):
+        assert parse_verdict(reply).label is None
 
 
 @given(labels, labels, decor_left, decor_right)
@@ -121,3 +151,26 @@ def test_two_different_final_answers_are_rejected(x, y, left, right):
 def test_two_labels_on_the_final_line_are_rejected(x, y):
     verdict = parse_verdict(f"{x} 或 {y}")
     assert verdict.label is None if x != y else verdict.failure == "no_label"
+
+
+# ---------------------------------------------------------------- hostile replies take linear time
+
+PATHOLOGICAL = {
+    "spaces": "答案" + " " * 100_000 + "x",  # took minutes before issue 8 (nested optional spaces)
+    "colons": "答案" + ": " * 30_000 + "x",
+    "brackets": "[" * 30_000 + "A" + "]" * 30_000 + "x",
+    "headings": "答案:" * 30_000 + "A",
+    "open tags": "<think>" * 100_000,
+    "close tags": "</think>x" * 100_000,
+    "one long clause": "回答A更好" * 20_000,
+    "spaces before brackets": " " * 100_000 + "(x)",
+}
+
+
+@pytest.mark.parametrize("name", list(PATHOLOGICAL))
+def test_pathological_replies_are_parsed_quickly(name):
+    import time
+
+    start = time.process_time()
+    parse_verdict(PATHOLOGICAL[name])
+    assert time.process_time() - start < 2.0  # ~0.05 s here; a regex blow-up takes minutes

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cheems.cachedb import cache_file, open_cache_db, select_in
+from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
+
+WHAT, HINT = "judge cache", "pass another --cache file"
 
 
 def messages_digest(messages: list[dict[str, str]]) -> str:
@@ -76,7 +78,7 @@ class JudgeCache:
         if self._conn is None:
             # check_same_thread off: the API judge may run its event loop in a worker thread (when
             # called from a running loop); calls never overlap, the caller waits for that thread.
-            conn = open_cache_db(self.path, _SCHEMA, "judge cache", "pass another --cache file", check_same_thread=False)
+            conn = open_cache_db(self.path, _SCHEMA, WHAT, HINT, check_same_thread=False)
             # A commit reaches the OS before returning: a killed process loses nothing committed
             # (only a power cut could lose the last transactions, and they would just be re-asked).
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -100,17 +102,18 @@ class JudgeCache:
         """Stored outcomes of these items under this judge (missing ones are absent)."""
         wanted = list(dict.fromkeys(items))
         conn = self.connect()
-        rows = select_in(conn, "SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
-                               "FROM judgements WHERE judge = ? AND item IN ({marks})", [judge], wanted)
-        return {item: CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
-                for item, label, failure, raw, pt, ct, n in rows}
+        with cache_errors(self.path, WHAT, HINT):
+            rows = select_in(conn, "SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
+                                   "FROM judgements WHERE judge = ? AND item IN ({marks})", [judge], wanted)
+            return {item: CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
+                    for item, label, failure, raw, pt, ct, n in rows}
 
     def put(self, judge: str, item: str, outcome: CachedJudgement, *, judge_model: str = "",
             pair: tuple[str, str, str, str] | None = None) -> None:
         """Store one outcome and commit at once (so a kill right after loses nothing)."""
         conn = self.connect()
         prompt_id, a, b, shown = pair or (None, None, None, None)
-        with conn:
+        with cache_errors(self.path, WHAT, HINT), conn:
             conn.execute("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (judge, item, judge_model, prompt_id, a, b, shown, outcome.label, outcome.failure,
                           outcome.raw, outcome.prompt_tokens, outcome.completion_tokens, outcome.requests, time.time()))

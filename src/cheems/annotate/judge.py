@@ -17,14 +17,16 @@ from typing import Any
 from cheems.annotate.cache import CachedJudgement, JudgeCache, judge_key, messages_digest
 from cheems.annotate.plan import PairTask, plan_pairs
 from cheems.annotate.prompt import TEMPLATE_VERSION, CriteriaMap, build_messages, load_criteria_map
-from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget
+from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget, clip_reply
 from cheems.annotate.verdict import FAILURE_REASONS
 from cheems.data.schema import Comparison, Record
+from cheems.errors import InputError
 
 TRANSPORT_REASONS = {
     "timeout": "no reply in time (after all retries)",
     "connection": "connection failed or reset (after all retries)",
     "malformed": "reply was not valid chat-completions JSON (after all retries)",
+    "too_large": "reply longer than the size limit (not read, not retried)",
 }
 
 
@@ -145,7 +147,7 @@ def _question(record: Record, task: PairTask, criteria: CriteriaMap) -> list[dic
 
 
 def _from_cache(c: CachedJudgement) -> Outcome:
-    return Outcome(label=c.label, failure=c.failure, raw=c.raw, final=True,
+    return Outcome(label=c.label, failure=c.failure, raw=clip_reply(c.raw), final=True,
                    detail="" if c.label else "cached failure; --retry-failed asks again")
 
 
@@ -185,6 +187,7 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
         bar = _Progress(len(first_task), progress, f"judging with {settings.judge_model}")
 
         def on_done(item: str, outcome: Outcome) -> None:
+            outcome.raw = clip_reply(outcome.raw)  # what the cache, failures file and output keep
             outcomes[item] = outcome
             new.add(item)
             stats.requests += outcome.requests
@@ -200,6 +203,13 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
         try:
             if first_task:
                 backend.judge_many(jobs(), on_done)
+        except InputError as e:  # the run stopped (server gone, key refused): say that nothing finished is lost
+            saved = sum(outcomes[item].final for item in new)
+            if not saved:
+                raise
+            saved_in = f"{saved} judgement(s) of this run are saved in {cache.path}"
+            raise InputError(e.message, path=e.path, line=e.line, field=e.field,
+                             hint=f"{e.hint}; {saved_in}" if e.hint else saved_in) from None
         finally:
             bar.close()
     stats.cost = (stats.prompt_tokens * settings.price_in + stats.completion_tokens * settings.price_out) / 1e6

@@ -5,13 +5,18 @@ connection, take the next question when done with the last, so at most ``concurr
 questions are in flight and memory does not grow with the number of pairs. Per request: a total deadline
 (``timeout``); retries with exponential backoff and jitter on 429, 5xx, timeouts, connection
 errors and malformed JSON, honouring ``Retry-After``. A reply without a clear A/B/C verdict is
-re-asked (sampled at ``retry_temperature``), then recorded as failed. 401/403/404 stop the run
-with a one-line error: every later request would fail the same way.
+re-asked (sampled at ``retry_temperature``), then recorded as failed.
+
+The run stops with a one-line error when every later request would fail the same way: 401/403/404,
+or ``max_consecutive_failures`` requests in a row (across workers) without a usable reply: refused,
+reset, timed out or HTTP 5xx (the server went away; workers asleep in a backoff are stopped too). At most ``max_reply_bytes`` of a reply are read. The API key never leaves this
+module: text from the server (replies, error bodies, exception messages) is stored with it redacted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
 import threading
@@ -30,6 +35,8 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 524, 529}
 FATAL_STATUS = {401: "the server refused the API key", 403: "the API key is not allowed to use this model or endpoint",
                 404: "not found (wrong base URL or model name?)"}
 RETRY_AFTER_MAX = 120.0  # never sleep longer than this on a server's say-so
+REDACTED = "[API key]"
+MIN_SECRET = 8  # shorter "keys" (EMPTY, x) are placeholders; replacing them would rewrite ordinary text
 
 
 class _Fatal(Exception):
@@ -64,18 +71,38 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def _error_text(response: Any) -> str:
+def redact(text: str, secret: str) -> str:
+    """``text`` with every occurrence of ``secret`` replaced (servers may echo the Authorization header)."""
+    return text.replace(secret, REDACTED) if len(secret) >= MIN_SECRET else text
+
+
+def _error_text(body: bytes | None) -> str:
     """The server's error message (OpenAI shape ``{"error": {"message"}}``) or the start of the body."""
+    if body is None:
+        return "(reply body over the size limit)"
     try:
-        data = response.json()
+        data = json.loads(body)
         if isinstance(data, dict):
             err = data.get("error")
             msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else data.get("message")
             if isinstance(msg, str) and msg:
                 return msg[:300]
-    except ValueError:
+    except ValueError:  # not JSON, or not UTF-8
         pass
-    return response.text[:300].strip()
+    return body[:300].decode("utf-8", errors="replace").strip()
+
+
+async def _read_capped(response: Any, limit: int) -> bytes | None:
+    """The reply body, or None when it is longer than ``limit`` bytes (reading stops there)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in response.aiter_bytes():  # decoded: a gzip bomb counts by what it expands to
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 def reply_text(data: Any) -> tuple[str, int, int]:
@@ -110,7 +137,7 @@ class OpenAIJudge:
         self.budget = budget
         self._rng = random.Random()  # jitter only: needs no seed
         self._any_response = False  # a server that never answered + connection refused = wrong URL
-        self._fatal: InputError | None = None
+        self._down_streak = 0  # requests in a row, across workers, with no usable reply (one event loop: no lock)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -158,18 +185,21 @@ class OpenAIJudge:
             limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
             async with httpx.AsyncClient(headers=headers, limits=limits, timeout=timeout, verify=ssl_context) as client:
                 for item, messages in queue:
-                    if self._fatal is not None or self.budget.exhausted:
+                    if self.budget.exhausted:
                         return
-                    try:
-                        outcome = await self._judge(client, messages)
-                    except _Fatal as e:
-                        self._fatal = self._fatal or e.error
-                        return
-                    on_done(item, outcome)
+                    on_done(item, await self._judge(client, messages))
 
-        await asyncio.gather(*(worker() for _ in range(k)))
-        if self._fatal is not None:
-            raise self._fatal
+        workers = [asyncio.create_task(worker()) for _ in range(k)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException as e:
+            # The others may be sleeping in a backoff: stop them now (what they hold is not final, not cached).
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            if isinstance(e, _Fatal):
+                raise e.error from None
+            raise
 
     async def _judge(self, client: Any, messages: list[dict[str, str]]) -> Outcome:
         """Ask until the reply has a verdict (at most ``max_retries`` re-asks)."""
@@ -181,7 +211,7 @@ class OpenAIJudge:
             if reply is None:  # transport failure or budget: outcome says which; not final
                 return outcome
             verdict = parse_verdict(reply)
-            outcome.raw = reply
+            outcome.raw = reply  # redacted already; clipped where it is stored
             outcome.label, outcome.failure = verdict.label, verdict.failure
             outcome.detail = "" if verdict.ok else f"after {ask + 1} ask(s)"
             if verdict.ok:
@@ -194,6 +224,31 @@ class OpenAIJudge:
             return min(retry_after, RETRY_AFTER_MAX)
         s = self.settings
         return min(s.backoff_max, s.backoff_base * 2 ** attempt) * (0.5 + 0.5 * self._rng.random())
+
+    async def _post(self, client: Any, url: str, body: dict[str, Any]) -> tuple[int, Any, bytes | None]:
+        """One POST: (status, headers, body or None when over ``max_reply_bytes``)."""
+        async with client.stream("POST", url, json=body) as response:
+            data = await _read_capped(response, self.settings.max_reply_bytes)
+            return response.status_code, response.headers, data
+
+    def _failed(self, outcome: Outcome, url: str, failure: str, detail: str, *, down: bool = False) -> None:
+        """Record a failed request; ``down``: it got no usable reply (no reply at all, or a 5xx).
+
+        Such requests are counted across workers; ``max_consecutive_failures`` in a row stop the run.
+        """
+        outcome.failure, outcome.detail = failure, self._redact(detail)
+        if not down:
+            return
+        self._down_streak += 1
+        if self._down_streak < self.settings.max_consecutive_failures:
+            return
+        last = f"{self._down_streak} requests in a row failed (last: {outcome.detail})"
+        if self._any_response:
+            raise _Fatal(f"the judge at {url} stopped answering: {last}", field="base_url",
+                         hint="is the server still up? start it again (or fix --base-url) and rerun the same "
+                              "command: finished judgements are cached and not asked again")
+        raise _Fatal(f"cannot reach the judge at {url}: {last}", field="base_url",
+                     hint="is the server running, and is the URL right?")
 
     async def _complete(self, client: Any, messages: list[dict[str, str]], temperature: float,
                         outcome: Outcome) -> str | None:
@@ -208,40 +263,46 @@ class OpenAIJudge:
                 outcome.not_attempted, outcome.failure, outcome.detail = True, "budget", "request budget used up"
                 return None
             outcome.requests += 1
-            retry_after, refused = None, False
+            retry_after = None
             try:
-                response = await _deadline(client.post(url, json=body), s.timeout)
+                status, headers, data = await _deadline(self._post(client, url, body), s.timeout)
             except (asyncio.TimeoutError, httpx.TimeoutException):
-                outcome.failure, outcome.detail = "timeout", f"no reply within {s.timeout:g} s"
+                self._failed(outcome, url, "timeout", f"no reply within {s.timeout:g} s", down=True)
             except httpx.ConnectError as e:
-                outcome.failure, outcome.detail, refused = "connection", f"cannot connect: {e}", True
+                self._failed(outcome, url, "connection", f"cannot connect: {e}", down=True)
+                if not self._any_response and attempt == s.max_retries:
+                    raise _Fatal(f"cannot reach the judge at {url} ({outcome.detail})", field="base_url",
+                                 hint="is the server running, and is the URL right?") from None
             except httpx.TransportError as e:  # reset, server hung up, protocol error
-                outcome.failure, outcome.detail = "connection", f"{type(e).__name__}: {e}"
+                self._failed(outcome, url, "connection", f"{type(e).__name__}: {e}", down=True)
             else:
                 self._any_response = True
-                status = response.status_code
+                self._down_streak = 0 if status < 500 else self._down_streak
                 if status in FATAL_STATUS:
-                    raise _Fatal(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(response)}",
+                    raise _Fatal(self._redact(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(data)}"),
                                  hint=f"check --base-url, --judge-model and ${s.api_key_env}")
+                if status == 200 and data is None:  # not retried: the same question gets the same huge reply
+                    self._failed(outcome, url, "too_large", f"reply over {s.max_reply_bytes} bytes, not read")
+                    return None
                 if status == 200:
                     try:
-                        text, pt, ct = reply_text(response.json())
-                    except ValueError as e:  # JSONDecodeError is a ValueError
-                        outcome.failure, outcome.detail = "malformed", f"malformed reply: {str(e)[:120]}"
+                        text, pt, ct = reply_text(json.loads(data))
+                    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                        self._failed(outcome, url, "malformed", f"malformed reply: {str(e)[:120]}")
                     else:
                         outcome.prompt_tokens += pt
                         outcome.completion_tokens += ct
-                        return text
+                        return self._redact(text)
                 elif status in RETRY_STATUS or status >= 500:
-                    outcome.failure, outcome.detail = f"http_{status}", _error_text(response)
-                    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+                    self._failed(outcome, url, f"http_{status}", _error_text(data), down=status >= 500)
+                    retry_after = retry_after_seconds(headers.get("retry-after"))
                 else:  # e.g. 400 for a prompt longer than the model's context: this pair only, no retry
-                    outcome.failure, outcome.detail = f"http_{status}", _error_text(response)
+                    self._failed(outcome, url, f"http_{status}", _error_text(data))
                     return None
-            if refused and not self._any_response and attempt == s.max_retries:
-                raise _Fatal(f"cannot reach the judge at {url} ({outcome.detail})", field="base_url",
-                             hint="is the server running, and is the URL right?")
             if attempt < s.max_retries:
                 await asyncio.sleep(self._backoff(attempt, retry_after))
         outcome.detail = f"{outcome.detail} (after {s.max_retries + 1} attempts)"
         return None
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.api_key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,8 @@ from urllib.parse import urlsplit
 from cheems.errors import InputError
 
 BACKENDS = ("openai", "hf")
+MAX_CONCURRENCY = 256  # more in flight only queues at the server and holds sockets open
+RAW_KEEP_CHARS = 2000  # of a judge's reply, what is stored (cache, failures file, output): head and tail
 
 
 @dataclass
@@ -29,6 +32,9 @@ class JudgeSettings:
     - ``criteria``: YAML/JSON file mapping category -> criterion groups, consulted before the defaults.
     - ``price_in`` / ``price_out``: price per 1M input / output tokens, for the cost report.
     - ``retry_failed``: ask again pairs whose cached outcome is a verdict failure.
+    - ``max_consecutive_failures``: stop the run after this many requests in a row (across all
+      workers) got no reply (connection refused or reset, timeout, HTTP 5xx): the server is down.
+    - ``max_reply_bytes``: the most bytes read from one HTTP reply; a longer one is a failed request.
     """
 
     judge_model: str
@@ -54,6 +60,8 @@ class JudgeSettings:
     retry_failed: bool = False
     batch_size: int = 8
     device: str | None = None
+    max_consecutive_failures: int = 32
+    max_reply_bytes: int = 2 * 1024 * 1024
 
     def check(self) -> None:
         """Raise ``InputError`` for a setting that cannot work."""
@@ -63,10 +71,17 @@ class JudgeSettings:
             raise InputError(f"unknown backend '{self.backend}'", field="backend", hint=f"use one of {', '.join(BACKENDS)}")
         if self.backend == "openai":
             normalize_base_url(self.base_url)
-        positive = {"concurrency": self.concurrency, "batch_size": self.batch_size, "max_tokens": self.max_tokens}
+        positive = {"concurrency": self.concurrency, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
+                    "max_consecutive_failures": self.max_consecutive_failures, "max_reply_bytes": self.max_reply_bytes}
         for name, value in positive.items():
             if value < 1:
                 raise InputError(f"must be at least 1, got {value}", field=name)
+        if self.concurrency > MAX_CONCURRENCY:
+            raise InputError(f"must be at most {MAX_CONCURRENCY}, got {self.concurrency}", field="concurrency",
+                             hint="more requests in flight only queue at the server; 8-64 suits most endpoints")
+        for name in ("timeout", "price_in", "price_out", "temperature", "retry_temperature", "backoff_base", "backoff_max"):
+            if not math.isfinite(getattr(self, name)):
+                raise InputError(f"must be a finite number, got {getattr(self, name)}", field=name)
         if self.timeout <= 0:
             raise InputError(f"must be positive, got {self.timeout}", field="timeout")
         if self.max_retries < 0:
@@ -79,13 +94,16 @@ class JudgeSettings:
 
     def resolve_api_key(self) -> str:
         """The API key: ``api_key`` if given, else the environment variable ``api_key_env``."""
-        if self.api_key is not None:
-            return self.api_key
-        key = os.environ.get(self.api_key_env)
+        key = self.api_key if self.api_key is not None else os.environ.get(self.api_key_env)
         if key is None:
             raise InputError(f"environment variable {self.api_key_env} is not set", field="api_key_env",
                              hint=f"export {self.api_key_env}=... (any value, e.g. EMPTY, for a local server without "
                                   "auth) or name another variable with --api-key-env")
+        key = key.strip()  # a key pasted with its line break is still the key
+        if not all(" " < ch < "\x7f" for ch in key):  # it goes into an HTTP header; never echo it
+            raise InputError(f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
+                             "character, which an HTTP header cannot carry", field="api_key_env",
+                             hint="copy the key again without quotes or spaces")
         return key
 
 
@@ -104,6 +122,14 @@ def normalize_base_url(url: str | None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"'{url}' is not an http(s) URL", field="base_url", hint=hint)
     return url
+
+
+def clip_reply(text: str | None) -> str | None:
+    """A judge's reply as stored: its head and tail when longer than ``RAW_KEEP_CHARS`` (the verdict is at one end)."""
+    if text is None or len(text) <= RAW_KEEP_CHARS:
+        return text
+    half = RAW_KEEP_CHARS // 2
+    return f"{text[:half]}\n…[{len(text) - 2 * half} characters cut]…\n{text[-half:]}"
 
 
 @dataclass

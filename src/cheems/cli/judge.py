@@ -29,13 +29,14 @@ def judge(
     judge_model: Annotated[Optional[str], typer.Option("--judge-model", help="Model name at the endpoint; with --backend hf, a causal LM folder or hub id.")] = None,
     backend: Annotated[str, typer.Option(help="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM).")] = "openai",
     api_key_env: Annotated[str, typer.Option("--api-key-env", help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at once (1-256).")] = 8,
     seed: Annotated[int, typer.Option(help="Fixes which response of each pair is shown first.")] = 0,
     both_orders: Annotated[bool, typer.Option("--both-orders", help="Ask each pair in both orders and report their consistency.")] = False,
     cache: Annotated[Optional[Path], typer.Option("--cache", help="Judgement cache (SQLite); default $CHEEMS_CACHE_DIR/judge.sqlite.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per request.", callback=finite())] = 60.0,
     max_retries: Annotated[int, typer.Option(help="Retries per request (429, 5xx, timeouts, resets) and re-asks after a reply without A/B/C.")] = 4,
     max_requests: Annotated[Optional[int], typer.Option(help="Request budget for this run; a rerun resumes where it stopped.")] = None,
+    max_consecutive_failures: Annotated[int, typer.Option(help="Stop after this many requests in a row got no reply (server down); a rerun resumes.")] = 32,
     criteria: Annotated[Optional[Path], typer.Option("--criteria", help="YAML/JSON file mapping category -> criterion groups (language, knowledge, reasoning, code, safety, complex_instructions).")] = None,
     price_in: Annotated[float, typer.Option("--price-in", help="Price per 1M input tokens, for the cost report.", callback=finite())] = 0.0,
     price_out: Annotated[float, typer.Option("--price-out", help="Price per 1M output tokens.", callback=finite())] = 0.0,
@@ -64,6 +65,7 @@ def judge(
         concurrency=concurrency, seed=seed, both_orders=both_orders, cache=cache, timeout=timeout,
         max_retries=max_retries, max_requests=max_requests, criteria=criteria, price_in=price_in, price_out=price_out,
         max_tokens=max_tokens, batch_size=batch_size, device=device, retry_failed=retry_failed,
+        max_consecutive_failures=max_consecutive_failures,
     )
     settings.check()
     if backend == "openai":

@@ -13,12 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 
-from cheems.cachedb import cache_file, open_cache_db, select_in
+from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.base import Scorer, ScoreItem, item_digest, progress_hook
 
+_WHAT_HINT = ("score cache", "pass another --cache file, or --no-cache")
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only when scoring takes longer than this
 
 
@@ -36,7 +37,7 @@ class ScoreCache:
     def _connect(self) -> sqlite3.Connection:
         return open_cache_db(self.path, "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, item TEXT NOT NULL, "
                              "score REAL, PRIMARY KEY (fingerprint, item)) WITHOUT ROWID",
-                             "score cache", "pass another --cache file, or --no-cache")
+                             *_WHAT_HINT)
 
     def get_many(self, fingerprint: str, digests: Iterable[str]) -> dict[str, float]:
         """Cached scores of these item digests (missing ones are simply absent)."""
@@ -44,7 +45,7 @@ class ScoreCache:
         if not wanted or not self.path.exists():
             return {}
         found: dict[str, float] = {}
-        with closing(self._connect()) as conn:
+        with closing(self._connect()) as conn, cache_errors(self.path, *_WHAT_HINT):
             # NaN is stored as NULL by SQLite: treat it as a miss.
             found.update(select_in(conn, "SELECT item, score FROM scores WHERE fingerprint = ? AND item IN ({marks}) "
                                    "AND score IS NOT NULL", [fingerprint], wanted))
@@ -54,7 +55,7 @@ class ScoreCache:
         """Store scores of item digests (one transaction; existing entries are replaced)."""
         if not scores:
             return
-        with closing(self._connect()) as conn, conn:
+        with closing(self._connect()) as conn, cache_errors(self.path, *_WHAT_HINT), conn:
             conn.executemany("INSERT OR REPLACE INTO scores (fingerprint, item, score) VALUES (?, ?, ?)",
                              [(fingerprint, d, float(s)) for d, s in scores.items()])
 
