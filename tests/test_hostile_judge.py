@@ -118,9 +118,9 @@ BAD_OPTIONS = {
     "concurrency 100000": (["--concurrency", "100000"], "concurrency", "at most 256"),
     "consecutive failures 0": (["--max-consecutive-failures", "0"], "max_consecutive_failures", "at least 1"),
     "timeout 0": (["--timeout", "0"], "timeout", "must be positive"),
-    "timeout nan": (["--timeout", "nan"], "timeout", "finite"),
-    "timeout inf": (["--timeout", "inf"], "timeout", "finite"),
-    "price nan": (["--price-in", "nan"], "price_in", "finite"),
+    "timeout nan": (["--timeout", "nan"], "--timeout:", "finite"),  # the CLI's float-option check names the option
+    "timeout inf": (["--timeout", "inf"], "--timeout:", "finite"),
+    "price nan": (["--price-in", "nan"], "--price-in:", "finite"),
     "price negative": (["--price-out", "-1"], "price_out", "must not be negative"),
     "retries negative": (["--max-retries", "-1"], "max_retries", "0 or more"),
 }
@@ -130,7 +130,7 @@ BAD_OPTIONS = {
 def test_bad_option_is_one_line_before_any_request(tmp_path, server, name):
     extra, field, words = BAD_OPTIONS[name]
     run = judge(tmp_path, server.url, *extra)
-    run.stopped(f"field '{field}'", words)
+    run.stopped(field if field.startswith("--") else f"field '{field}'", words)
     assert server.total == 0
 
 

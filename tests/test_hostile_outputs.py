@@ -22,10 +22,9 @@ from pathlib import Path
 
 import pytest
 from fault_server import FakeJudgeServer
-from helpers import assert_user_error, run_cheems, write_jsonl
+from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
 import cheems
-from cheems.cli.main import main
 from cheems.data.io import read_records, write_records
 from cheems.data.io import write_jsonl as io_write_jsonl
 from cheems.data.outputs import together
@@ -183,27 +182,15 @@ CASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def run_main(args: tuple[str, ...], monkeypatch, capsys) -> subprocess.CompletedProcess:
-    """The real entry point (``cheems.cli.main.main``) in this process, as the command line ``cheems ARGS``."""
-    monkeypatch.setattr(sys, "argv", ["cheems", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, out, err)
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_hostile_output_or_option_is_one_line_and_changes_nothing(tmp_path, monkeypatch, capsys, case):
     args, expected = CASES[case]
     _workspace(tmp_path)
     before = snapshot(tmp_path)
     monkeypatch.chdir(tmp_path)
-    for key, value in {"OPENAI_API_KEY": "k", "CHEEMS_CACHE_DIR": str(tmp_path / "cache-dir"), "COLUMNS": "200"}.items():
-        monkeypatch.setenv(key, value)  # the cache folder must not be created either
-    proc = run_main(args, monkeypatch, capsys)
+    # the cache folder must not be created either
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys,
+                    env={"OPENAI_API_KEY": "k", "CHEEMS_CACHE_DIR": str(tmp_path / "cache-dir")})
     ws = os.path.realpath(tmp_path)
     assert_user_error(proc, *(e.format(ws=ws) for e in expected))
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

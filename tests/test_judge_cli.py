@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from fault_server import FakeJudgeServer
+from helpers import run_main
 
-from cheems.cli.main import main
 
 KEY_ENV = {"OPENAI_API_KEY": "test-key"}
 
@@ -28,18 +28,9 @@ def write_records(path: Path, n_records: int = 3, n_responses: int = 4, extra: s
 
 
 def run_cli(args: list[str], monkeypatch, capsys, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """The real entry point (``cheems.cli.main.main``) in this process: exit code, stdout, stderr."""
-    for k, v in (KEY_ENV if env is None else env).items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setattr(sys, "argv", ["cheems", *args])
-    monkeypatch.setenv("COLUMNS", "200")
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    """The real entry point in this process (``helpers.run_main``): exit code, stdout, stderr."""
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys, env=KEY_ENV if env is None else env)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def judge_args(src: Path, out: Path, server: FakeJudgeServer, cache: Path, *more: str) -> list[str]:
