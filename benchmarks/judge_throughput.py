@@ -47,8 +47,11 @@ def pick_records(records: list[Record], pairs: int, skip: int = 0) -> list[Recor
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     """The fake judge in its own process (no GIL shared with the client); returns it and its base URL."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fault_server.py"), "--latency", str(latency)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "fault_server.py"), "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
         proc.kill()
@@ -58,8 +61,9 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
 
 def run(records: list[Record], url: str, k: int, cache: Path) -> tuple[int, int, float, float]:
     """Judge ``records`` with concurrency ``k``; (questions judged, requests, wall s, client CPU s)."""
-    settings = JudgeSettings(judge_model="bench-judge", base_url=url, api_key="bench", concurrency=k, cache=cache,
-                             timeout=30)
+    settings = JudgeSettings(
+        judge_model="bench-judge", base_url=url, api_key="bench", concurrency=k, cache=cache, timeout=30
+    )
     start, cpu = time.perf_counter(), time.process_time()
     result = judge_records(records, settings, progress=False)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -83,7 +87,9 @@ def main() -> None:
     server, url = start_server(args.latency)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            run(pick_records(records, 20, skip=len(records) // 2), url, 4, Path(tmp) / "warmup.sqlite")  # imports, connections
+            run(
+                pick_records(records, 20, skip=len(records) // 2), url, 4, Path(tmp) / "warmup.sqlite"
+            )  # imports, connections
             rows = []
             for i, k in enumerate(args.concurrency):
                 chosen = pick_records(records, max(200, k * args.rounds), skip=i * 50)
@@ -93,13 +99,19 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
-    print(f"judge throughput, loopback server with a fixed {args.latency * 1000:.0f} ms latency, "
-          f"{os.cpu_count()} CPU cores, Python {sys.version.split()[0]}\n")
-    print("| concurrency K | prompts | pairs | requests | wall s | client CPU s | judgements/s | bound K / latency "
-          "| share of bound |")
+    print(
+        f"judge throughput, loopback server with a fixed {args.latency * 1000:.0f} ms latency, "
+        f"{os.cpu_count()} CPU cores, Python {sys.version.split()[0]}\n"
+    )
+    print(
+        "| concurrency K | prompts | pairs | requests | wall s | client CPU s | judgements/s | bound K / latency "
+        "| share of bound |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k, prompts, n, requests, wall, cpu, rate, bound, share in rows:
-        print(f"| {k} | {prompts} | {n} | {requests} | {wall:.2f} | {cpu:.2f} | {rate:.1f} | {bound:.0f} | {share:.1%} |")
+        print(
+            f"| {k} | {prompts} | {n} | {requests} | {wall:.2f} | {cpu:.2f} | {rate:.1f} | {bound:.0f} | {share:.1%} |"
+        )
 
 
 if __name__ == "__main__":

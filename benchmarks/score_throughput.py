@@ -78,7 +78,9 @@ def naive_scores(model, tokenizer, records: list[Record], max_length: int) -> di
         for record in records:
             prompt = prompt_text(record.input)
             for response in record.responses:
-                inputs = tokenizer(prompt, response.content, truncation=True, max_length=max_length, return_tensors="pt")
+                inputs = tokenizer(
+                    prompt, response.content, truncation=True, max_length=max_length, return_tensors="pt"
+                )
                 score = model(**inputs).logits[0, 0].item()
                 out[(record.id, response.id)] = (score, inputs["input_ids"].shape[1])
     return out
@@ -86,13 +88,17 @@ def naive_scores(model, tokenizer, records: list[Record], max_length: int) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DATA, help="oasst1_zh ranked JSON (instruction/input/output/history)")
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="oasst1_zh ranked JSON (instruction/input/output/history)"
+    )
     parser.add_argument("--model", default="m3e-small", help="model spec for load_scorer")
     parser.add_argument("--limit", type=int, default=None, help="score at most N responses")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=4, help="interleaved cheems/naive rounds")
-    parser.add_argument("--bf16-sample", type=int, default=24, help="responses scored with bf16 autocast forced (0: skip)")
+    parser.add_argument(
+        "--bf16-sample", type=int, default=24, help="responses scored with bf16 autocast forced (0: skip)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = parser.parse_args()
     if args.threads:
@@ -109,18 +115,21 @@ def main() -> None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # the same random head as the scorer's
         naive_model = AutoModelForSequenceClassification.from_pretrained(
-            scorer.source.location, num_labels=1, dtype=torch.float32).eval()
+            scorer.source.location, num_labels=1, dtype=torch.float32
+        ).eval()
     scorer.model  # load outside the timings, as the naive model is
 
     cache = ScoreCache(Path(tempfile.mkdtemp(prefix="cheems-bench-")) / "scores.sqlite")
-    shards = [records[i::args.rounds] for i in range(args.rounds)]
+    shards = [records[i :: args.rounds] for i in range(args.rounds)]
     totals = {"cheems": [0.0, 0.0], "naive": [0.0, 0.0]}  # wall and CPU (process) seconds
     cheems: dict = {}
     naive: dict = {}
     naive_lengths: dict = {}
     for i, shard in enumerate(shards):
-        runs = {"cheems": lambda: score_records(shard, scorer, cache=cache, progress=False),
-                "naive": lambda: naive_scores(naive_model, scorer.tokenizer, shard, args.max_length)}
+        runs = {
+            "cheems": lambda: score_records(shard, scorer, cache=cache, progress=False),
+            "naive": lambda: naive_scores(naive_model, scorer.tokenizer, shard, args.max_length),
+        }
         for name in ("naive", "cheems") if i % 2 else ("cheems", "naive"):
             wall, cpu = time.perf_counter(), time.process_time()
             result = runs[name]()
@@ -134,7 +143,9 @@ def main() -> None:
     (cheems_s, cheems_cpu), (naive_s, naive_cpu) = totals["cheems"], totals["naive"]
 
     start = time.perf_counter()
-    cached = score_records(records, load_scorer(args.model, batch_size=args.batch_size, max_length=args.max_length), cache=cache)
+    cached = score_records(
+        records, load_scorer(args.model, batch_size=args.batch_size, max_length=args.max_length), cache=cache
+    )
     cached_s = time.perf_counter() - start
     assert cached == cheems
 
@@ -153,28 +164,45 @@ def main() -> None:
     naive_tokens = sum(naive_lengths.values())
     device = pick_device(None)
     amp = autocast_dtype(device, "auto")
-    print(f"machine: {os.cpu_count()} cores ({cpu_model()}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"native bf16: {cpu_has_native_bf16()}")
-    print(f"data: {len(records)} prompts, {n} responses; model {args.model}, max_length {args.max_length}, "
-          f"batch size {args.batch_size}, device {device}, dtype auto -> {amp or torch.float32}\n")
+    print(
+        f"machine: {os.cpu_count()} cores ({cpu_model()}), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, "
+        f"native bf16: {cpu_has_native_bf16()}"
+    )
+    print(
+        f"data: {len(records)} prompts, {n} responses; model {args.model}, max_length {args.max_length}, "
+        f"batch size {args.batch_size}, device {device}, dtype auto -> {amp or torch.float32}\n"
+    )
     print(f"load average (1 min) before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f}\n")
     print("| run | responses | tokens | wall s | CPU s | tokens/s (wall) | responses/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    print(f"| naive loop (batch 1, fp32) | {n} | {naive_tokens} | {naive_s:.1f} | {naive_cpu:.1f} | "
-          f"{naive_tokens / naive_s:,.0f} | {n / naive_s:.1f} |")
-    print(f"| cheems score_records (auto dtype, length-grouped) | {n} | {cheems_tokens} | {cheems_s:.1f} | {cheems_cpu:.1f} | "
-          f"{cheems_tokens / cheems_s:,.0f} | {n / cheems_s:.1f} |")
+    print(
+        f"| naive loop (batch 1, fp32) | {n} | {naive_tokens} | {naive_s:.1f} | {naive_cpu:.1f} | "
+        f"{naive_tokens / naive_s:,.0f} | {n / naive_s:.1f} |"
+    )
+    print(
+        f"| cheems score_records (auto dtype, length-grouped) | {n} | {cheems_tokens} | {cheems_s:.1f} | "
+        f"{cheems_cpu:.1f} | "
+        f"{cheems_tokens / cheems_s:,.0f} | {n / cheems_s:.1f} |"
+    )
     if bf16_row:
         print(f"| cheems, bf16 autocast forced (sample) | {bf16_row[0]} | | | | {bf16_row[1]:,.0f} | |")
     print(f"| cheems, second run (all cache hits) | {n} | | {cached_s:.3f} | | | {n / cached_s:,.0f} |")
     print()
-    print(f"- speedup (tokens/s, cheems / naive): **{(cheems_tokens / cheems_s) / (naive_tokens / naive_s):.2f}x** wall, "
-          f"{(cheems_tokens / cheems_cpu) / (naive_tokens / naive_cpu):.2f}x per CPU second (target >= 2.5x)")
+    print(
+        f"- speedup (tokens/s, cheems / naive): **{(cheems_tokens / cheems_s) / (naive_tokens / naive_s):.2f}x** wall, "
+        f"{(cheems_tokens / cheems_cpu) / (naive_tokens / naive_cpu):.2f}x per CPU second (target >= 2.5x)"
+    )
     print(f"- cached second run: **{cached_s * 10_000 / n:.3f} s per 10,000 responses** (target < 1 s)")
-    print(f"- matmul 1024x1024: fp32 {fp32_gflops:.1f} GFLOP/s, bf16 {bf16_gflops:.1f} GFLOP/s "
-          f"(bf16/fp32 = {bf16_gflops / fp32_gflops:.2f})")
-    print(f"- same scores: max |cheems - naive| = {max(untruncated, default=0):.1e} over the {len(untruncated)} responses "
-          "neither truncates (truncated ones differ by design: cheems cuts the prompt first)")
+    print(
+        f"- matmul 1024x1024: fp32 {fp32_gflops:.1f} GFLOP/s, bf16 {bf16_gflops:.1f} GFLOP/s "
+        f"(bf16/fp32 = {bf16_gflops / fp32_gflops:.2f})"
+    )
+    print(
+        f"- same scores: max |cheems - naive| = {max(untruncated, default=0):.1e} over the "
+        f"{len(untruncated)} responses "
+        "neither truncates (truncated ones differ by design: cheems cuts the prompt first)"
+    )
 
 
 if __name__ == "__main__":

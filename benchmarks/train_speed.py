@@ -39,8 +39,8 @@ from cheems.data.schema import Record
 from cheems.data.split import split_records
 from cheems.evaluate import evaluate
 from cheems.models import load_scorer, score_records
-from cheems.train.config import load_config
 from cheems.ranking.pairs import training_pairs
+from cheems.train.config import load_config
 from cheems.train.trainer import train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst1_zh" / "oaast_rm_zh.json"
@@ -71,18 +71,39 @@ def run_cheems(records: list[Record], args: argparse.Namespace, folder: Path) ->
     """``cheems train`` on the records; per-epoch times from the step log (the loop alone)."""
     data = folder / "train.jsonl"
     write_records(data, records)
-    config = load_config(None, {"model": MODEL, "data": [str(data)], "output": str(folder / "model"),
-                                "epochs": args.epochs, "batch_size": args.batch_size, "max_length": args.max_length,
-                                "lr": args.lr, "warmup_ratio": 0.1, "weight_decay": 0.01, "seed": args.seed,
-                                "progress": False, "cpu": True, "bf16": False, "save_every": 0,
-                                "chunk_tokens": args.chunk_tokens})
+    config = load_config(
+        None,
+        {
+            "model": MODEL,
+            "data": [str(data)],
+            "output": str(folder / "model"),
+            "epochs": args.epochs,
+            "batch_size": args.batch_size,
+            "max_length": args.max_length,
+            "lr": args.lr,
+            "warmup_ratio": 0.1,
+            "weight_decay": 0.01,
+            "seed": args.seed,
+            "progress": False,
+            "cpu": True,
+            "bf16": False,
+            "save_every": 0,
+            "chunk_tokens": args.chunk_tokens,
+        },
+    )
     wall0, cpu0 = time.perf_counter(), time.process_time()
     result = train(config)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     ends = [row["seconds"] for row in result.history if float(row["epoch"]).is_integer()]
     walls = [b - a for a, b in zip([0.0] + ends, ends)]
-    return Run("cheems train (listwise, prompt-grouped)", walls, wall, cpu, result.epoch_plans[0]["forward_passes"],
-               folder / "model")
+    return Run(
+        "cheems train (listwise, prompt-grouped)",
+        walls,
+        wall,
+        cpu,
+        result.epoch_plans[0]["forward_passes"],
+        folder / "model",
+    )
 
 
 def pairwise_dataset(records: list[Record], max_length: int) -> "datasets.Dataset":  # noqa: F821
@@ -97,8 +118,14 @@ def pairwise_dataset(records: list[Record], max_length: int) -> "datasets.Datase
         encoded = dict(zip(ids, scorer.encode([(record.input, record.response(rid).content) for rid in ids])))
         for chosen, rejected in pairs:
             (c_ids, c_types), (r_ids, r_types) = encoded[chosen], encoded[rejected]
-            rows.append({"chosen_ids": c_ids, "rejected_ids": r_ids,
-                         "chosen_token_type_ids": c_types, "rejected_token_type_ids": r_types})
+            rows.append(
+                {
+                    "chosen_ids": c_ids,
+                    "rejected_ids": r_ids,
+                    "chosen_token_type_ids": c_types,
+                    "rejected_token_type_ids": r_types,
+                }
+            )
     return datasets.Dataset.from_list(rows)
 
 
@@ -116,8 +143,9 @@ def run_trl(records: list[Record], args: argparse.Namespace, folder: Path) -> Ru
 
         def torch_call(self, examples):
             batch = super().torch_call(examples)
-            types = [torch.tensor(e["chosen_token_type_ids"]) for e in examples] + \
-                    [torch.tensor(e["rejected_token_type_ids"]) for e in examples]
+            types = [torch.tensor(e["chosen_token_type_ids"]) for e in examples] + [
+                torch.tensor(e["rejected_token_type_ids"]) for e in examples
+            ]
             batch["token_type_ids"] = torch.nn.utils.rnn.pad_sequence(types, batch_first=True)
             return batch
 
@@ -139,13 +167,33 @@ def run_trl(records: list[Record], args: argparse.Namespace, folder: Path) -> Ru
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
     timer = EpochTimer()
     config = RewardConfig(
-        output_dir=str(folder / "trl-out"), per_device_train_batch_size=args.batch_size // 2,
-        num_train_epochs=args.epochs, learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.1,
-        weight_decay=0.01, max_grad_norm=1.0, max_length=args.max_length, seed=args.seed, use_cpu=True,
-        bf16=False, save_strategy="no", report_to="none", logging_steps=10_000, disable_tqdm=True,
-        remove_unused_columns=False, dataloader_num_workers=0)
-    trainer = RewardTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
-                            data_collator=WithTokenTypes(pad_token_id=tokenizer.pad_token_id), callbacks=[timer])
+        output_dir=str(folder / "trl-out"),
+        per_device_train_batch_size=args.batch_size // 2,
+        num_train_epochs=args.epochs,
+        learning_rate=args.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=0.1,
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        max_length=args.max_length,
+        seed=args.seed,
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=10_000,
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+    trainer = RewardTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        data_collator=WithTokenTypes(pad_token_id=tokenizer.pad_token_id),
+        callbacks=[timer],
+    )
     trainer.train()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     trainer.save_model(str(folder / "model"))
@@ -186,24 +234,37 @@ def main() -> None:
             loads.append((before, os.getloadavg()[0]))
         results = [(run, held_out(run.folder, test, args.max_length)) for run in runs]
 
-    print(f"machine: {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"load average (1 min) before/after each run: " + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in loads))
-    print(f"data: oasst1_zh train split, prompts with >= {args.min_responses} replies: {len(train_records)} prompts, "
-          f"{n_resp} responses, {n_pairs} pairs; held-out split {len(test)} prompts; "
-          f"{MODEL}, max_length {args.max_length}, {args.batch_size} sequences per step, {args.epochs} epochs\n")
-    print("| trainer | forward passes / epoch | wall s / epoch (each epoch) | whole job wall s | whole job CPU s "
-          "| held-out accuracy | held-out exact match |")
+    print(
+        f"machine: {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"load average (1 min) before/after each run: " + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in loads)
+    )
+    print(
+        f"data: oasst1_zh train split, prompts with >= {args.min_responses} replies: {len(train_records)} prompts, "
+        f"{n_resp} responses, {n_pairs} pairs; held-out split {len(test)} prompts; "
+        f"{MODEL}, max_length {args.max_length}, {args.batch_size} sequences per step, {args.epochs} epochs\n"
+    )
+    print(
+        "| trainer | forward passes / epoch | wall s / epoch (each epoch) | whole job wall s | whole job CPU s "
+        "| held-out accuracy | held-out exact match |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for run, (acc, em) in results:
         epochs = " / ".join(f"{w:.1f}" for w in run.epoch_wall)
-        print(f"| {run.name} | {run.forward_passes} | {sum(run.epoch_wall) / len(run.epoch_wall):.1f} ({epochs}) | "
-              f"{run.total_wall:.1f} | {run.total_cpu:.1f} | {acc:.3f} | {em:.3f} |")
+        print(
+            f"| {run.name} | {run.forward_passes} | {sum(run.epoch_wall) / len(run.epoch_wall):.1f} ({epochs}) | "
+            f"{run.total_wall:.1f} | {run.total_cpu:.1f} | {acc:.3f} | {em:.3f} |"
+        )
     by_name = {run.name.split()[0]: run for run, _ in results}
     trl, ours = by_name["TRL"], by_name["cheems"]
-    print(f"\n- speedup per epoch (TRL / cheems, loop wall time): **{sum(trl.epoch_wall) / sum(ours.epoch_wall):.2f}x** "
-          f"(target >= 2x); whole job: {trl.total_wall / ours.total_wall:.2f}x wall, {trl.total_cpu / ours.total_cpu:.2f}x CPU")
-    print(f"- forward passes: {by_name['TRL'].forward_passes} vs {by_name['cheems'].forward_passes} "
-          f"({by_name['TRL'].forward_passes / by_name['cheems'].forward_passes:.2f}x)")
+    print(
+        f"\n- speedup per epoch (TRL / cheems, loop wall time): **{sum(trl.epoch_wall) / sum(ours.epoch_wall):.2f}x** "
+        f"(target >= 2x); whole job: {trl.total_wall / ours.total_wall:.2f}x wall, "
+        f"{trl.total_cpu / ours.total_cpu:.2f}x CPU"
+    )
+    print(
+        f"- forward passes: {by_name['TRL'].forward_passes} vs {by_name['cheems'].forward_passes} "
+        f"({by_name['TRL'].forward_passes / by_name['cheems'].forward_passes:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,12 @@ def main() -> None:
     for row in rows:
         row["got"] = parse_verdict(row["reply"])
 
-    groups: dict[str, dict[str, list[dict]]] = {"all": {"all": rows}, "language": defaultdict(list),
-                                                 "reasoning block": defaultdict(list), "set": defaultdict(list)}
+    groups: dict[str, dict[str, list[dict]]] = {
+        "all": {"all": rows},
+        "language": defaultdict(list),
+        "reasoning block": defaultdict(list),
+        "set": defaultdict(list),
+    }
     for row in rows:
         groups["language"][row["lang"]].append(row)
         groups["reasoning block"]["with a think block" if row["think"] else "without"].append(row)

@@ -89,9 +89,19 @@ class _Server(ThreadingHTTPServer):
 class FakeJudgeServer:
     """The server, run in a background thread: ``with FakeJudgeServer() as s: ... s.url``."""
 
-    def __init__(self, latency: float = 0.0, slow_s: float = 0.3, hang_s: float = 5.0, retry_after: str | None = "0",
-                 api_key: str | None = None, faults: Callable[[dict, int], str] | None = None, port: int = 0,
-                 always: str | None = None, die_after: int | None = None, huge_bytes: int = 3 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        latency: float = 0.0,
+        slow_s: float = 0.3,
+        hang_s: float = 5.0,
+        retry_after: str | None = "0",
+        api_key: str | None = None,
+        faults: Callable[[dict, int], str] | None = None,
+        port: int = 0,
+        always: str | None = None,
+        die_after: int | None = None,
+        huge_bytes: int = 3 * 1024 * 1024,
+    ) -> None:
         self.die_after, self.dead, self.huge_bytes = die_after, False, huge_bytes
         self.latency, self.slow_s, self.hang_s, self.retry_after = latency, slow_s, hang_s, retry_after
         self.always = always  # a judge with total position bias: this label whatever the answers
@@ -266,12 +276,22 @@ class FakeJudgeServer:
                     content = None
                 else:
                     content = STYLES[int(key[:2], 16) % len(STYLES)].format(label)
-                self._json(200, {
-                    "id": "chatcmpl-" + key[:12], "object": "chat.completion", "model": body.get("model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": len(user) // 2, "completion_tokens": len(content or ""),
-                              "total_tokens": len(user) // 2 + len(content or "")},
-                })
+                self._json(
+                    200,
+                    {
+                        "id": "chatcmpl-" + key[:12],
+                        "object": "chat.completion",
+                        "model": body.get("model"),
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(user) // 2,
+                            "completion_tokens": len(content or ""),
+                            "total_tokens": len(user) // 2 + len(content or ""),
+                        },
+                    },
+                )
 
             def _huge(self, chunked: bool) -> None:
                 # A reply a broken or hostile server might send: far more than any verdict needs.
@@ -285,8 +305,11 @@ class FakeJudgeServer:
                     self.send_header("Content-Length", str(server.huge_bytes))
                 self.end_headers()
                 block = b"x" * 65536
-                parts = [part for part in (head, *[block] * (filler // len(block)), b"x" * (filler % len(block)), tail)
-                         if part]  # an empty chunk would end a chunked body
+                parts = [
+                    part
+                    for part in (head, *[block] * (filler // len(block)), b"x" * (filler % len(block)), tail)
+                    if part
+                ]  # an empty chunk would end a chunked body
                 try:
                     for part in parts:
                         if chunked:

@@ -5,16 +5,20 @@ from __future__ import annotations
 from cheems.data.schema import Record
 
 
-def record(n: int, comparisons: list[tuple[str, str, str]] = (), rank: dict | None = None, pid: str = "p", category: str = "c") -> Record:
+def record(
+    n: int, comparisons: list[tuple[str, str, str]] = (), rank: dict | None = None, pid: str = "p", category: str = "c"
+) -> Record:
     """A record with responses r1..rn and comparisons given as (a, b, label)."""
-    return Record.model_validate({
-        "id": pid,
-        "input": "问题",
-        "category": [category],
-        "responses": [{"id": f"r{i}", "content": f"回答{i}"} for i in range(1, n + 1)],
-        "comparisons": [{"a": a, "b": b, "label": lab} for a, b, lab in comparisons],
-        "rank": rank,
-    })
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": "问题",
+            "category": [category],
+            "responses": [{"id": f"r{i}", "content": f"回答{i}"} for i in range(1, n + 1)],
+            "comparisons": [{"a": a, "b": b, "label": lab} for a, b, lab in comparisons],
+            "rank": rank,
+        }
+    )
 
 
 # ---------------------------------------------------------------- the CLI as a user runs it
@@ -26,17 +30,30 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 
-def run_cheems(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None,
-               timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
+def run_cheems(
+    *args: object,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess:
     """``python -m cheems ARGS`` as a real subprocess (wide terminal, so messages stay on one line)."""
-    return subprocess.run([sys.executable, "-m", "cheems", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=timeout, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "cheems", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        timeout=timeout,
+        input=stdin,
+    )
 
 
 def write_jsonl(path: Path, rows: list) -> Path:
     """Rows as JSONL; a str row is written as it is (for broken lines)."""
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows),
-                    encoding="utf-8")
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows), encoding="utf-8"
+    )
     return path
 
 

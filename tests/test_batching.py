@@ -128,15 +128,21 @@ def test_plan_does_not_depend_on_the_hash_seed():
     # Every process of a data-parallel run must compute the same plan; this process's hash
     # seed is random, the child's is fixed.
     ids = [f"x{i}" for i in range(7)]
-    groups = [PromptGroup(p, tuple(ids[: 2 + p % 6]), tuple(zip(ids[: 1 + p % 6], ids[1 : 2 + p % 6]))) for p in range(20)]
+    groups = [
+        PromptGroup(p, tuple(ids[: 2 + p % 6]), tuple(zip(ids[: 1 + p % 6], ids[1 : 2 + p % 6]))) for p in range(20)
+    ]
     code = (
         "import json, sys; from cheems.train.batching import PromptGroup, greedy_batches\n"
         "groups = [PromptGroup(p, tuple(r), tuple(map(tuple, s))) for p, r, s in json.load(sys.stdin)]\n"
         "print(json.dumps(greedy_batches(groups, 5, seed=7, epoch=2)))"
     )
     child = subprocess.run(
-        [sys.executable, "-c", code], input=json.dumps([[g.prompt, g.responses, g.pairs] for g in groups]),
-        env={**os.environ, "PYTHONHASHSEED": "12345"}, capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        input=json.dumps([[g.prompt, g.responses, g.pairs] for g in groups]),
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        check=True,
     )
     expected = greedy_batches(groups, 5, seed=7, epoch=2)
     assert json.loads(child.stdout) == [[list(item) for item in batch] for batch in expected]

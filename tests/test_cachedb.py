@@ -25,8 +25,9 @@ FOREIGN = {
     "text file": lambda p: p.write_text("id,label\n1,A\n" * 50, encoding="utf-8"),
     "random bytes": lambda p: p.write_bytes(os.urandom(8192)),
     "SQLite header then garbage": lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096),
-    "another program's database": lambda p: _sqlite(p, "CREATE TABLE moz_places (id INTEGER, url TEXT)",
-                                                    "INSERT INTO moz_places VALUES (1, 'https://example.org')"),
+    "another program's database": lambda p: _sqlite(
+        p, "CREATE TABLE moz_places (id INTEGER, url TEXT)", "INSERT INTO moz_places VALUES (1, 'https://example.org')"
+    ),
     "judgements table with other columns": lambda p: _sqlite(p, "CREATE TABLE judgements (id INTEGER, verdict TEXT)"),
     "scores table with other columns": lambda p: _sqlite(p, "CREATE TABLE scores (k TEXT, v REAL)"),
 }
@@ -79,8 +80,10 @@ def test_a_corrupt_page_mid_file_is_one_line(tmp_path):
         for i in range(3000):
             cache.put("j", f"i{i}", CachedJudgement("A", None, "x" * 200, 1, 1, 1))
     data = bytearray(path.read_bytes())
-    data[len(data) // 2:len(data) // 2 + 20000] = b"\xa5" * 20000  # a disk error in the middle of the table
+    data[len(data) // 2 : len(data) // 2 + 20000] = b"\xa5" * 20000  # a disk error in the middle of the table
     path.write_bytes(bytes(data))
-    with pytest.raises(InputError, match="cannot use the judge cache: database disk image is malformed"), \
-            JudgeCache(path) as cache:
+    with (
+        pytest.raises(InputError, match="cannot use the judge cache: database disk image is malformed"),
+        JudgeCache(path) as cache,
+    ):
         cache.get_many("j", [f"i{i}" for i in range(3000)])

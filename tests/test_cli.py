@@ -11,10 +11,21 @@ from helpers import run_cheems, write_jsonl
 cheems = run_cheems
 
 
-GOOD = {"id": "p1", "input": "1+1等于几？", "category": ["数学", "算术"],
-        "responses": [{"id": "r1", "content": "等于2。"}, {"id": "r2", "content": "等于3。"}, {"id": "r3", "content": "不知道"}],
-        "comparisons": [{"a": "r1", "b": "r2", "label": "a", "annotator": "x"}, {"a": "r2", "b": "r3", "label": "a"},
-                        {"a": "r3", "b": "r1", "label": "a"}]}
+GOOD = {
+    "id": "p1",
+    "input": "1+1等于几？",
+    "category": ["数学", "算术"],
+    "responses": [
+        {"id": "r1", "content": "等于2。"},
+        {"id": "r2", "content": "等于3。"},
+        {"id": "r3", "content": "不知道"},
+    ],
+    "comparisons": [
+        {"a": "r1", "b": "r2", "label": "a", "annotator": "x"},
+        {"a": "r2", "b": "r3", "label": "a"},
+        {"a": "r3", "b": "r1", "label": "a"},
+    ],
+}
 
 
 def bad(**changes):
@@ -26,7 +37,10 @@ def bad(**changes):
 BAD_INPUTS = {
     "invalid JSON": ('{"id": "p1", "input": ', "invalid JSON"),
     "rank names unknown response": (bad(rank={"r1": 1, "r9": 2}), "unknown response 'r9'"),
-    "duplicate response ids": (bad(responses=[{"id": "r1", "content": "a"}, {"id": "r1", "content": "b"}], comparisons=[]), "duplicate response id 'r1'"),
+    "duplicate response ids": (
+        bad(responses=[{"id": "r1", "content": "a"}, {"id": "r1", "content": "b"}], comparisons=[]),
+        "duplicate response id 'r1'",
+    ),
     "empty responses": (bad(responses=[], comparisons=[]), "'responses' is empty"),
     "non-string content": (bad(responses=[{"id": "r1", "content": 3}], comparisons=[]), "responses.0.content"),
     "comparison names unknown id": (bad(comparisons=[{"a": "r1", "b": "zz", "label": "a"}]), "unknown response 'zz'"),
@@ -85,7 +99,9 @@ def test_score_then_eval_with_scores_and_with_model_agree(tmp_path):
     rows = [json.loads(l) for l in scores.read_text().splitlines()]
     assert {(r["response_id"], r["score"]) for r in rows} == {("r1", 4.0), ("r2", 4.0), ("r3", 3.0)}  # characters
     r1 = cheems("eval", "--bench", bench, "--scores", scores, "--output-json", j1)
-    r2 = cheems("eval", "--bench", bench, "--model", "length", "--output-json", j2, "--no-cache", "--report", tmp_path / "rep")
+    r2 = cheems(
+        "eval", "--bench", bench, "--model", "length", "--output-json", j2, "--no-cache", "--report", tmp_path / "rep"
+    )
     assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
     out = json.loads(j1.read_text())
     assert out == json.loads(j2.read_text())
@@ -108,8 +124,10 @@ def test_eval_reports_missing_scores(tmp_path):
 
 
 def test_official_pairwise_rows_are_read_unchanged(tmp_path):
-    rows = [{"input": "问", "answer1": "好", "answer2": "差", "preference": 1},
-            {"input": "问", "answer1": "差", "answer2": "中", "preference": "2"}]
+    rows = [
+        {"input": "问", "answer1": "好", "answer2": "差", "preference": 1},
+        {"input": "问", "answer1": "差", "answer2": "中", "preference": "2"},
+    ]
     src = write_jsonl(tmp_path / "official.jsonl", rows)
     out = tmp_path / "out.jsonl"
     assert cheems("resolve", src, "-o", out).returncode == 0
@@ -128,13 +146,16 @@ def test_demo_without_training_runs_offline(tmp_path):
     assert 0 < stats["conflict_ratio"] < 0.5
 
 
-@pytest.mark.parametrize("args, contains", [
-    (["split", "x.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--seed", "abc"], "'--seed'"),
-    (["nosuch"], "No such command 'nosuch'"),
-    (["split", "x.jsonl", "--bogus"], "No such option: --bogus"),
-    (["eval", "--bench"], "'--bench' requires an argument"),
-    (["curate", "distant", "x.jsonl", "-o", "y.jsonl", "--margin", "abc"], "'--margin'"),
-])
+@pytest.mark.parametrize(
+    "args, contains",
+    [
+        (["split", "x.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--seed", "abc"], "'--seed'"),
+        (["nosuch"], "No such command 'nosuch'"),
+        (["split", "x.jsonl", "--bogus"], "No such option: --bogus"),
+        (["eval", "--bench"], "'--bench' requires an argument"),
+        (["curate", "distant", "x.jsonl", "-o", "y.jsonl", "--margin", "abc"], "'--margin'"),
+    ],
+)
 def test_usage_errors_are_one_line_not_a_boxed_help(tmp_path, args, contains):
     from helpers import assert_user_error
 

@@ -20,12 +20,18 @@ from cheems.ranking.pairs import training_pairs
 
 def rec(lengths: list[int], comparisons=(), rank=None, pid: str = "p") -> Record:
     """Responses r1..rn whose contents have the given lengths; comparisons as (a, b, label)."""
-    return Record.model_validate({
-        "id": pid, "input": "问题",
-        "responses": [{"id": f"r{i}", "content": "字" * n} for i, n in enumerate(lengths, start=1)],
-        "comparisons": [{"a": a, "b": b, "label": lab, "source": "judge", "annotator": "gpt", "shown": "ba"} for a, b, lab in comparisons],
-        "rank": rank,
-    })
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": "问题",
+            "responses": [{"id": f"r{i}", "content": "字" * n} for i, n in enumerate(lengths, start=1)],
+            "comparisons": [
+                {"a": a, "b": b, "label": lab, "source": "judge", "annotator": "gpt", "shown": "ba"}
+                for a, b, lab in comparisons
+            ],
+            "rank": rank,
+        }
+    )
 
 
 def pairs_of(records: list[Record]) -> list[tuple[str, str, str]]:
@@ -52,7 +58,14 @@ def test_output_comparisons_keep_their_origin():
     assert report.after == report.before
     by_id = {r.id: r for r in out}
     c = by_id["p"].comparisons[0]  # the judge's comparison as it was: label b, shown order and annotator kept
-    assert (c.a, c.b, c.label, c.source, c.annotator, c.model_extra) == ("r1", "r2", "b", "judge", "gpt", {"shown": "ba"})
+    assert (c.a, c.b, c.label, c.source, c.annotator, c.model_extra) == (
+        "r1",
+        "r2",
+        "b",
+        "judge",
+        "gpt",
+        {"shown": "ba"},
+    )
     assert by_id["p"].rank == {"r2": 1, "r1": 2}
     c = by_id["q"].comparisons[0]
     assert (c.a, c.b, c.label, c.source) == ("r1", "r2", "a", "rank")
@@ -81,8 +94,14 @@ def test_bad_unit_and_missing_tokenizer_are_input_errors():
 
 def test_token_lengths_can_differ_from_characters(qwen2_tokenizer_dir: Path):
     # r1: 12 characters of English (2 tokens); r2: 6 Chinese characters (more tokens than r1)
-    p = Record.model_validate({"id": "p", "input": "q", "responses": [
-        {"id": "r1", "content": "hello world!"}, {"id": "r2", "content": "深度学习模型"}], "rank": {"r2": 1, "r1": 2}})
+    p = Record.model_validate(
+        {
+            "id": "p",
+            "input": "q",
+            "responses": [{"id": "r1", "content": "hello world!"}, {"id": "r2", "content": "深度学习模型"}],
+            "rank": {"r2": 1, "r1": 2},
+        }
+    )
     assert length_debias([p], unit="chars")[1].before[SHORTER] == 1
     _, report = length_debias([p], unit="tokens", tokenizer=qwen2_tokenizer_dir)
     assert report.unit == "tokens" and report.before[LONGER] + report.before[EQUAL] == 1
@@ -99,7 +118,12 @@ def ranked_records(draw):
             records.append(rec(lengths, rank={f"r{i}": r for i, r in enumerate(ranks, start=1)}, pid=f"p{p}"))
         else:
             ids = [f"r{i}" for i in range(1, n + 1)]
-            comps = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids), st.sampled_from(["a", "b", "tie"])), max_size=8))
+            comps = draw(
+                st.lists(
+                    st.tuples(st.sampled_from(ids), st.sampled_from(ids), st.sampled_from(["a", "b", "tie"])),
+                    max_size=8,
+                )
+            )
             records.append(rec(lengths, comps, pid=f"p{p}"))
     return records
 
@@ -118,14 +142,20 @@ def test_properties(records, seed):
     for r in out:
         mine = [(w, l) for pid, w, l in before if pid == r.id]
         assert training_pairs(r) == [p for p in mine if p in set(training_pairs(r))]
-    equal = {(pid, w, l) for pid, w, l in before if len(records[int(pid[1:])].response(w).content) == len(records[int(pid[1:])].response(l).content)}
+    equal = {
+        (pid, w, l)
+        for pid, w, l in before
+        if len(records[int(pid[1:])].response(w).content) == len(records[int(pid[1:])].response(l).content)
+    }
     assert equal <= set(after)  # the equal-length group is untouched
     again, _ = length_debias(records, seed=seed)
     assert [r.to_json() for r in again] == [r.to_json() for r in out]  # deterministic per seed
 
 
 def test_different_seeds_can_choose_differently():
-    records = [rec([2, 1], rank={"r1": 1, "r2": 2}, pid=f"p{i}") for i in range(20)] + [rec([1, 2], rank={"r1": 1, "r2": 2}, pid="short")]
+    records = [rec([2, 1], rank={"r1": 1, "r2": 2}, pid=f"p{i}") for i in range(20)] + [
+        rec([1, 2], rank={"r1": 1, "r2": 2}, pid="short")
+    ]
     chosen = {tuple(r.id for r in length_debias(records, seed=s)[0]) for s in range(5)}
     assert len(chosen) > 1 and all(len(c) == 2 and "short" in c for c in chosen)
 
@@ -134,8 +164,11 @@ def test_cli_debias(tmp_path):
     records = [rec([10, 5, 20], rank={"r1": 1, "r2": 2, "r3": 3}, pid="p1"), rec([3, 8], [("r1", "r2", "b")], pid="p2")]
     write_records(tmp_path / "in.jsonl", records)
     out, rep = tmp_path / "out.jsonl", tmp_path / "rep.json"
-    result = CliRunner().invoke(app, ["curate", "debias", str(tmp_path / "in.jsonl"), "-o", str(out), "--seed", "1", "--report-json", str(rep)],
-                                env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        ["curate", "debias", str(tmp_path / "in.jsonl"), "-o", str(out), "--seed", "1", "--report-json", str(rep)],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     assert "chosen_longer" in result.output
     report = json.loads(rep.read_text(encoding="utf-8"))

@@ -22,32 +22,40 @@ from cheems.ranking.resolve import agrees, resolve_record
 
 def rec(n: int, comparisons, pid: str = "p", rank=None) -> Record:
     """Responses r1..rn; comparisons as (a, b, label) (source judge) or (a, b, label, source)."""
-    return Record.model_validate({
-        "id": pid, "input": "问题",
-        "responses": [{"id": f"r{i}", "content": "回答" * i} for i in range(1, n + 1)],
-        "comparisons": [{"a": c[0], "b": c[1], "label": c[2], "source": c[3] if len(c) > 3 else "judge"} for c in comparisons],
-        "rank": rank,
-    })
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": "问题",
+            "responses": [{"id": f"r{i}", "content": "回答" * i} for i in range(1, n + 1)],
+            "comparisons": [
+                {"a": c[0], "b": c[1], "label": c[2], "source": c[3] if len(c) > 3 else "judge"} for c in comparisons
+            ],
+            "rank": rank,
+        }
+    )
 
 
 def scores_for(pid: str, values: dict[str, float]) -> dict[tuple[str, str], float]:
     return {(pid, rid): s for rid, s in values.items()}
 
 
-@pytest.mark.parametrize("label,sa,sb,margin,kept", [
-    ("a", 2.0, 1.0, 0.0, True),    # the RM agrees
-    ("a", 1.0, 1.0, 0.0, False),   # a score tie is disagreement at margin 0
-    ("a", 1.0, 2.0, 0.0, False),
-    ("b", 1.0, 2.0, 0.0, True),
-    ("b", 2.0, 1.0, 0.0, False),
-    ("a", 1.0, 1.4, 0.5, True),    # disagrees by 0.4 < 0.5: kept
-    ("a", 1.0, 1.5, 0.5, False),   # disagrees by 0.5 >= 0.5: dropped (s(w) - s(l) > -margin fails)
-    ("b", 1.6, 1.0, 0.5, False),
-    ("tie", 1.0, 1.0, 0.0, True),  # a tie is kept only when the scores are equal ...
-    ("tie", 1.0, 1.1, 0.0, False),
-    ("tie", 1.0, 1.5, 0.5, True),  # ... or within the margin
-    ("tie", 1.6, 1.0, 0.5, False),
-])
+@pytest.mark.parametrize(
+    "label,sa,sb,margin,kept",
+    [
+        ("a", 2.0, 1.0, 0.0, True),  # the RM agrees
+        ("a", 1.0, 1.0, 0.0, False),  # a score tie is disagreement at margin 0
+        ("a", 1.0, 2.0, 0.0, False),
+        ("b", 1.0, 2.0, 0.0, True),
+        ("b", 2.0, 1.0, 0.0, False),
+        ("a", 1.0, 1.4, 0.5, True),  # disagrees by 0.4 < 0.5: kept
+        ("a", 1.0, 1.5, 0.5, False),  # disagrees by 0.5 >= 0.5: dropped (s(w) - s(l) > -margin fails)
+        ("b", 1.6, 1.0, 0.5, False),
+        ("tie", 1.0, 1.0, 0.0, True),  # a tie is kept only when the scores are equal ...
+        ("tie", 1.0, 1.1, 0.0, False),
+        ("tie", 1.0, 1.5, 0.5, True),  # ... or within the margin
+        ("tie", 1.6, 1.0, 0.5, False),
+    ],
+)
 def test_keep_rule(label, sa, sb, margin, kept):
     assert keep_comparison(Comparison(a="x", b="y", label=label), sa, sb, margin) is kept
 
@@ -125,8 +133,17 @@ def judged_records(draw):
     for p in range(draw(st.integers(1, 4))):
         n = draw(st.integers(2, 5))
         ids = [f"r{i}" for i in range(1, n + 1)]
-        comps = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids), st.sampled_from(["a", "b", "tie"]),
-                                        st.sampled_from(["judge", "judge", "human"])), max_size=10))
+        comps = draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from(ids),
+                    st.sampled_from(ids),
+                    st.sampled_from(["a", "b", "tie"]),
+                    st.sampled_from(["judge", "judge", "human"]),
+                ),
+                max_size=10,
+            )
+        )
         records.append(rec(n, comps, pid=f"p{p}"))
         for rid in ids:
             scores[(f"p{p}", rid)] = draw(st.sampled_from([0.0, 0.5, 1.0, 2.0]))  # few values: score ties happen
@@ -141,7 +158,9 @@ def test_property_margin_zero(data):
     by_id = {r.id: r for r in records}
     for new in out:
         old = by_id[new.id]
-        assert [c for c in new.comparisons if c.source == "human"] == [c for c in old.comparisons if c.source == "human"]
+        assert [c for c in new.comparisons if c.source == "human"] == [
+            c for c in old.comparisons if c.source == "human"
+        ]
         for c in new.comparisons:
             if c.source == "judge" and c.label != "tie":
                 w, l = c.winner_loser()
@@ -158,6 +177,7 @@ def test_property_margin_zero(data):
 
 # ---------------------------------------------------------------- CLI
 
+
 def _files(tmp_path: Path) -> tuple[Path, Path]:
     records = [rec(3, [("r1", "r2", "a"), ("r2", "r3", "a"), ("r3", "r1", "a"), ("r1", "r3", "a", "human")], pid="p")]
     write_records(tmp_path / "in.jsonl", records)
@@ -168,14 +188,20 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
 def test_cli_distant(tmp_path):
     src, scores = _files(tmp_path)
     out, rep = tmp_path / "out.jsonl", tmp_path / "rep.json"
-    result = CliRunner().invoke(app, ["curate", "distant", str(src), "--scores", str(scores), "-o", str(out), "--report-json", str(rep)],
-                                env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app,
+        ["curate", "distant", str(src), "--scores", str(scores), "-o", str(out), "--report-json", str(rep)],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     assert "conflict ratio" in result.output
     record = read_records(out).records[0]
     assert len(record.comparisons) == 3 and record.rank == {"r1": 1, "r2": 2, "r3": 3}
     report = json.loads(rep.read_text(encoding="utf-8"))
-    assert report["by_source"] == {"human": {"before": 1, "kept": 1, "dropped": 0}, "judge": {"before": 3, "kept": 2, "dropped": 1}}
+    assert report["by_source"] == {
+        "human": {"before": 1, "kept": 1, "dropped": 0},
+        "judge": {"before": 3, "kept": 2, "dropped": 1},
+    }
     assert report["conflict_ratio_after"] == 0.0 and report["conflict_ratio_before"] > 0
 
 
@@ -183,8 +209,23 @@ def test_cli_distant_missing_score_is_one_line(tmp_path):
     src, _ = _files(tmp_path)
     partial = tmp_path / "partial.jsonl"
     write_scores(partial, scores_for("p", {"r1": 3.0, "r2": 2.0}))
-    result = subprocess.run([sys.executable, "-m", "cheems", "curate", "distant", str(src), "--scores", str(partial), "-o", str(tmp_path / "o.jsonl")],
-                            capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "300"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cheems",
+            "curate",
+            "distant",
+            str(src),
+            "--scores",
+            str(partial),
+            "-o",
+            str(tmp_path / "o.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "COLUMNS": "300"},
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{partial}: no score for prompt 'p' response 'r3'" in lines[0]

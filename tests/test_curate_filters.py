@@ -29,9 +29,9 @@ from cheems.curate.filters import (
     response_reason,
     strip_non_prose,
 )
-from cheems.data.yamlfile import load_yaml_model
 from cheems.data.importers import import_file
 from cheems.data.schema import Record
+from cheems.data.yamlfile import load_yaml_model
 from cheems.errors import InputError
 
 CFG = FilterConfig()
@@ -39,15 +39,19 @@ PROSE = "深度学习是机器学习的一个分支，它使用多层神经网�
 
 
 def rec(contents: list[str], prompt: str = "请解释一下深度学习。", comparisons=(), rank=None, pid: str = "p") -> Record:
-    return Record.model_validate({
-        "id": pid, "input": prompt,
-        "responses": [{"id": f"r{i}", "content": c} for i, c in enumerate(contents, start=1)],
-        "comparisons": [{"a": a, "b": b, "label": lab, "source": "judge"} for a, b, lab in comparisons],
-        "rank": rank,
-    })
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": prompt,
+            "responses": [{"id": f"r{i}", "content": c} for i, c in enumerate(contents, start=1)],
+            "comparisons": [{"a": a, "b": b, "label": lab, "source": "judge"} for a, b, lab in comparisons],
+            "rank": rank,
+        }
+    )
 
 
 # ---------------------------------------------------------------- single checks
+
 
 def test_empty_and_whitespace_only():
     assert response_reason("", [10], CFG) == EMPTY
@@ -77,8 +81,10 @@ def test_language_units_count_words_not_letters():
     assert non_chinese_share("Hello world, this is English.")[0] == 1.0
 
 
-ENGLISH = ("Deep learning is a branch of machine learning that uses neural networks with many layers to learn features. "
-           "It powers image recognition and speech recognition.")  # 26 words
+ENGLISH = (
+    "Deep learning is a branch of machine learning that uses neural networks with many layers to learn features. "
+    "It powers image recognition and speech recognition."
+)  # 26 words
 
 
 def test_english_answer_to_chinese_prompt_is_dropped():
@@ -120,8 +126,12 @@ int main() {
 
 
 def test_math_answer_is_kept():
-    math = (r"解：由 $a^{2}-b^{2}=4 c^{2}$ 可得" "\n\n$$\n\\cos A=\\frac{b^{2}+c^{2}-a^{2}}{2 b c}, \\therefore \\frac{b}{c}=6\n$$\n"
-            r"又 \(\sin B = \frac{4\sqrt{5}}{9}\)，\[ \tan B = 4 \sqrt{5} \]" "\n故选: C")
+    math = (
+        r"解：由 $a^{2}-b^{2}=4 c^{2}$ 可得"
+        "\n\n$$\n\\cos A=\\frac{b^{2}+c^{2}-a^{2}}{2 b c}, \\therefore \\frac{b}{c}=6\n$$\n"
+        r"又 \(\sin B = \frac{4\sqrt{5}}{9}\)，\[ \tan B = 4 \sqrt{5} \]"
+        "\n故选: C"
+    )
     prose = strip_non_prose(math)
     assert "\\" not in prose and "$" not in prose and "frac" not in prose  # every formula is gone
     assert check_non_chinese(math, FilterConfig(non_chinese_min_units=1)) is None  # 1 Latin unit (C) of 8
@@ -129,7 +139,11 @@ def test_math_answer_is_kept():
 
 
 def test_urls_do_not_count_as_english():
-    text = "参考资料：\n" + "\n".join(f"https://example.com/deep/learning/tutorial/part-{i}" for i in range(20)) + "\n希望对你有帮助。"
+    text = (
+        "参考资料：\n"
+        + "\n".join(f"https://example.com/deep/learning/tutorial/part-{i}" for i in range(20))
+        + "\n希望对你有帮助。"
+    )
     assert check_non_chinese(text, CFG) is None
 
 
@@ -143,17 +157,20 @@ def test_prompts_asking_for_another_language_are_exempt():
     assert filter_records([r], cfg)[1].dropped[NON_CHINESE] == 1
 
 
-@pytest.mark.parametrize("text,expected", [
-    (PROSE * 6 + "\n而且它在图像识别和", TRUNCATED),          # stops mid-sentence after 200+ chars
-    (PROSE * 6 + "\n它的应用包括，", TRUNCATED),              # ends on a comma
-    ("而且它在图像识别和", None),                           # too short to judge
-    (PROSE * 6, None),                                      # ends with 。
-    (PROSE * 6 + "\n故选: C", None),                        # an answer letter is a proper end
-    (PROSE * 6 + "\n- 图像识别\n- 语音识别", None),          # a list item needs no full stop
-    (PROSE * 6 + "\n来源：https://zh.wikipedia.org/wiki/深度学习", None),  # ends with a link
-    ("代码如下：\n```python\nprint('hi')\n", TRUNCATED),     # unclosed fence, however short
-    ("代码如下：\n```python\nprint('hi')\n```\n以上。", None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (PROSE * 6 + "\n而且它在图像识别和", TRUNCATED),  # stops mid-sentence after 200+ chars
+        (PROSE * 6 + "\n它的应用包括，", TRUNCATED),  # ends on a comma
+        ("而且它在图像识别和", None),  # too short to judge
+        (PROSE * 6, None),  # ends with 。
+        (PROSE * 6 + "\n故选: C", None),  # an answer letter is a proper end
+        (PROSE * 6 + "\n- 图像识别\n- 语音识别", None),  # a list item needs no full stop
+        (PROSE * 6 + "\n来源：https://zh.wikipedia.org/wiki/深度学习", None),  # ends with a link
+        ("代码如下：\n```python\nprint('hi')\n", TRUNCATED),  # unclosed fence, however short
+        ("代码如下：\n```python\nprint('hi')\n```\n以上。", None),
+    ],
+)
 def test_truncated(text, expected):
     assert check_truncated(text, CFG) == expected
 
@@ -174,17 +191,28 @@ def test_repeated_code_lines_are_not_repetition():
 
 
 def test_every_check_can_be_switched_off():
-    off = FilterConfig(max_chars=None, max_length_ratio=None, max_non_chinese_share=None, truncation_min_chars=None,
-                       check_unclosed_fence=False, max_line_repeats=None, max_repeated_ngram_share=None)
+    off = FilterConfig(
+        max_chars=None,
+        max_length_ratio=None,
+        max_non_chinese_share=None,
+        truncation_min_chars=None,
+        check_unclosed_fence=False,
+        max_line_repeats=None,
+        max_repeated_ngram_share=None,
+    )
     for text in (ENGLISH * 100, "```\nx", PROSE * 6 + "和", "重复的一行内容在这里。\n" * 20):
         assert response_reason(text, [10], off) is None
 
 
 # ---------------------------------------------------------------- records
 
+
 def test_dropped_response_takes_its_comparisons_and_rank_entry_with_it():
-    r = rec([PROSE, "", PROSE + "补充。"], comparisons=[("r1", "r2", "a"), ("r2", "r3", "b"), ("r1", "r3", "tie")],
-            rank={"r1": 1, "r2": 2, "r3": 3})
+    r = rec(
+        [PROSE, "", PROSE + "补充。"],
+        comparisons=[("r1", "r2", "a"), ("r2", "r3", "b"), ("r1", "r3", "tie")],
+        rank={"r1": 1, "r2": 2, "r3": 3},
+    )
     out, report = filter_records([r])
     assert [x.id for x in out[0].responses] == ["r1", "r3"]
     assert [(c.a, c.b) for c in out[0].comparisons] == [("r1", "r3")]
@@ -224,7 +252,7 @@ texts = st.sampled_from(["", PROSE, PROSE * 3, ENGLISH * 3, PROSE * 6 + "而且"
 def test_property_filtered_records_stay_consistent(contents, data):
     ids = [f"r{i}" for i in range(1, len(contents) + 1)]
     rank = dense_rank({rid: data.draw(st.integers(1, 3)) for rid in ids}, set(ids))  # valid: consecutive
-    pairs = [(a, b, data.draw(st.sampled_from(["a", "b", "tie"]))) for i, a in enumerate(ids) for b in ids[i + 1:]]
+    pairs = [(a, b, data.draw(st.sampled_from(["a", "b", "tie"]))) for i, a in enumerate(ids) for b in ids[i + 1 :]]
     r = rec(contents, comparisons=pairs, rank=rank)
     out, report = filter_records([r])
     if not out:
@@ -243,6 +271,7 @@ def test_property_filtered_records_stay_consistent(contents, data):
 
 # ---------------------------------------------------------------- config file
 
+
 def test_config_from_yaml_and_unknown_key_is_located(tmp_path):
     good = tmp_path / "f.yaml"
     good.write_text("max_length_ratio: 4\nmax_chars: null\n", encoding="utf-8")
@@ -258,11 +287,14 @@ def test_config_from_yaml_and_unknown_key_is_located(tmp_path):
     with pytest.raises(InputError, match=r"wrong.yaml:1: field 'max_non_chinese_share'"):
         load_yaml_model(wrong, FilterConfig)
     wrong.write_text("max_chars: 10\nexempt_prompt_pattern: '翻译('\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"wrong.yaml:2: field 'exempt_prompt_pattern': not a valid regular expression"):
+    with pytest.raises(
+        InputError, match=r"wrong.yaml:2: field 'exempt_prompt_pattern': not a valid regular expression"
+    ):
         load_yaml_model(wrong, FilterConfig)
 
 
 # ---------------------------------------------------------------- real data
+
 
 def _has_code(text: str) -> bool:
     return "```" in text or sum(is_code_line(line) for line in text.splitlines()) >= 3
@@ -282,7 +314,11 @@ def test_real_code_answers_survive(shared_data: Path):
 def test_real_math_answers_survive(shared_data: Path):
     analyses = []
     for path in sorted((shared_data / "gaokao_bench").glob("*/*Math*.json")):
-        analyses += [q["analysis"] for q in json.loads(path.read_text(encoding="utf-8"))["example"] if q.get("analysis", "").strip()]
+        analyses += [
+            q["analysis"]
+            for q in json.loads(path.read_text(encoding="utf-8"))["example"]
+            if q.get("analysis", "").strip()
+        ]
     assert len(analyses) >= 500
     dropped = [a for a in analyses if check_non_chinese(a, CFG) or check_repetitive(a, CFG)]
     assert dropped == []
@@ -291,6 +327,7 @@ def test_real_math_answers_survive(shared_data: Path):
 
 
 # ---------------------------------------------------------------- CLI
+
 
 def test_cli_filter_with_config_override_report_and_skip_invalid(tmp_path):
     from typer.testing import CliRunner
@@ -303,7 +340,17 @@ def test_cli_filter_with_config_override_report_and_skip_invalid(tmp_path):
     src.write_text(json.dumps(good, ensure_ascii=False) + "\n{not json\n", encoding="utf-8")
     (tmp_path / "f.yaml").write_text("max_chars: 100\nmax_length_ratio: null\n", encoding="utf-8")
     out, rep = tmp_path / "out.jsonl", tmp_path / "rep.json"
-    args = ["curate", "filter", str(src), "-o", str(out), "--config", str(tmp_path / "f.yaml"), "--report-json", str(rep)]
+    args = [
+        "curate",
+        "filter",
+        str(src),
+        "-o",
+        str(out),
+        "--config",
+        str(tmp_path / "f.yaml"),
+        "--report-json",
+        str(rep),
+    ]
     result = CliRunner().invoke(app, [*args, "--skip-invalid"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "responses dropped" in result.output

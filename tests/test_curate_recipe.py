@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from fault_server import FakeJudgeServer
 from typer.testing import CliRunner
 
 from cheems.cli.curate import judge_settings, judge_with_llm, score_with_model
@@ -20,23 +19,36 @@ from cheems.data.io import read_records, write_records, write_scores
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
+from fault_server import FakeJudgeServer
 
 GOOD = "深度学习是机器学习的一个分支，它使用多层神经网络从数据中自动学习特征表示。"
 
 
 def judged(pid: str, contents: list[str], comparisons: list[tuple[str, str, str]]) -> Record:
-    return Record.model_validate({
-        "id": pid, "input": f"问题{pid}", "category": ["知识"],
-        "responses": [{"id": f"r{i}", "content": c} for i, c in enumerate(contents, start=1)],
-        "comparisons": [{"a": a, "b": b, "label": lab, "source": "judge", "annotator": "gpt-4o"} for a, b, lab in comparisons],
-    })
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": f"问题{pid}",
+            "category": ["知识"],
+            "responses": [{"id": f"r{i}", "content": c} for i, c in enumerate(contents, start=1)],
+            "comparisons": [
+                {"a": a, "b": b, "label": lab, "source": "judge", "annotator": "gpt-4o"} for a, b, lab in comparisons
+            ],
+        }
+    )
 
 
 def human(pid: str) -> Record:
-    return Record.model_validate({"id": pid, "input": f"问题{pid}", "category": ["知识"],
-                                  "responses": [{"id": "h1", "content": GOOD}, {"id": "h2", "content": GOOD + "补充。"}],
-                                  "comparisons": [{"a": "h2", "b": "h1", "label": "a", "source": "human"}],
-                                  "rank": {"h2": 1, "h1": 2}})
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": f"问题{pid}",
+            "category": ["知识"],
+            "responses": [{"id": "h1", "content": GOOD}, {"id": "h2", "content": GOOD + "补充。"}],
+            "comparisons": [{"a": "h2", "b": "h1", "label": "a", "source": "human"}],
+            "rank": {"h2": 1, "h1": 2},
+        }
+    )
 
 
 @pytest.fixture
@@ -48,14 +60,25 @@ def project(tmp_path: Path) -> Path:
         # p2: the judge says r1>r2, the RM disagrees: dropped, the record has nothing left
         judged("p2", [GOOD + "长一些的回答。", GOOD], [("r1", "r2", "a")]),
         # p3: three responses, chosen shorter twice, agreeing with the RM
-        judged("p3", [GOOD, GOOD + "啰嗦", GOOD + "更加啰嗦"], [("r1", "r2", "a"), ("r1", "r3", "a"), ("r2", "r3", "tie")]),
+        judged(
+            "p3", [GOOD, GOOD + "啰嗦", GOOD + "更加啰嗦"], [("r1", "r2", "a"), ("r1", "r3", "a"), ("r2", "r3", "tie")]
+        ),
         # p4 (equal lengths: debias keeps it) is also in the human subset: the human record wins the merge
         judged("p4", [GOOD + "。", GOOD + "！"], [("r1", "r2", "a")]),
     ]
     write_records(tmp_path / "data" / "pool.jsonl", pool)
     write_records(tmp_path / "data" / "human.jsonl", [human("h-1"), human("p4")])
-    scores = {("p1", "r1"): 0.0, ("p1", "r2"): 1.0, ("p2", "r1"): 0.0, ("p2", "r2"): 1.0,
-              ("p3", "r1"): 2.0, ("p3", "r2"): 1.0, ("p3", "r3"): 0.0, ("p4", "r1"): 1.0, ("p4", "r2"): 0.0}
+    scores = {
+        ("p1", "r1"): 0.0,
+        ("p1", "r2"): 1.0,
+        ("p2", "r1"): 0.0,
+        ("p2", "r2"): 1.0,
+        ("p3", "r1"): 2.0,
+        ("p3", "r2"): 1.0,
+        ("p3", "r3"): 0.0,
+        ("p4", "r1"): 1.0,
+        ("p4", "r2"): 0.0,
+    }
     write_scores(tmp_path / "data" / "scores.jsonl", scores)
     (tmp_path / "recipe.yaml").write_text(
         "output_dir: out\n"
@@ -63,14 +86,23 @@ def project(tmp_path: Path) -> Path:
         "judge_input: data/pool.jsonl\n"
         "filter: {max_length_ratio: 3.0}\n"
         "distant: {scores: data/scores.jsonl, margin: 0.0}\n"
-        "debias: {seed: 0}\n", encoding="utf-8")
+        "debias: {seed: 0}\n",
+        encoding="utf-8",
+    )
     return tmp_path
 
 
 def test_recipe_end_to_end(project: Path):
     summary = run_recipe(load_recipe(project / "recipe.yaml"))
     out = project / "out"
-    for name in ("01-filtered.jsonl", "03-distant.jsonl", "04-debiased.jsonl", "final.jsonl", "summary.json", "summary.md"):
+    for name in (
+        "01-filtered.jsonl",
+        "03-distant.jsonl",
+        "04-debiased.jsonl",
+        "final.jsonl",
+        "summary.json",
+        "summary.md",
+    ):
         assert (out / name).is_file(), name
     assert not (out / "02-judged.jsonl").exists() and summary.skipped == ["judge"]
     assert [s.name for s in summary.stages] == ["input", "filter", "distant", "debias", "human", "final"]
@@ -114,27 +146,51 @@ def test_recipe_runs_from_the_cli(project: Path):
 
 
 def test_merge_keeps_human_records_and_reports_overlap():
-    merged, report = merge_subsets([human("a"), human("b")], [judged("b", [GOOD, GOOD + "。"], []), judged("c", [GOOD, GOOD + "。"], [])])
+    merged, report = merge_subsets(
+        [human("a"), human("b")], [judged("b", [GOOD, GOOD + "。"], []), judged("c", [GOOD, GOOD + "。"], [])]
+    )
     assert [r.id for r in merged] == ["a", "b", "c"] and merged[1].comparisons[0].source == "human"
-    assert report.to_dict() == {"human": 2, "judge_kept": 1, "judge": 2, "overlap": 1, "overlap_examples": ["b"], "total": 3}
+    assert report.to_dict() == {
+        "human": 2,
+        "judge_kept": 1,
+        "judge": 2,
+        "overlap": 1,
+        "overlap_examples": ["b"],
+        "total": 3,
+    }
 
 
 def test_recipe_with_the_llm_judge_and_an_rm_model(tmp_path: Path):
     """The judge stage through the real client over loopback HTTP; distant supervision scored by a real scorer."""
-    pool = [Record.model_validate({"id": f"q{k}", "input": f"问题{k}", "category": ["知识"],
-                                   "responses": [{"id": f"r{i}", "content": GOOD + "好" * i} for i in range(1, 4)]})
-            for k in range(2)]
+    pool = [
+        Record.model_validate(
+            {
+                "id": f"q{k}",
+                "input": f"问题{k}",
+                "category": ["知识"],
+                "responses": [{"id": f"r{i}", "content": GOOD + "好" * i} for i in range(1, 4)],
+            }
+        )
+        for k in range(2)
+    ]
     write_records(tmp_path / "pool.jsonl", pool)
     with FakeJudgeServer() as server:  # prefers the longer answer
         (tmp_path / "recipe.yaml").write_text(
             "output_dir: out\njudge_input: pool.jsonl\n"
-            f"judge: {{judge_model: fake-judge, base_url: '{server.url}', api_key: k, cache: judge.sqlite, concurrency: 2}}\n"
-            "distant: {model: length}\n", encoding="utf-8")
+            "judge: "
+            f"{{judge_model: fake-judge, base_url: '{server.url}', api_key: k, cache: judge.sqlite, concurrency: 2}}\n"
+            "distant: {model: length}\n",
+            encoding="utf-8",
+        )
         recipe = load_recipe(tmp_path / "recipe.yaml", check_judge=judge_settings)
         assert recipe.judge["cache"] == str(tmp_path / "judge.sqlite")  # relative to the recipe
         summary = run_recipe(recipe, judge=judge_with_llm, score=score_with_model)
     assert summary.stage("judge").report == {"comparisons_by_source": {"judge": 6}}
-    assert summary.stage("distant").report["by_source"]["judge"] == {"before": 6, "kept": 6, "dropped": 0}  # length agrees
+    assert summary.stage("distant").report["by_source"]["judge"] == {
+        "before": 6,
+        "kept": 6,
+        "dropped": 0,
+    }  # length agrees
     assert (tmp_path / "out" / "02-judged.jsonl").is_file() and (tmp_path / "out" / "scores.jsonl").is_file()
     final = read_records(tmp_path / "out" / "final.jsonl").records
     assert training_pairs(final[0]) == [("r2", "r1"), ("r3", "r1"), ("r3", "r2")]
@@ -146,26 +202,50 @@ def test_judge_stage_needs_a_judge_and_unjudged_input_needs_a_judge_stage(projec
     recipe.judge = {"judge_model": "x"}
     with pytest.raises(InputError, match="no judge was given"):
         run_recipe(recipe)
-    write_records(project / "data" / "pool.jsonl", [Record.model_validate(
-        {"id": "q", "input": "问题", "responses": [{"id": "r1", "content": GOOD}, {"id": "r2", "content": GOOD}]})])
+    write_records(
+        project / "data" / "pool.jsonl",
+        [
+            Record.model_validate(
+                {
+                    "id": "q",
+                    "input": "问题",
+                    "responses": [{"id": "r1", "content": GOOD}, {"id": "r2", "content": GOOD}],
+                }
+            )
+        ],
+    )
     with pytest.raises(InputError, match="no comparisons and the recipe has no 'judge' stage"):
         run_recipe(load_recipe(project / "recipe.yaml"))
 
 
 BAD_RECIPES = {
-    "unknown top-level key": ("output_dir: out\njudge_input: data/pool.jsonl\nfiltr: {}\n", ":3: field 'filtr': unknown key 'filtr'"),
-    "unknown nested key": ("output_dir: out\njudge_input: data/pool.jsonl\nfilter:\n  max_ratio: 2\n",
-                           ":4: field 'filter.max_ratio': unknown key 'max_ratio' — known keys: max_chars"),
+    "unknown top-level key": (
+        "output_dir: out\njudge_input: data/pool.jsonl\nfiltr: {}\n",
+        ":3: field 'filtr': unknown key 'filtr'",
+    ),
+    "unknown nested key": (
+        "output_dir: out\njudge_input: data/pool.jsonl\nfilter:\n  max_ratio: 2\n",
+        ":4: field 'filter.max_ratio': unknown key 'max_ratio' — known keys: max_chars",
+    ),
     "missing input file": ("output_dir: out\njudge_input: data/nope.jsonl\n", ":2: field 'judge_input': no such file"),
-    "missing scores file": ("output_dir: out\njudge_input: data/pool.jsonl\ndistant:\n  scores: nope.jsonl\n",
-                            ":4: field 'distant.scores': no such file"),
+    "missing scores file": (
+        "output_dir: out\njudge_input: data/pool.jsonl\ndistant:\n  scores: nope.jsonl\n",
+        ":4: field 'distant.scores': no such file",
+    ),
     "missing key": ("judge_input: data/pool.jsonl\n", "field 'output_dir': is missing"),
-    "scores and model": ("output_dir: out\njudge_input: data/pool.jsonl\ndistant: {scores: data/scores.jsonl, model: length}\n",
-                         ":3: field 'distant': give exactly one of 'scores'"),
-    "negative margin": ("output_dir: out\njudge_input: data/pool.jsonl\ndistant: {scores: data/scores.jsonl, margin: -1}\n",
-                        ":3: field 'distant.margin'"),
-    "bad judge key": ("output_dir: out\njudge_input: data/pool.jsonl\njudge:\n  judge_model: m\n  base_url: http://x/v1\n  concurency: 2\n",
-                      ":6: field 'judge.concurency': unknown key 'concurency'"),
+    "scores and model": (
+        "output_dir: out\njudge_input: data/pool.jsonl\ndistant: {scores: data/scores.jsonl, model: length}\n",
+        ":3: field 'distant': give exactly one of 'scores'",
+    ),
+    "negative margin": (
+        "output_dir: out\njudge_input: data/pool.jsonl\ndistant: {scores: data/scores.jsonl, margin: -1}\n",
+        ":3: field 'distant.margin'",
+    ),
+    "bad judge key": (
+        "output_dir: out\njudge_input: data/pool.jsonl\njudge:\n  judge_model: m\n  base_url: "
+        "http://x/v1\n  concurency: 2\n",
+        ":6: field 'judge.concurency': unknown key 'concurency'",
+    ),
     "invalid YAML": ("output_dir: out\njudge_input: [\n", "invalid YAML"),
     "not a mapping": ("- a\n- b\n", "a recipe must be a YAML mapping"),
 }
@@ -184,8 +264,12 @@ def test_bad_recipes_are_located_errors(project: Path, case: str):
 def test_bad_recipe_is_one_line_and_exit_2(project: Path):
     path = project / "bad.yaml"
     path.write_text("output_dir: out\njudge_input: data/pool.jsonl\ndebias: {seed: 0, sed: 1}\n", encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "cheems", "curate", "run", str(path)], capture_output=True, text=True,
-                            env={**os.environ, "COLUMNS": "300"})
+    result = subprocess.run(
+        [sys.executable, "-m", "cheems", "curate", "run", str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "300"},
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{path}:3: field 'debias.sed': unknown key 'sed'" in lines[0]

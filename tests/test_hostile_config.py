@@ -20,13 +20,18 @@ import pytest
 
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
-RECORD = {"id": "p1", "input": "1+1等于几？", "category": ["数学"],
-          "responses": [{"id": "r1", "content": "等于2。"}, {"id": "r2", "content": "等于3。"}],
-          "comparisons": [{"a": "r1", "b": "r2", "label": "a"}]}
+RECORD = {
+    "id": "p1",
+    "input": "1+1等于几？",
+    "category": ["数学"],
+    "responses": [{"id": "r1", "content": "等于2。"}, {"id": "r2", "content": "等于3。"}],
+    "comparisons": [{"a": "r1", "b": "r2", "label": "a"}],
+}
 
 ALIAS_BOMB = "".join(
     ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n']
-    + [f"{x}: &{x} [{', '.join(['*' + p] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi")])
+    + [f"{x}: &{x} [{', '.join(['*' + p] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi")]
+)
 
 
 @dataclass(frozen=True)
@@ -42,15 +47,45 @@ class Command:
 
 
 COMMANDS = {
-    "train": Command("train", lambda c, d: ["train", "--config", c, "--data", d / "records.jsonl", "--output", d / "out"],
-                     ("out",), "epochs: 1", "lr", allows_empty=True),
-    "filter": Command("filter", lambda c, d: ["curate", "filter", d / "records.jsonl", "-o", d / "out.jsonl", "--config", c],
-                      ("out.jsonl",), "max_chars: 5000", "max_length_ratio"),
-    "recipe": Command("recipe", lambda c, d: ["curate", "run", c], ("curated",), "judge_input: records.jsonl", "output_dir"),
-    "criteria": Command("criteria", lambda c, d: ["judge", d / "records.jsonl", "-o", d / "out.jsonl", "--base-url",
-                                                  "http://127.0.0.1:9/v1", "--judge-model", "m", "--cache",
-                                                  d / "judge.sqlite", "--no-progress", "--criteria", c],
-                        ("out.jsonl", "judge.sqlite"), "代码: code", "写作"),
+    "train": Command(
+        "train",
+        lambda c, d: ["train", "--config", c, "--data", d / "records.jsonl", "--output", d / "out"],
+        ("out",),
+        "epochs: 1",
+        "lr",
+        allows_empty=True,
+    ),
+    "filter": Command(
+        "filter",
+        lambda c, d: ["curate", "filter", d / "records.jsonl", "-o", d / "out.jsonl", "--config", c],
+        ("out.jsonl",),
+        "max_chars: 5000",
+        "max_length_ratio",
+    ),
+    "recipe": Command(
+        "recipe", lambda c, d: ["curate", "run", c], ("curated",), "judge_input: records.jsonl", "output_dir"
+    ),
+    "criteria": Command(
+        "criteria",
+        lambda c, d: [
+            "judge",
+            d / "records.jsonl",
+            "-o",
+            d / "out.jsonl",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-model",
+            "m",
+            "--cache",
+            d / "judge.sqlite",
+            "--no-progress",
+            "--criteria",
+            c,
+        ],
+        ("out.jsonl", "judge.sqlite"),
+        "代码: code",
+        "写作",
+    ),
 }
 ENV = {"OPENAI_API_KEY": "test-key"}
 
@@ -72,24 +107,37 @@ def text(build: Callable[[Command], str]) -> Callable[[Command], bytes]:
 
 GENERIC = {
     "alias bomb": Case(".yaml", text(lambda c: ALIAS_BOMB), 1, "anchors and aliases"),
-    "anchor and merge key": Case(".yaml", text(lambda c: f"{c.first}\nbase: &b {{x: 1}}\nother:\n  <<: *b\n"), 2,
-                                 "anchors and aliases"),
-    "duplicate key": Case(".yaml", text(lambda c: f"{c.first}\n{c.first}\n"), 2, "given twice (first on line 1)",
-                          lambda c: c.first.split(":")[0]),
-    "nested duplicate key": Case(".yaml", text(lambda c: f"{c.first}\nx:\n  y: 1\n  y: 2\n"), 4, "given twice", lambda c: "x.y"),
+    "anchor and merge key": Case(
+        ".yaml", text(lambda c: f"{c.first}\nbase: &b {{x: 1}}\nother:\n  <<: *b\n"), 2, "anchors and aliases"
+    ),
+    "duplicate key": Case(
+        ".yaml",
+        text(lambda c: f"{c.first}\n{c.first}\n"),
+        2,
+        "given twice (first on line 1)",
+        lambda c: c.first.split(":")[0],
+    ),
+    "nested duplicate key": Case(
+        ".yaml", text(lambda c: f"{c.first}\nx:\n  y: 1\n  y: 2\n"), 4, "given twice", lambda c: "x.y"
+    ),
     ".nan": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: .nan\n"), 2, "not a finite number", lambda c: c.key),
     "-.inf": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: -.inf\n"), 2, "not a finite number", lambda c: c.key),
     "1e400": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: 1e400\n"), 2, "not a finite number", lambda c: c.key),
     "NaN word": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: NaN\n"), 2, "not a finite number", lambda c: c.key),
     "JSON NaN": Case(".json", text(lambda c: f'{{\n  "{c.key}": NaN\n}}\n'), 2, "not a finite number", lambda c: c.key),
-    "JSON Infinity": Case(".json", text(lambda c: f'{{\n  "{c.key}": -Infinity\n}}\n'), 2, "not a finite number",
-                          lambda c: c.key),
-    "JSON 1e400": Case(".json", text(lambda c: f'{{\n  "{c.key}": 1e400\n}}\n'), 2, "not a finite number", lambda c: c.key),
+    "JSON Infinity": Case(
+        ".json", text(lambda c: f'{{\n  "{c.key}": -Infinity\n}}\n'), 2, "not a finite number", lambda c: c.key
+    ),
+    "JSON 1e400": Case(
+        ".json", text(lambda c: f'{{\n  "{c.key}": 1e400\n}}\n'), 2, "not a finite number", lambda c: c.key
+    ),
     "JSON lines in a .json": Case(".json", text(lambda c: f'{{"{c.key}": 1}}\n{{"{c.key}": 2}}\n'), 2, "invalid JSON"),
-    "JSON duplicate key": Case(".json", text(lambda c: f'{{\n  "{c.key}": 1,\n  "{c.key}": 2\n}}\n'), 3, "given twice",
-                               lambda c: c.key),
-    "JSON lone surrogate": Case(".json", text(lambda c: f'{{\n  "{c.key}": "\\ud800"\n}}\n'), 2, "lone surrogate",
-                                lambda c: c.key),
+    "JSON duplicate key": Case(
+        ".json", text(lambda c: f'{{\n  "{c.key}": 1,\n  "{c.key}": 2\n}}\n'), 3, "given twice", lambda c: c.key
+    ),
+    "JSON lone surrogate": Case(
+        ".json", text(lambda c: f'{{\n  "{c.key}": "\\ud800"\n}}\n'), 2, "lone surrogate", lambda c: c.key
+    ),
     "list at the top": Case(".yaml", text(lambda c: "- a\n- b\n"), 1, "expected a mapping, got a list"),
     "one value at the top": Case(".yaml", text(lambda c: "just some words\n"), 1, "got a single value"),
     "two documents": Case(".yaml", text(lambda c: f"{c.first}\n---\n{c.first}\n"), 2, "more than one YAML document"),
@@ -100,14 +148,26 @@ GENERIC = {
     "unclosed list": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: [1, 2\n"), 3, "invalid YAML"),
     "deep nesting": Case(".yaml", text(lambda c: f"{c.first}\nx: {'[' * 5000}{']' * 5000}\n"), 2, "nested more than"),
     "deep JSON": Case(".json", text(lambda c: f'{{"x": {"[" * 100000}{"]" * 100000}}}'), 1, "nested more than"),
-    "python tag": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: !!python/object/apply:os.system ['echo hi']\n"), 2,
-                       "YAML tag '!!python/object/apply:os.system'", lambda c: c.key),
-    "binary tag": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: !!binary aGk=\n"), 2, "YAML tag '!!binary'",
-                       lambda c: c.key),
-    "!!bool on text": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: !!bool maybe\n"), 2, "cannot read 'maybe' as bool",
-                           lambda c: c.key),
-    "5000-digit number": Case(".yaml", text(lambda c: f"{c.first}\n{c.key}: {'9' * 5000}\n"), 2, "out of range",
-                              lambda c: c.key),
+    "python tag": Case(
+        ".yaml",
+        text(lambda c: f"{c.first}\n{c.key}: !!python/object/apply:os.system ['echo hi']\n"),
+        2,
+        "YAML tag '!!python/object/apply:os.system'",
+        lambda c: c.key,
+    ),
+    "binary tag": Case(
+        ".yaml", text(lambda c: f"{c.first}\n{c.key}: !!binary aGk=\n"), 2, "YAML tag '!!binary'", lambda c: c.key
+    ),
+    "!!bool on text": Case(
+        ".yaml",
+        text(lambda c: f"{c.first}\n{c.key}: !!bool maybe\n"),
+        2,
+        "cannot read 'maybe' as bool",
+        lambda c: c.key,
+    ),
+    "5000-digit number": Case(
+        ".yaml", text(lambda c: f"{c.first}\n{c.key}: {'9' * 5000}\n"), 2, "out of range", lambda c: c.key
+    ),
     "list as a key": Case(".yaml", text(lambda c: f"{c.first}\n? [a, b]\n: 1\n"), 2, "a key must be a plain name"),
     "empty file": Case(".yaml", lambda c: b"", 1, "is empty"),
     "comments only": Case(".yaml", lambda c: b"# nothing here\n", 1, "is empty"),
@@ -131,23 +191,58 @@ SPECIFIC = {  # (command, name): (content, line, says, field)
     ("train", "unknown truncation"): ("truncation: cut\n", 1, "unknown policy", "truncation"),
     ("filter", "unknown key"): ("max_chars: 10\nmax_char: 10\n", 2, "unknown key 'max_char'", "max_char"),
     ("filter", "wrong type"): ("max_chars: many\n", 1, "valid integer", "max_chars"),
-    ("filter", "quoted inf"): ("max_chars: 10\nmax_length_ratio: 'inf'\n", 2, "not a finite number", "max_length_ratio"),
+    ("filter", "quoted inf"): (
+        "max_chars: 10\nmax_length_ratio: 'inf'\n",
+        2,
+        "not a finite number",
+        "max_length_ratio",
+    ),
     ("filter", "share above 1"): ("max_non_chinese_share: 2\n", 1, "less than or equal to 1", "max_non_chinese_share"),
-    ("filter", "bad regex"): ("exempt_prompt_pattern: '('\n", 1, "not a valid regular expression", "exempt_prompt_pattern"),
-    ("recipe", "unknown nested key"): ("output_dir: curated\njudge_input: records.jsonl\nfilter:\n  max_char: 10\n", 4,
-                                       "unknown key 'max_char'", "filter.max_char"),
+    ("filter", "bad regex"): (
+        "exempt_prompt_pattern: '('\n",
+        1,
+        "not a valid regular expression",
+        "exempt_prompt_pattern",
+    ),
+    ("recipe", "unknown nested key"): (
+        "output_dir: curated\njudge_input: records.jsonl\nfilter:\n  max_char: 10\n",
+        4,
+        "unknown key 'max_char'",
+        "filter.max_char",
+    ),
     ("recipe", "missing key"): ("judge_input: records.jsonl\n", None, "is missing", "output_dir"),
-    ("recipe", "input file missing"): ("output_dir: curated\njudge_input: nowhere.jsonl\n", 2, "no such file", "judge_input"),
+    ("recipe", "input file missing"): (
+        "output_dir: curated\njudge_input: nowhere.jsonl\n",
+        2,
+        "no such file",
+        "judge_input",
+    ),
     ("recipe", "judge setting of the wrong type"): (
         "output_dir: curated\njudge_input: records.jsonl\njudge:\n  judge_model: m\n  base_url: http://127.0.0.1:9/v1\n"
-        "  concurrency: many\n", 6, "valid integer", "judge.concurrency"),
+        "  concurrency: many\n",
+        6,
+        "valid integer",
+        "judge.concurrency",
+    ),
     ("recipe", "judge setting quoted nan"): (
         "output_dir: curated\njudge_input: records.jsonl\njudge:\n  judge_model: m\n  base_url: http://127.0.0.1:9/v1\n"
-        "  temperature: 'nan'\n", 6, "not a finite number", "judge.temperature"),
-    ("recipe", "distant margin .inf"): ("output_dir: curated\njudge_input: records.jsonl\ndistant:\n  margin: .inf\n", 4,
-                                        "not a finite number", "distant.margin"),
-    ("recipe", "debias unit unknown"): ("output_dir: curated\njudge_input: records.jsonl\ndebias:\n  unit: words\n", 4,
-                                        "'chars' or 'tokens'", "debias.unit"),
+        "  temperature: 'nan'\n",
+        6,
+        "not a finite number",
+        "judge.temperature",
+    ),
+    ("recipe", "distant margin .inf"): (
+        "output_dir: curated\njudge_input: records.jsonl\ndistant:\n  margin: .inf\n",
+        4,
+        "not a finite number",
+        "distant.margin",
+    ),
+    ("recipe", "debias unit unknown"): (
+        "output_dir: curated\njudge_input: records.jsonl\ndebias:\n  unit: words\n",
+        4,
+        "'chars' or 'tokens'",
+        "debias.unit",
+    ),
     ("criteria", "unknown group"): ("代码: code\n写作: poetry\n", 2, "unknown criterion group 'poetry'", "写作"),
     ("criteria", "mapping as group"): ("代码: code\n写作: {a: b}\n", 2, "expected a criterion group name", "写作"),
     ("criteria", "empty list"): ("代码: code\n写作: []\n", 2, "expected a criterion group name", "写作"),
@@ -182,7 +277,9 @@ def _check(proc, command: Command, folder: Path, config: Path, line: int | None,
     assert (folder / "records.jsonl").read_text(encoding="utf-8").count("\n") == 1  # the input is untouched
 
 
-GENERIC_CASES = [(c, n) for c in COMMANDS for n in GENERIC if not (n in ("empty file", "comments only") and COMMANDS[c].allows_empty)]
+GENERIC_CASES = [
+    (c, n) for c in COMMANDS for n in GENERIC if not (n in ("empty file", "comments only") and COMMANDS[c].allows_empty)
+]
 
 
 @pytest.mark.parametrize("command,case", GENERIC_CASES, ids=[f"{c}-{n}" for c, n in GENERIC_CASES])
@@ -234,7 +331,9 @@ def test_valid_configs_still_read_with_lines(tmp_path: Path):
     assert data == {"lr": "5e-6", "epochs": 2, "when": "2024-01-01", "yes": 1, "lora": {"r": 8}, "list": [1, 2.5]}
     assert lines[("lora", "r")] == 6 and lines[("list", 1)] == 7
     js = tmp_path / "c.json"
-    js.write_text('{\n\t"a": "\\ud83d\\ude00",\n\t"b": 1e5\n}\n', encoding="utf-8")  # tabs and a surrogate pair are JSON
+    js.write_text(
+        '{\n\t"a": "\\ud83d\\ude00",\n\t"b": 1e5\n}\n', encoding="utf-8"
+    )  # tabs and a surrogate pair are JSON
     data, lines = read_yaml_mapping(js)
     assert data == {"a": "😀", "b": 100000.0} and lines[("b",)] == 3
     assert json.loads(js.read_text(encoding="utf-8")) == data

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fault_server import ANSWER, FakeJudgeServer
-from helpers import assert_user_error, run_cheems, write_jsonl
 
 from cheems.annotate.cache import CachedJudgement, JudgeCache
 from cheems.annotate.settings import RAW_KEEP_CHARS
+from fault_server import ANSWER, FakeJudgeServer
+from helpers import assert_user_error, run_cheems, write_jsonl
 
 KEY = "sk-live-0123456789abcdef"  # lowercase and digits: it can never read as a label
 N_RECORDS, N_RESPONSES = 3, 3
@@ -30,9 +30,19 @@ PAIRS = N_RECORDS * 3  # C(3, 2) questions per record
 
 def records(special: dict[int, str] | None = None, **extra: object) -> list[dict]:
     """Records q0..q2 with responses r1..r3 of growing length; ``special`` appends text to q0's response i."""
-    return [{"id": f"q{k}", "input": f"第{k}个问题", "category": ["知识"], **extra,
-             "responses": [{"id": f"r{i}", "content": f"q{k}的回答" + "好" * i + ((special or {}).get(i, "") if k == 0 else "")}
-                           for i in range(1, N_RESPONSES + 1)]} for k in range(N_RECORDS)]
+    return [
+        {
+            "id": f"q{k}",
+            "input": f"第{k}个问题",
+            "category": ["知识"],
+            **extra,
+            "responses": [
+                {"id": f"r{i}", "content": f"q{k}的回答" + "好" * i + ((special or {}).get(i, "") if k == 0 else "")}
+                for i in range(1, N_RESPONSES + 1)
+            ],
+        }
+        for k in range(N_RECORDS)
+    ]
 
 
 def directive(fault: str) -> str:
@@ -40,19 +50,39 @@ def directive(fault: str) -> str:
     return "{{fault:" + fault + "}}"
 
 
-def judge(tmp: Path, url: str, *extra: object, rows: list[dict] | None = None, key: str = KEY,
-          timeout: float = 60) -> Run:
+def judge(
+    tmp: Path, url: str, *extra: object, rows: list[dict] | None = None, key: str = KEY, timeout: float = 60
+) -> Run:
     """``cheems judge`` on ``rows`` (default: plain records) with short timeouts; the run's files."""
     src = write_jsonl(tmp / "in.jsonl", rows if rows is not None else records())
     out, stats, cache = tmp / "out.jsonl", tmp / "stats.json", tmp / "judge.sqlite"
-    args = ["judge", src, "-o", out, "--base-url", url, "--judge-model", "fake-judge", "--no-progress",
-            "--stats-json", stats, "--max-retries", "1", "--timeout", "3", "--concurrency", "2",
-            "--max-consecutive-failures", "6"]
+    args = [
+        "judge",
+        src,
+        "-o",
+        out,
+        "--base-url",
+        url,
+        "--judge-model",
+        "fake-judge",
+        "--no-progress",
+        "--stats-json",
+        stats,
+        "--max-retries",
+        "1",
+        "--timeout",
+        "3",
+        "--concurrency",
+        "2",
+        "--max-consecutive-failures",
+        "6",
+    ]
     if not any(str(a) == "--cache" for a in extra):
         args += ["--cache", cache]
     started = time.monotonic()
-    proc = run_cheems(*args, *extra, env={"OPENAI_API_KEY": key, "CHEEMS_CACHE_DIR": str(tmp / "cachedir")},
-                      timeout=timeout)
+    proc = run_cheems(
+        *args, *extra, env={"OPENAI_API_KEY": key, "CHEEMS_CACHE_DIR": str(tmp / "cachedir")}, timeout=timeout
+    )
     return Run(proc, src, out, stats, cache, time.monotonic() - started)
 
 
@@ -151,7 +181,11 @@ def test_bad_base_url(tmp_path, name):
     judge(tmp_path, url).stopped("field 'base_url'", words)
 
 
-BAD_KEYS = {"line break inside": "sk-abc\ndef0123456789", "non-ASCII": "sk-密钥0123456789", "space inside": "sk-abc def0123456"}
+BAD_KEYS = {
+    "line break inside": "sk-abc\ndef0123456789",
+    "non-ASCII": "sk-密钥0123456789",
+    "space inside": "sk-abc def0123456",
+}
 
 
 @pytest.mark.parametrize("name", list(BAD_KEYS))
@@ -164,6 +198,7 @@ def test_a_key_that_cannot_go_in_a_header_is_refused_without_showing_it(tmp_path
 
 # ---------------------------------------------------------------- caches that are not judge caches
 
+
 def _sqlite(path: Path, *statements: str) -> None:
     with sqlite3.connect(path) as conn:
         for sql in statements:
@@ -174,12 +209,18 @@ def _sqlite(path: Path, *statements: str) -> None:
 FOREIGN_CACHES: dict[str, tuple[Callable[[Path], object], str]] = {
     "text file": (lambda p: p.write_text("not a database\n" * 20, encoding="utf-8"), "file is not a database"),
     "random bytes": (lambda p: p.write_bytes(os.urandom(4096)), "file is not a database"),
-    "another program's SQLite": (lambda p: _sqlite(p, "CREATE TABLE moz_places (id INTEGER, url TEXT)"),
-                                 "other tables (moz_places)"),
-    "a score cache": (lambda p: _sqlite(p, "CREATE TABLE scores (fingerprint TEXT, item TEXT, score REAL)"),
-                      "other tables (scores)"),
-    "judgements table of another shape": (lambda p: _sqlite(p, "CREATE TABLE judgements (id INTEGER, verdict TEXT)"),
-                                           "has the columns id, verdict"),
+    "another program's SQLite": (
+        lambda p: _sqlite(p, "CREATE TABLE moz_places (id INTEGER, url TEXT)"),
+        "other tables (moz_places)",
+    ),
+    "a score cache": (
+        lambda p: _sqlite(p, "CREATE TABLE scores (fingerprint TEXT, item TEXT, score REAL)"),
+        "other tables (scores)",
+    ),
+    "judgements table of another shape": (
+        lambda p: _sqlite(p, "CREATE TABLE judgements (id INTEGER, verdict TEXT)"),
+        "has the columns id, verdict",
+    ),
 }
 
 
@@ -212,12 +253,20 @@ def test_a_cache_with_a_corrupt_page(tmp_path, server):
 
 # ---------------------------------------------------------------- servers that go away
 
+
 def test_a_server_that_dies_mid_run_stops_the_run_and_a_rerun_resumes(tmp_path):
     port = free_port()
     with FakeJudgeServer(port=port, die_after=4) as server:
         run = judge(tmp_path, server.url)
-    line = run.stopped("field 'base_url'", f"127.0.0.1:{port}", "stopped answering", "requests in a row failed",
-                       "rerun the same command", "4 judgement(s) of this run are saved in", str(run.cache))
+    line = run.stopped(
+        "field 'base_url'",
+        f"127.0.0.1:{port}",
+        "stopped answering",
+        "requests in a row failed",
+        "rerun the same command",
+        "4 judgement(s) of this run are saved in",
+        str(run.cache),
+    )
     assert run.elapsed < 20, line
     done = {item for item, label, *_ in cached_rows(run.cache) if label}
     assert len(done) == 4
@@ -228,11 +277,14 @@ def test_a_server_that_dies_mid_run_stops_the_run_and_a_rerun_resumes(tmp_path):
     assert not done & set(revived.counts)  # nothing finished was asked again
 
 
-@pytest.mark.parametrize(("fault", "words"), [
-    ("reset*", "cannot reach the judge"),  # the socket accepts, then resets: never a reply
-    ("hang*", "cannot reach the judge"),  # accepts, never answers
-    ("502*", "stopped answering"),  # answered once, then a proxy in front of a dead model server
-])
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        ("reset*", "cannot reach the judge"),  # the socket accepts, then resets: never a reply
+        ("hang*", "cannot reach the judge"),  # accepts, never answers
+        ("502*", "stopped answering"),  # answered once, then a proxy in front of a dead model server
+    ],
+)
 def test_a_server_that_never_answers_is_given_up_after_a_bounded_number_of_requests(tmp_path, fault, words):
     rows = records()
     for k, record in enumerate(rows):
@@ -253,6 +305,7 @@ def test_a_closed_port_is_a_user_error(tmp_path):
 
 # ---------------------------------------------------------------- replies that are too big, or hostile
 
+
 @pytest.mark.parametrize("fault", ["huge", "huge_chunked"])
 def test_a_huge_reply_is_not_read_whole_nor_stored(tmp_path, server, fault):
     run = judge(tmp_path, server.url, rows=records(special={3: directive(fault + "*")}))
@@ -268,7 +321,9 @@ def test_a_long_reply_gives_its_verdict_and_is_stored_clipped(tmp_path, server):
     run = judge(tmp_path, server.url, rows=records(special={3: "{{fault:long*}}"}))
     stats = run.nothing_lost()
     assert stats["judged"] == PAIRS
-    raws = [c["raw"] for r in map(json.loads, run.out.read_text(encoding="utf-8").splitlines()) for c in r["comparisons"]]
+    raws = [
+        c["raw"] for r in map(json.loads, run.out.read_text(encoding="utf-8").splitlines()) for c in r["comparisons"]
+    ]
     clipped = [r for r in raws if "characters cut" in r]
     assert len(clipped) == 2 and max(map(len, raws)) <= RAW_KEEP_CHARS + 60
     assert all(r.startswith("分析：") and r[-6:-1] == "最终答案：" for r in clipped)  # head and tail (the verdict) kept
@@ -300,13 +355,16 @@ def test_a_401_echoing_the_key_stops_without_showing_it(tmp_path, server):
     _key_nowhere(run, tmp_path)
 
 
-@pytest.mark.parametrize(("fault", "reason"), [
-    ("html", "malformed"),  # a 200 with an HTML error page
-    ("nochoices", "malformed"),
-    ("null", "empty"),  # content: null
-    ("think", "reasoning_only"),  # a verdict only inside <think>
-    ("bad", "no_label"),  # a hedge with no label
-])
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("html", "malformed"),  # a 200 with an HTML error page
+        ("nochoices", "malformed"),
+        ("null", "empty"),  # content: null
+        ("think", "reasoning_only"),  # a verdict only inside <think>
+        ("bad", "no_label"),  # a hedge with no label
+    ],
+)
 def test_replies_without_a_verdict_are_listed_and_counted_by_reason(tmp_path, server, fault, reason):
     run = judge(tmp_path, server.url, rows=records(special={3: directive(fault + "*")}))
     stats = run.nothing_lost()

@@ -21,23 +21,29 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_server import FakeJudgeServer
-from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
 import cheems
 from cheems.data.io import read_records, write_records
 from cheems.data.io import write_jsonl as io_write_jsonl
 from cheems.data.outputs import together
+from fault_server import FakeJudgeServer
+from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
 # The commands run in a folder of their own: the subprocess must import this cheems, whatever PYTHONPATH says.
-HERE = {"PYTHONPATH": os.pathsep.join([str(Path(cheems.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+HERE = {
+    "PYTHONPATH": os.pathsep.join([str(Path(cheems.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])
+}
 
 # ---------------------------------------------------------------------------- a folder of real files
 
 
 def _record(pid: str, source: str = "human", ranked: bool = False) -> dict:
-    row = {"id": pid, "input": f"问题{pid}", "category": ["知识"],
-           "responses": [{"id": "r1", "content": "深度学习是机器学习的一个分支。"}, {"id": "r2", "content": "不知道。"}]}
+    row = {
+        "id": pid,
+        "input": f"问题{pid}",
+        "category": ["知识"],
+        "responses": [{"id": "r1", "content": "深度学习是机器学习的一个分支。"}, {"id": "r2", "content": "不知道。"}],
+    }
     if ranked:
         row["rank"] = {"r1": 1, "r2": 2}
     else:
@@ -51,8 +57,14 @@ def _workspace(root: Path) -> None:
     write_jsonl(root / "judged.jsonl", [_record(f"p{i}", source="judge") for i in range(3)])
     write_jsonl(root / "open.jsonl", [_record(f"o{i}", ranked=True) for i in range(2)])
     write_jsonl(root / "human.jsonl", [_record(f"h{i}", ranked=True) for i in range(2)])
-    write_jsonl(root / "scores.jsonl", [{"prompt_id": pid, "response_id": rid, "score": s}
-                                        for pid in ("o0", "o1", "p0", "p1", "p2") for rid, s in (("r1", 2.0), ("r2", 1.0))])
+    write_jsonl(
+        root / "scores.jsonl",
+        [
+            {"prompt_id": pid, "response_id": rid, "score": s}
+            for pid in ("o0", "o1", "p0", "p1", "p2")
+            for rid, s in (("r1", 2.0), ("r2", 1.0))
+        ],
+    )
     write_jsonl(root / "x.failures.jsonl", [_record("f0")])  # the failures list `judge -o x.jsonl` would write
     (root / "f.yaml").write_text("max_chars: 9000\n", encoding="utf-8")
     (root / "tc.yaml").write_text("output: in.jsonl\n", encoding="utf-8")
@@ -70,7 +82,9 @@ def _workspace(root: Path) -> None:
         "r_file.yaml": "output_dir: in.jsonl\njudge_input: judged.jsonl\n",
         "r_scores.yaml": "output_dir: cur\njudge_input: judged.jsonl\ndistant: {scores: cur/03-distant.jsonl}\n",
     }
-    (root / "cur" / "03-distant.jsonl").write_text((root / "scores.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    (root / "cur" / "03-distant.jsonl").write_text(
+        (root / "scores.jsonl").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     for name, text in recipes.items():
         (root / name).write_text(text, encoding="utf-8")
 
@@ -97,88 +111,284 @@ BENCH = ("--bench", "open.jsonl")
 # id: (arguments, substrings of the one error line; {ws} = the folder, resolved)
 CASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # ---- import
-    "import -o the input": (("import", "in.jsonl", "-o", "in.jsonl"), ("--output", "is also the input IN ({ws}/in.jsonl)")),
-    "import -o a symlink to the input": (("import", "in.jsonl", "-o", "link.jsonl"), ("link.jsonl", "is also the input IN ({ws}/in.jsonl)")),
-    "import -o a hard link of the input": (("import", "in.jsonl", "-o", "hard.jsonl"), ("hard.jsonl", "is also the input IN")),
+    "import -o the input": (
+        ("import", "in.jsonl", "-o", "in.jsonl"),
+        ("--output", "is also the input IN ({ws}/in.jsonl)"),
+    ),
+    "import -o a symlink to the input": (
+        ("import", "in.jsonl", "-o", "link.jsonl"),
+        ("link.jsonl", "is also the input IN ({ws}/in.jsonl)"),
+    ),
+    "import -o a hard link of the input": (
+        ("import", "in.jsonl", "-o", "hard.jsonl"),
+        ("hard.jsonl", "is also the input IN"),
+    ),
     "import FORMAT -o the input": (("import", "ranked", "in.jsonl", "-o", "./in.jsonl"), ("is also the input IN",)),
-    "import -o the input spelled with ..": (("import", "in.jsonl", "-o", "folder/../in.jsonl"), ("is also the input IN ({ws}/in.jsonl)",)),
-    "import -o a folder": (("import", "in.jsonl", "-o", "folder"), ("--output", "is a folder ({ws}/folder), not a file")),
-    "import -o a symlink to a folder": (("import", "in.jsonl", "-o", "linkdir"), ("linkdir", "is a folder ({ws}/folder)")),
-    "import -o inside a file": (("import", "in.jsonl", "-o", "in.jsonl/out.jsonl"), ("cannot be created: {ws}/in.jsonl is a file",)),
+    "import -o the input spelled with ..": (
+        ("import", "in.jsonl", "-o", "folder/../in.jsonl"),
+        ("is also the input IN ({ws}/in.jsonl)",),
+    ),
+    "import -o a folder": (
+        ("import", "in.jsonl", "-o", "folder"),
+        ("--output", "is a folder ({ws}/folder), not a file"),
+    ),
+    "import -o a symlink to a folder": (
+        ("import", "in.jsonl", "-o", "linkdir"),
+        ("linkdir", "is a folder ({ws}/folder)"),
+    ),
+    "import -o inside a file": (
+        ("import", "in.jsonl", "-o", "in.jsonl/out.jsonl"),
+        ("cannot be created: {ws}/in.jsonl is a file",),
+    ),
     # ---- resolve
     "resolve -o the input": (("resolve", "in.jsonl", "-o", "in.jsonl"), ("--output", "is also the input IN")),
-    "resolve -o a symlink to the input": (("resolve", "in.jsonl", "-o", "link.jsonl"), ("is also the input IN ({ws}/in.jsonl)",)),
-    "resolve -o X --stats-json X": (("resolve", "in.jsonl", "-o", "out.json", "--stats-json", "out.json"), ("--stats-json", "is also --output ({ws}/out.json)")),
-    "resolve --stats-json the input": (("resolve", "in.jsonl", "-o", "out.jsonl", "--stats-json", "in.jsonl"), ("--stats-json", "is also the input IN")),
+    "resolve -o a symlink to the input": (
+        ("resolve", "in.jsonl", "-o", "link.jsonl"),
+        ("is also the input IN ({ws}/in.jsonl)",),
+    ),
+    "resolve -o X --stats-json X": (
+        ("resolve", "in.jsonl", "-o", "out.json", "--stats-json", "out.json"),
+        ("--stats-json", "is also --output ({ws}/out.json)"),
+    ),
+    "resolve --stats-json the input": (
+        ("resolve", "in.jsonl", "-o", "out.jsonl", "--stats-json", "in.jsonl"),
+        ("--stats-json", "is also the input IN"),
+    ),
     "resolve -o a folder": (("resolve", "in.jsonl", "-o", "folder"), ("is a folder ({ws}/folder)",)),
-    "resolve --stats-json a folder": (("resolve", "in.jsonl", "-o", "out.jsonl", "--stats-json", "folder"), ("--stats-json", "is a folder")),
-    "resolve into a new folder, stats onto the input": (("resolve", "in.jsonl", "-o", "new/out.jsonl", "--stats-json", "in.jsonl"), ("is also the input IN",)),
-    "resolve --stats-json inside a file": (("resolve", "in.jsonl", "-o", "o.jsonl", "--stats-json", "in.jsonl/s.json"), ("--stats-json", "cannot be created")),
+    "resolve --stats-json a folder": (
+        ("resolve", "in.jsonl", "-o", "out.jsonl", "--stats-json", "folder"),
+        ("--stats-json", "is a folder"),
+    ),
+    "resolve into a new folder, stats onto the input": (
+        ("resolve", "in.jsonl", "-o", "new/out.jsonl", "--stats-json", "in.jsonl"),
+        ("is also the input IN",),
+    ),
+    "resolve --stats-json inside a file": (
+        ("resolve", "in.jsonl", "-o", "o.jsonl", "--stats-json", "in.jsonl/s.json"),
+        ("--stats-json", "cannot be created"),
+    ),
     # ---- split
-    "split --train X --test X": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "a.jsonl"), ("--test", "is also --train ({ws}/a.jsonl)")),
-    "split --train the input": (("split", "in.jsonl", "--train", "in.jsonl", "--test", "b.jsonl"), ("--train", "is also the input IN")),
-    "split --test a symlink to the input": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "link.jsonl"), ("--test", "is also the input IN")),
-    "split --test a dangling link to --train": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "dangling.jsonl"), ("--test", "is also --train ({ws}/a.jsonl)")),
-    "split --train a folder": (("split", "in.jsonl", "--train", "folder", "--test", "b.jsonl"), ("--train", "is a folder")),
-    "split --test-fraction nan": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "nan"), ("--test-fraction: must be a finite number, got nan",)),
-    "split --test-fraction inf": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "inf"), ("--test-fraction: must be a finite number",)),
-    "split --test-fraction 1.5": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "1.5"), ("--test-fraction: must be between 0 and 1, got 1.5",)),
-    "split --test-fraction -0.1": (("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "-0.1"), ("--test-fraction: must be between 0 and 1",)),
+    "split --train X --test X": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "a.jsonl"),
+        ("--test", "is also --train ({ws}/a.jsonl)"),
+    ),
+    "split --train the input": (
+        ("split", "in.jsonl", "--train", "in.jsonl", "--test", "b.jsonl"),
+        ("--train", "is also the input IN"),
+    ),
+    "split --test a symlink to the input": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "link.jsonl"),
+        ("--test", "is also the input IN"),
+    ),
+    "split --test a dangling link to --train": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "dangling.jsonl"),
+        ("--test", "is also --train ({ws}/a.jsonl)"),
+    ),
+    "split --train a folder": (
+        ("split", "in.jsonl", "--train", "folder", "--test", "b.jsonl"),
+        ("--train", "is a folder"),
+    ),
+    "split --test-fraction nan": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "nan"),
+        ("--test-fraction: must be a finite number, got nan",),
+    ),
+    "split --test-fraction inf": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "inf"),
+        ("--test-fraction: must be a finite number",),
+    ),
+    "split --test-fraction 1.5": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "1.5"),
+        ("--test-fraction: must be between 0 and 1, got 1.5",),
+    ),
+    "split --test-fraction -0.1": (
+        ("split", "in.jsonl", "--train", "a.jsonl", "--test", "b.jsonl", "--test-fraction", "-0.1"),
+        ("--test-fraction: must be between 0 and 1",),
+    ),
     # ---- score
-    "score -o its bench": (("score", "--model", "length", *BENCH, "-o", "open.jsonl"), ("--output", "is also the input --bench ({ws}/open.jsonl)")),
-    "score -o its second bench": (("score", "--model", "length", *BENCH, "--bench", "human.jsonl", "-o", "human.jsonl"), ("is also the input --bench ({ws}/human.jsonl)",)),
-    "score -o its score cache": (("score", "--model", "length", *BENCH, "--cache", "c.sqlite", "-o", "c.sqlite"), ("is also the input --cache",)),
+    "score -o its bench": (
+        ("score", "--model", "length", *BENCH, "-o", "open.jsonl"),
+        ("--output", "is also the input --bench ({ws}/open.jsonl)"),
+    ),
+    "score -o its second bench": (
+        ("score", "--model", "length", *BENCH, "--bench", "human.jsonl", "-o", "human.jsonl"),
+        ("is also the input --bench ({ws}/human.jsonl)",),
+    ),
+    "score -o its score cache": (
+        ("score", "--model", "length", *BENCH, "--cache", "c.sqlite", "-o", "c.sqlite"),
+        ("is also the input --cache",),
+    ),
     "score -o a folder": (("score", "--model", "length", *BENCH, "-o", "folder"), ("is a folder",)),
     # ---- eval
-    "eval --output-json onto a bench": (("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "open.jsonl"), ("--output-json", "is also the input --bench")),
-    "eval --output-json onto the scores": (("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "scores.jsonl"), ("is also the input --scores ({ws}/scores.jsonl)",)),
-    "eval --report a file": (("eval", *BENCH, "--scores", "scores.jsonl", "--report", "human.jsonl"), ("--report", "is a file ({ws}/human.jsonl), not a folder")),
-    "eval --report beside --output-json": (("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "rep/report.json", "--report", "rep"), ("--report", "is also --output-json")),
-    "eval --output-json a folder": (("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "linkdir"), ("is a folder ({ws}/folder)",)),
+    "eval --output-json onto a bench": (
+        ("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "open.jsonl"),
+        ("--output-json", "is also the input --bench"),
+    ),
+    "eval --output-json onto the scores": (
+        ("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "scores.jsonl"),
+        ("is also the input --scores ({ws}/scores.jsonl)",),
+    ),
+    "eval --report a file": (
+        ("eval", *BENCH, "--scores", "scores.jsonl", "--report", "human.jsonl"),
+        ("--report", "is a file ({ws}/human.jsonl), not a folder"),
+    ),
+    "eval --report beside --output-json": (
+        ("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "rep/report.json", "--report", "rep"),
+        ("--report", "is also --output-json"),
+    ),
+    "eval --output-json a folder": (
+        ("eval", *BENCH, "--scores", "scores.jsonl", "--output-json", "linkdir"),
+        ("is a folder ({ws}/folder)",),
+    ),
     # ---- judge
     "judge -o the input": (("judge", "in.jsonl", "-o", "in.jsonl", *JUDGE), ("--output", "is also the input IN")),
-    "judge -o X --stats-json X": (("judge", "in.jsonl", "-o", "o.jsonl", "--stats-json", "o.jsonl", *JUDGE), ("--stats-json", "is also --output")),
-    "judge: failures list onto the input": (("judge", "x.failures.jsonl", "-o", "x.jsonl", *JUDGE), ("failures list of --output", "is also the input IN ({ws}/x.failures.jsonl)")),
-    "judge -o its cache": (("judge", "in.jsonl", "-o", "j.sqlite", "--cache", "j.sqlite", *JUDGE), ("is also the input --cache",)),
+    "judge -o X --stats-json X": (
+        ("judge", "in.jsonl", "-o", "o.jsonl", "--stats-json", "o.jsonl", *JUDGE),
+        ("--stats-json", "is also --output"),
+    ),
+    "judge: failures list onto the input": (
+        ("judge", "x.failures.jsonl", "-o", "x.jsonl", *JUDGE),
+        ("failures list of --output", "is also the input IN ({ws}/x.failures.jsonl)"),
+    ),
+    "judge -o its cache": (
+        ("judge", "in.jsonl", "-o", "j.sqlite", "--cache", "j.sqlite", *JUDGE),
+        ("is also the input --cache",),
+    ),
     "judge -o a folder": (("judge", "in.jsonl", "-o", "folder", *JUDGE), ("is a folder",)),
-    "judge --timeout nan": (("judge", "in.jsonl", "-o", "o.jsonl", "--timeout", "nan", *JUDGE), ("--timeout: must be a finite number, got nan",)),
-    "judge --timeout 1e400": (("judge", "in.jsonl", "-o", "o.jsonl", "--timeout", "1e400", *JUDGE), ("--timeout: must be a finite number, got inf",)),
-    "judge --timeout 0": (("judge", "in.jsonl", "-o", "o.jsonl", "--timeout", "0", *JUDGE), ("timeout", "must be positive")),
-    "judge --price-in inf": (("judge", "in.jsonl", "-o", "o.jsonl", "--price-in", "inf", *JUDGE), ("--price-in: must be a finite number",)),
-    "judge --price-out -inf": (("judge", "in.jsonl", "-o", "o.jsonl", "--price-out", "-inf", *JUDGE), ("--price-out: must be a finite number",)),
+    "judge --timeout nan": (
+        ("judge", "in.jsonl", "-o", "o.jsonl", "--timeout", "nan", *JUDGE),
+        ("--timeout: must be a finite number, got nan",),
+    ),
+    "judge --timeout 1e400": (
+        ("judge", "in.jsonl", "-o", "o.jsonl", "--timeout", "1e400", *JUDGE),
+        ("--timeout: must be a finite number, got inf",),
+    ),
+    "judge --timeout 0": (
+        ("judge", "in.jsonl", "-o", "o.jsonl", "--timeout", "0", *JUDGE),
+        ("timeout", "must be positive"),
+    ),
+    "judge --price-in inf": (
+        ("judge", "in.jsonl", "-o", "o.jsonl", "--price-in", "inf", *JUDGE),
+        ("--price-in: must be a finite number",),
+    ),
+    "judge --price-out -inf": (
+        ("judge", "in.jsonl", "-o", "o.jsonl", "--price-out", "-inf", *JUDGE),
+        ("--price-out: must be a finite number",),
+    ),
     # ---- curate filter
     "filter -o the input": (("curate", "filter", "in.jsonl", "-o", "in.jsonl"), ("--output", "is also the input IN")),
-    "filter -o X --report-json X": (("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--report-json", "o.jsonl"), ("--report-json", "is also --output")),
-    "filter -o its config": (("curate", "filter", "in.jsonl", "-o", "f.yaml", "--config", "f.yaml"), ("is also the input --config",)),
-    "filter --report-json a folder": (("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--report-json", "folder"), ("--report-json", "is a folder")),
-    "filter --max-length-ratio nan": (("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-length-ratio", "nan"), ("--max-length-ratio: must be a finite number",)),
-    "filter --max-length-ratio 1e400": (("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-length-ratio", "1e400"), ("--max-length-ratio: must be a finite number, got inf",)),
-    "filter --max-length-ratio 0": (("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-length-ratio", "0"), ("--max-length-ratio: ", "greater than 0")),
-    "filter --max-non-chinese-share nan": (("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-non-chinese-share", "nan"), ("--max-non-chinese-share: must be a finite number",)),
+    "filter -o X --report-json X": (
+        ("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--report-json", "o.jsonl"),
+        ("--report-json", "is also --output"),
+    ),
+    "filter -o its config": (
+        ("curate", "filter", "in.jsonl", "-o", "f.yaml", "--config", "f.yaml"),
+        ("is also the input --config",),
+    ),
+    "filter --report-json a folder": (
+        ("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--report-json", "folder"),
+        ("--report-json", "is a folder"),
+    ),
+    "filter --max-length-ratio nan": (
+        ("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-length-ratio", "nan"),
+        ("--max-length-ratio: must be a finite number",),
+    ),
+    "filter --max-length-ratio 1e400": (
+        ("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-length-ratio", "1e400"),
+        ("--max-length-ratio: must be a finite number, got inf",),
+    ),
+    "filter --max-length-ratio 0": (
+        ("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-length-ratio", "0"),
+        ("--max-length-ratio: ", "greater than 0"),
+    ),
+    "filter --max-non-chinese-share nan": (
+        ("curate", "filter", "in.jsonl", "-o", "o.jsonl", "--max-non-chinese-share", "nan"),
+        ("--max-non-chinese-share: must be a finite number",),
+    ),
     # ---- curate distant
-    "distant -o its scores": (("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "scores.jsonl"), ("is also the input --scores",)),
-    "distant --report-json the input": (("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--report-json", "judged.jsonl"), ("--report-json", "is also the input IN")),
-    "distant --margin nan": (("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--margin", "nan"), ("--margin: must be a finite number, got nan",)),
-    "distant --margin inf": (("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--margin", "inf"), ("--margin: must be a finite number",)),
-    "distant --margin -1": (("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--margin", "-1"), ("--margin: must be at least 0, got -1",)),
+    "distant -o its scores": (
+        ("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "scores.jsonl"),
+        ("is also the input --scores",),
+    ),
+    "distant --report-json the input": (
+        (
+            "curate",
+            "distant",
+            "judged.jsonl",
+            "--scores",
+            "scores.jsonl",
+            "-o",
+            "o.jsonl",
+            "--report-json",
+            "judged.jsonl",
+        ),
+        ("--report-json", "is also the input IN"),
+    ),
+    "distant --margin nan": (
+        ("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--margin", "nan"),
+        ("--margin: must be a finite number, got nan",),
+    ),
+    "distant --margin inf": (
+        ("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--margin", "inf"),
+        ("--margin: must be a finite number",),
+    ),
+    "distant --margin -1": (
+        ("curate", "distant", "judged.jsonl", "--scores", "scores.jsonl", "-o", "o.jsonl", "--margin", "-1"),
+        ("--margin: must be at least 0, got -1",),
+    ),
     # ---- curate debias
     "debias -o the input": (("curate", "debias", "judged.jsonl", "-o", "judged.jsonl"), ("is also the input IN",)),
-    "debias -o X --report-json X": (("curate", "debias", "judged.jsonl", "-o", "o.jsonl", "--report-json", "o.jsonl"), ("--report-json", "is also --output")),
+    "debias -o X --report-json X": (
+        ("curate", "debias", "judged.jsonl", "-o", "o.jsonl", "--report-json", "o.jsonl"),
+        ("--report-json", "is also --output"),
+    ),
     # ---- curate run: the recipe's stage files against its inputs
-    "recipe: final.jsonl is judge_input": (("curate", "run", "r_final.yaml"), ("r_final.yaml:1: field 'output_dir'", "{ws}/cur/final.jsonl is also the input judge_input")),
-    "recipe: final.jsonl is human": (("curate", "run", "r_human.yaml"), ("r_human.yaml:1: field 'output_dir'", "is also the input human")),
-    "recipe: a stage file is distant.scores": (("curate", "run", "r_scores.yaml"), ("field 'output_dir'", "03-distant.jsonl is also the input distant.scores")),
-    "recipe: output_dir is a file": (("curate", "run", "r_file.yaml"), ("r_file.yaml:1: field 'output_dir'", "is a file ({ws}/in.jsonl), not a folder")),
+    "recipe: final.jsonl is judge_input": (
+        ("curate", "run", "r_final.yaml"),
+        ("r_final.yaml:1: field 'output_dir'", "{ws}/cur/final.jsonl is also the input judge_input"),
+    ),
+    "recipe: final.jsonl is human": (
+        ("curate", "run", "r_human.yaml"),
+        ("r_human.yaml:1: field 'output_dir'", "is also the input human"),
+    ),
+    "recipe: a stage file is distant.scores": (
+        ("curate", "run", "r_scores.yaml"),
+        ("field 'output_dir'", "03-distant.jsonl is also the input distant.scores"),
+    ),
+    "recipe: output_dir is a file": (
+        ("curate", "run", "r_file.yaml"),
+        ("r_file.yaml:1: field 'output_dir'", "is a file ({ws}/in.jsonl), not a folder"),
+    ),
     # ---- train (its output is a folder)
-    "train -o the data file": (("train", "--data", "in.jsonl", "-o", "in.jsonl"), ("--output", "is a file ({ws}/in.jsonl), not a folder")),
-    "train -o inside a file": (("train", "--data", "in.jsonl", "-o", "in.jsonl/rm"), ("cannot be created: {ws}/in.jsonl is a file",)),
-    "train: config output is the data file": (("train", "--data", "in.jsonl", "--config", "tc.yaml"), ("is a file ({ws}/in.jsonl), not a folder",)),
-    "train --lr nan": (("train", "--data", "in.jsonl", "-o", "rm", "--lr", "nan"), ("--lr: must be a finite number, got nan",)),
+    "train -o the data file": (
+        ("train", "--data", "in.jsonl", "-o", "in.jsonl"),
+        ("--output", "is a file ({ws}/in.jsonl), not a folder"),
+    ),
+    "train -o inside a file": (
+        ("train", "--data", "in.jsonl", "-o", "in.jsonl/rm"),
+        ("cannot be created: {ws}/in.jsonl is a file",),
+    ),
+    "train: config output is the data file": (
+        ("train", "--data", "in.jsonl", "--config", "tc.yaml"),
+        ("is a file ({ws}/in.jsonl), not a folder",),
+    ),
+    "train --lr nan": (
+        ("train", "--data", "in.jsonl", "-o", "rm", "--lr", "nan"),
+        ("--lr: must be a finite number, got nan",),
+    ),
     "train --lr inf": (("train", "--data", "in.jsonl", "-o", "rm", "--lr", "inf"), ("--lr: must be a finite number",)),
-    "train --warmup-ratio nan": (("train", "--data", "in.jsonl", "-o", "rm", "--warmup-ratio", "nan"), ("--warmup-ratio: must be a finite number",)),
-    "train --reg-coef -inf": (("train", "--data", "in.jsonl", "-o", "rm", "--reg-coef", "-inf"), ("--reg-coef: must be a finite number",)),
+    "train --warmup-ratio nan": (
+        ("train", "--data", "in.jsonl", "-o", "rm", "--warmup-ratio", "nan"),
+        ("--warmup-ratio: must be a finite number",),
+    ),
+    "train --reg-coef -inf": (
+        ("train", "--data", "in.jsonl", "-o", "rm", "--reg-coef", "-inf"),
+        ("--reg-coef: must be a finite number",),
+    ),
     # ---- demo
-    "demo -o a file": (("demo", "-o", "in.jsonl", "--no-train"), ("--output", "is a file ({ws}/in.jsonl), not a folder")),
+    "demo -o a file": (
+        ("demo", "-o", "in.jsonl", "--no-train"),
+        ("--output", "is a file ({ws}/in.jsonl), not a folder"),
+    ),
 }
 
 
@@ -189,16 +399,22 @@ def test_hostile_output_or_option_is_one_line_and_changes_nothing(tmp_path, monk
     before = snapshot(tmp_path)
     monkeypatch.chdir(tmp_path)
     # the cache folder must not be created either
-    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys,
-                    env={"OPENAI_API_KEY": "k", "CHEEMS_CACHE_DIR": str(tmp_path / "cache-dir")})
+    proc = run_main(
+        *args,
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+        env={"OPENAI_API_KEY": "k", "CHEEMS_CACHE_DIR": str(tmp_path / "cache-dir")},
+    )
     ws = os.path.realpath(tmp_path)
     assert_user_error(proc, *(e.format(ws=ws) for e in expected))
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert snapshot(tmp_path) == before  # inputs byte-identical; no temporary file, folder or cache left
 
 
-@pytest.mark.parametrize("case", ["score -o its bench", "split --test-fraction nan", "recipe: final.jsonl is judge_input",
-                                  "train -o the data file"])
+@pytest.mark.parametrize(
+    "case",
+    ["score -o its bench", "split --test-fraction nan", "recipe: final.jsonl is judge_input", "train -o the data file"],
+)
 def test_the_real_command_says_the_same(tmp_path, case):
     """A few catalogue cases as a user runs them: a separate process, its exit code and stderr."""
     args, expected = CASES[case]
@@ -229,7 +445,9 @@ def test_read_only_output_is_refused(tmp_path):
 
 def test_missing_folders_are_created(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [_record("p0")])
-    proc = run_cheems("resolve", src, "-o", tmp_path / "a" / "b" / "out.jsonl", "--stats-json", tmp_path / "c" / "s.json")
+    proc = run_cheems(
+        "resolve", src, "-o", tmp_path / "a" / "b" / "out.jsonl", "--stats-json", tmp_path / "c" / "s.json"
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "a" / "b" / "out.jsonl").is_file() and (tmp_path / "c" / "s.json").is_file()
 
@@ -247,7 +465,8 @@ def test_a_symlinked_output_is_written_through_and_keeps_its_mode(tmp_path):
 
 
 def test_a_named_pipe_as_output_stays_a_pipe(tmp_path):
-    """``-o /dev/stdout``, ``-o /dev/null``, a FIFO: written directly; an atomic replace would swap the device for a file."""
+    """``-o /dev/stdout``, ``-o /dev/null``, a FIFO: written directly; an atomic replace would swap the "
+    "device for a file."""
     src = write_jsonl(tmp_path / "in.jsonl", [_record("p0")])
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -301,16 +520,31 @@ TEMP = re.compile(r"^\.out\.jsonl\..+\.tmp$")
 def big_input(tmp_path_factory) -> Path:
     """60 MB of records (long responses): writing the output takes a few hundred ms, long enough to interrupt."""
     path = tmp_path_factory.mktemp("big") / "big.jsonl"
-    write_jsonl(path, [{"id": f"p{i}", "input": "问题", "category": ["知识"],
-                        "responses": [{"id": "r1", "content": "甲" * 1_000_000}, {"id": "r2", "content": "乙" * 1_000_000}],
-                        "comparisons": [{"a": "r1", "b": "r2", "label": "a"}]} for i in range(10)])
+    write_jsonl(
+        path,
+        [
+            {
+                "id": f"p{i}",
+                "input": "问题",
+                "category": ["知识"],
+                "responses": [{"id": "r1", "content": "甲" * 1_000_000}, {"id": "r2", "content": "乙" * 1_000_000}],
+                "comparisons": [{"a": "r1", "b": "r2", "label": "a"}],
+            }
+            for i in range(10)
+        ],
+    )
     return path
 
 
 def _start_and_signal_mid_write(args: list, folder: Path, sig: int) -> subprocess.CompletedProcess:
     """Start ``cheems ARGS`` and send ``sig`` once its temporary output file exists (it is writing)."""
-    proc = subprocess.Popen([sys.executable, "-m", "cheems", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cheems", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     deadline = time.monotonic() + 120
     while not any(TEMP.match(p) for p in os.listdir(folder)):
         assert proc.poll() is None, proc.communicate()
@@ -335,8 +569,13 @@ def test_interrupt_mid_write_leaves_outputs_unchanged(tmp_path, big_input, sig, 
 
 def test_second_ctrl_c_still_cleans_up(tmp_path, big_input):
     out = tmp_path / "out.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "cheems", "import", str(big_input), "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cheems", "import", str(big_input), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     while not any(TEMP.match(p) for p in os.listdir(tmp_path)):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.001)
@@ -359,16 +598,43 @@ def test_sigkill_mid_write_leaves_the_old_file(tmp_path, big_input):
 
 
 def test_judge_interrupted_names_its_cache_in_one_line(tmp_path):
-    rows = [{"id": f"q{k}", "input": f"第{k}个问题", "category": ["数学"],
-             "responses": [{"id": f"r{i}", "content": f"q{k}的回答" + "对" * i} for i in range(1, 5)]} for k in range(4)]
+    rows = [
+        {
+            "id": f"q{k}",
+            "input": f"第{k}个问题",
+            "category": ["数学"],
+            "responses": [{"id": f"r{i}", "content": f"q{k}的回答" + "对" * i} for i in range(1, 5)],
+        }
+        for k in range(4)
+    ]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     before = src.read_bytes()
     out, db = tmp_path / "out.jsonl", tmp_path / "judge.sqlite"
     with FakeJudgeServer(latency=0.3) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "cheems", "judge", str(src), "-o", str(out), "--base-url", server.url,
-                                 "--judge-model", "fake", "--cache", str(db), "--no-progress", "--concurrency", "2"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "OPENAI_API_KEY": "k", "COLUMNS": "200"})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cheems",
+                "judge",
+                str(src),
+                "-o",
+                str(out),
+                "--base-url",
+                server.url,
+                "--judge-model",
+                "fake",
+                "--cache",
+                str(db),
+                "--no-progress",
+                "--concurrency",
+                "2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OPENAI_API_KEY": "k", "COLUMNS": "200"},
+        )
         deadline = time.monotonic() + 60
         while server.total < 3:  # judging is under way
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -376,8 +642,12 @@ def test_judge_interrupted_names_its_cache_in_one_line(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert err.splitlines() == [(f"interrupted; {out}, {tmp_path / 'out.failures.jsonl'} left unchanged; "
-                                 f"finished judgements are in {db}; rerun the same command to resume")]
+    assert err.splitlines() == [
+        (
+            f"interrupted; {out}, {tmp_path / 'out.failures.jsonl'} left unchanged; "
+            f"finished judgements are in {db}; rerun the same command to resume"
+        )
+    ]
     assert src.read_bytes() == before and not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
@@ -386,9 +656,19 @@ def test_two_runs_writing_the_same_output_leave_one_complete_run(tmp_path):
     """Both runs write 30 MB to the same -o at once: the file ends up as exactly one run's output, never a mix."""
     inputs, expected = [], []
     for name, char in (("a", "甲"), ("b", "乙")):
-        src = write_jsonl(tmp_path / f"{name}.jsonl", [{"id": f"{name}{i}", "input": "问题", "category": ["知识"],
-                                                       "responses": [{"id": "r1", "content": char * 500_000}, {"id": "r2", "content": "短"}],
-                                                       "comparisons": [{"a": "r1", "b": "r2", "label": "a"}]} for i in range(20)])
+        src = write_jsonl(
+            tmp_path / f"{name}.jsonl",
+            [
+                {
+                    "id": f"{name}{i}",
+                    "input": "问题",
+                    "category": ["知识"],
+                    "responses": [{"id": "r1", "content": char * 500_000}, {"id": "r2", "content": "短"}],
+                    "comparisons": [{"a": "r1", "b": "r2", "label": "a"}],
+                }
+                for i in range(20)
+            ],
+        )
         ref = tmp_path / f"ref-{name}.jsonl"
         write_records(ref, read_records(src).records)
         inputs.append(src)
@@ -397,8 +677,14 @@ def test_two_runs_writing_the_same_output_leave_one_complete_run(tmp_path):
     folder.mkdir()
     out = folder / "out.jsonl"
     for _ in range(2):
-        procs = [subprocess.Popen([sys.executable, "-m", "cheems", "import", str(src), "-o", str(out)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for src in inputs]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "cheems", "import", str(src), "-o", str(out)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for src in inputs
+        ]
         for p in procs:
             p.communicate(timeout=120)
             assert p.returncode == 0

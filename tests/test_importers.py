@@ -115,7 +115,13 @@ def test_jade_csv(shared_data):
         assert first.input == raw["问题"]
         assert first.response("r1").content == raw["安全有用回答"]  # the safe answer is chosen
         assert first.response("r2").content == raw["违规回答"]
-        assert first.comparisons[0].model_dump(exclude_none=True) == {"a": "r1", "b": "r2", "label": "a", "source": "import", "ID": "1"}
+        assert first.comparisons[0].model_dump(exclude_none=True) == {
+            "a": "r1",
+            "b": "r2",
+            "label": "a",
+            "source": "import",
+            "ID": "1",
+        }
 
 
 # ---------------------------------------------------------------- pairwise, hand-written
@@ -126,8 +132,11 @@ def test_pairwise_grouping_and_prompt_shapes(tmp_path):
         {"instruction": "翻译", "input": "你好", "chosen": "Hello", "rejected": "Hi there", "category": "翻译"},
         {"prompt": "翻译\n你好", "chosen": "Hello", "rejected": "Yo"},  # same prompt -> same record
         {"question": "天为什么是蓝的？", "response_chosen": "瑞利散射。", "response_rejected": "不知道。"},
-        {"messages": [{"role": "user", "content": "1+1=?"}], "chosen": {"role": "assistant", "content": "2"},
-         "rejected": {"role": "assistant", "content": "3"}},
+        {
+            "messages": [{"role": "user", "content": "1+1=?"}],
+            "chosen": {"role": "assistant", "content": "2"},
+            "rejected": {"role": "assistant", "content": "3"},
+        },
         {"instruction": "再说一遍", "history": [["你好", "你好！"]], "chosen": "你好！", "rejected": "不"},
     ]
     recs = import_file(write_jsonl(tmp_path / "p.jsonl", rows), "pairwise").records
@@ -139,31 +148,43 @@ def test_pairwise_grouping_and_prompt_shapes(tmp_path):
     assert recs[1].input == "天为什么是蓝的？"
     assert recs[2].input == "1+1=?"  # a lone user message is plain text
     assert [m.model_dump() for m in recs[3].input] == [
-        {"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"},
-        {"role": "user", "content": "再说一遍"}]
+        {"role": "user", "content": "你好"},
+        {"role": "assistant", "content": "你好！"},
+        {"role": "user", "content": "再说一遍"},
+    ]
 
 
 def test_pairwise_trl_conversational(tmp_path):
-    implicit = {"chosen": [{"role": "user", "content": "你是谁？"}, {"role": "assistant", "content": "我是助手。"}],
-                "rejected": [{"role": "user", "content": "你是谁？"}, {"role": "assistant", "content": "走开。"}]}
-    explicit = {"prompt": [{"role": "system", "content": "简短"}, {"role": "user", "content": "你是谁？"}],
-                "chosen": [{"role": "assistant", "content": "助手。"}],
-                "rejected": [{"role": "assistant", "content": "人。"}]}
+    implicit = {
+        "chosen": [{"role": "user", "content": "你是谁？"}, {"role": "assistant", "content": "我是助手。"}],
+        "rejected": [{"role": "user", "content": "你是谁？"}, {"role": "assistant", "content": "走开。"}],
+    }
+    explicit = {
+        "prompt": [{"role": "system", "content": "简短"}, {"role": "user", "content": "你是谁？"}],
+        "chosen": [{"role": "assistant", "content": "助手。"}],
+        "rejected": [{"role": "assistant", "content": "人。"}],
+    }
     recs = import_file(write_jsonl(tmp_path / "t.jsonl", [implicit, explicit])).records
     assert recs[0].input == "你是谁？" and recs[0].response("r2").content == "走开。"
     assert [m.role for m in recs[1].input] == ["system", "user"]
 
 
-@pytest.mark.parametrize("row, field", [
-    ({"prompt": "问", "chosen": 3, "rejected": "b"}, "chosen"),
-    ({"prompt": "问", "chosen": "a", "rejected": {"from": "gpt", "value": None}}, "rejected.value"),
-    ({"conversations": [{"from": "human", "value": ["x"]}], "chosen": "a", "rejected": "b"}, "conversations[0].value"),
-    ({"prompt": "问", "chosen": "一样", "rejected": "一样"}, "rejected"),
-    ({"chosen": "a", "rejected": "b"}, "prompt"),
-    ({"prompt": "问", "chosen": "a"}, "rejected"),
-    ({"prompt": "  ", "chosen": "a", "rejected": "b"}, "prompt"),
-    ({"instruction": "问", "history": [["只有一半"]], "chosen": "a", "rejected": "b"}, "history[0]"),
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"prompt": "问", "chosen": 3, "rejected": "b"}, "chosen"),
+        ({"prompt": "问", "chosen": "a", "rejected": {"from": "gpt", "value": None}}, "rejected.value"),
+        (
+            {"conversations": [{"from": "human", "value": ["x"]}], "chosen": "a", "rejected": "b"},
+            "conversations[0].value",
+        ),
+        ({"prompt": "问", "chosen": "一样", "rejected": "一样"}, "rejected"),
+        ({"chosen": "a", "rejected": "b"}, "prompt"),
+        ({"prompt": "问", "chosen": "a"}, "rejected"),
+        ({"prompt": "  ", "chosen": "a", "rejected": "b"}, "prompt"),
+        ({"instruction": "问", "history": [["只有一半"]], "chosen": "a", "rejected": "b"}, "history[0]"),
+    ],
+)
 def test_pairwise_bad_rows_name_file_line_field(tmp_path, row, field):
     path = write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "好", "chosen": "a", "rejected": "b"}, row])
     with pytest.raises(InputError) as e:
@@ -173,13 +194,19 @@ def test_pairwise_bad_rows_name_file_line_field(tmp_path, row, field):
 
 def test_skip_invalid_keeps_good_rows_and_lists_bad(tmp_path):
     path = tmp_path / "mixed.jsonl"
-    path.write_text("\n".join([
-        json.dumps({"prompt": "甲", "chosen": "好", "rejected": "坏"}, ensure_ascii=False),
-        "{not json",
-        json.dumps({"prompt": "乙", "chosen": 1, "rejected": "坏"}, ensure_ascii=False),
-        json.dumps({"prompt": "甲", "chosen": "更好", "rejected": "坏"}, ensure_ascii=False),
-        json.dumps({"prompt": "丙", "chosen": "同", "rejected": "同"}, ensure_ascii=False),
-    ]) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"prompt": "甲", "chosen": "好", "rejected": "坏"}, ensure_ascii=False),
+                "{not json",
+                json.dumps({"prompt": "乙", "chosen": 1, "rejected": "坏"}, ensure_ascii=False),
+                json.dumps({"prompt": "甲", "chosen": "更好", "rejected": "坏"}, ensure_ascii=False),
+                json.dumps({"prompt": "丙", "chosen": "同", "rejected": "同"}, ensure_ascii=False),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     result = import_file(path, "pairwise", skip_invalid=True)
     assert [r.input for r in result.records] == ["甲"]
     assert len(result.records[0].comparisons) == 2
@@ -190,8 +217,10 @@ def test_skip_invalid_keeps_good_rows_and_lists_bad(tmp_path):
 
 
 def test_pairwise_conflicting_category(tmp_path):
-    rows = [{"prompt": "问", "chosen": "a", "rejected": "b", "category": "数学"},
-            {"prompt": "问", "chosen": "a", "rejected": "c", "category": "语文"}]
+    rows = [
+        {"prompt": "问", "chosen": "a", "rejected": "b", "category": "数学"},
+        {"prompt": "问", "chosen": "a", "rejected": "c", "category": "语文"},
+    ]
     with pytest.raises(InputError, match=r":2: field 'category'"):
         import_file(write_jsonl(tmp_path / "c.jsonl", rows), "pairwise")
 
@@ -200,8 +229,15 @@ def test_pairwise_conflicting_category(tmp_path):
 
 
 def test_ranked_tie_groups_and_responses_key(tmp_path):
-    rows = [{"prompt": "选一个", "responses": ["最好", ["并列一", "并列二"], "最差"], "category": ["推理", "数学"], "id": "q1"},
-            {"instruction": "说", "input": "", "output": ["甲", "乙"], "history": []}]
+    rows = [
+        {
+            "prompt": "选一个",
+            "responses": ["最好", ["并列一", "并列二"], "最差"],
+            "category": ["推理", "数学"],
+            "id": "q1",
+        },
+        {"instruction": "说", "input": "", "output": ["甲", "乙"], "history": []},
+    ]
     path = write_json(tmp_path / "r.json", rows)
     assert first_format(path) == "ranked"
     recs = import_file(path).records
@@ -211,12 +247,15 @@ def test_ranked_tie_groups_and_responses_key(tmp_path):
     assert recs[1].input == "说" and recs[1].rank == {"r1": 1, "r2": 2}
 
 
-@pytest.mark.parametrize("row, field", [
-    ({"prompt": "问", "responses": []}, "responses"),
-    ({"prompt": "问", "responses": ["a", []]}, "responses[1]"),
-    ({"prompt": "问", "responses": ["a", ["b", 2]]}, "responses[1][1]"),
-    ({"instruction": "问", "output": "只有一个字符串"}, "output"),
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"prompt": "问", "responses": []}, "responses"),
+        ({"prompt": "问", "responses": ["a", []]}, "responses[1]"),
+        ({"prompt": "问", "responses": ["a", ["b", 2]]}, "responses[1][1]"),
+        ({"instruction": "问", "output": "只有一个字符串"}, "output"),
+    ],
+)
 def test_ranked_bad_rows(tmp_path, row, field):
     path = write_jsonl(tmp_path / "bad.jsonl", [row])
     with pytest.raises(InputError) as e:
@@ -234,9 +273,15 @@ def test_ranked_duplicate_explicit_id(tmp_path):
 
 
 def test_ratings_dense_ranks_with_ties(tmp_path):
-    row = {"prompt": "写诗", "responses": [
-        {"content": "甲", "score": 7, "model": "m1"}, {"text": "乙", "rating": 9.5, "id": "b"},
-        {"response": "丙", "score": 7}, {"content": "丁", "score": 1}]}
+    row = {
+        "prompt": "写诗",
+        "responses": [
+            {"content": "甲", "score": 7, "model": "m1"},
+            {"text": "乙", "rating": 9.5, "id": "b"},
+            {"response": "丙", "score": 7},
+            {"content": "丁", "score": 1},
+        ],
+    }
     path = write_jsonl(tmp_path / "s.jsonl", [row])
     assert first_format(path) == "ratings"
     rec = import_file(path).records[0]
@@ -253,14 +298,17 @@ def test_ratings_parallel_lists(tmp_path):
     assert rec.rank == {"r3": 1, "r1": 2, "r2": 2}
 
 
-@pytest.mark.parametrize("row, field", [
-    ({"prompt": "问", "responses": ["x", "y"], "scores": [1]}, "scores"),
-    ({"prompt": "问", "responses": ["x", "y"], "scores": [1, "高"]}, "scores[1]"),
-    ({"prompt": "问", "responses": [{"content": "x", "score": float("nan")}]}, "responses[0].score"),
-    ({"prompt": "问", "responses": [{"content": "x", "rating": True}]}, "responses[0].rating"),
-    ({"prompt": "问", "responses": [{"content": "x"}]}, "responses[0].score"),
-    ({"prompt": "问", "responses": [{"content": 5, "score": 1}]}, "responses[0].content"),
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"prompt": "问", "responses": ["x", "y"], "scores": [1]}, "scores"),
+        ({"prompt": "问", "responses": ["x", "y"], "scores": [1, "高"]}, "scores[1]"),
+        ({"prompt": "问", "responses": [{"content": "x", "score": float("nan")}]}, "responses[0].score"),
+        ({"prompt": "问", "responses": [{"content": "x", "rating": True}]}, "responses[0].rating"),
+        ({"prompt": "问", "responses": [{"content": "x"}]}, "responses[0].score"),
+        ({"prompt": "问", "responses": [{"content": 5, "score": 1}]}, "responses[0].content"),
+    ],
+)
 def test_ratings_bad_rows(tmp_path, row, field):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")  # NaN is written as NaN
@@ -273,14 +321,18 @@ def test_ratings_bad_rows(tmp_path, row, field):
 
 
 def test_official_rows(tmp_path):
-    rows = [{"input": "问", "answer1": "甲", "answer2": "乙", "preference": 1},
-            {"input": "问", "answer1": "乙", "answer2": "丙", "preference": "tie"}]
+    rows = [
+        {"input": "问", "answer1": "甲", "answer2": "乙", "preference": 1},
+        {"input": "问", "answer1": "乙", "answer2": "丙", "preference": "tie"},
+    ]
     path = write_jsonl(tmp_path / "off.jsonl", rows)
     assert first_format(path) == "official"
     recs = import_file(path).records
     assert len(recs) == 1 and len(recs[0].responses) == 3
     assert [c.label for c in recs[0].comparisons] == ["a", "tie"]
-    canon = write_jsonl(tmp_path / "canon.jsonl", [{"input": "问", "responses": [{"id": "a", "content": "x"}], "rank": {"a": 1}}])
+    canon = write_jsonl(
+        tmp_path / "canon.jsonl", [{"input": "问", "responses": [{"id": "a", "content": "x"}], "rank": {"a": 1}}]
+    )
     assert import_file(canon).records[0].rank == {"a": 1}
 
 

@@ -28,26 +28,37 @@ def test_round_trip_and_misses(tmp_path):
     path = tmp_path / "deep" / "judge.sqlite"
     with JudgeCache(path) as cache:
         assert cache.get_many("j", ["x"]) == {}
-        cache.put("j", "x", CachedJudgement("A", None, "**A**", 100, 3, 1), judge_model="m", pair=("p", "r1", "r2", "ab"))
+        cache.put(
+            "j", "x", CachedJudgement("A", None, "**A**", 100, 3, 1), judge_model="m", pair=("p", "r1", "r2", "ab")
+        )
         cache.put("j", "y", CachedJudgement(None, "no_label", "不好说", 90, 5, 5))
         got = cache.get_many("j", ["x", "y", "z"])
-        assert got == {"x": CachedJudgement("A", None, "**A**", 100, 3, 1),
-                       "y": CachedJudgement(None, "no_label", "不好说", 90, 5, 5)}
+        assert got == {
+            "x": CachedJudgement("A", None, "**A**", 100, 3, 1),
+            "y": CachedJudgement(None, "no_label", "不好说", 90, 5, 5),
+        }
         assert cache.get_many("other-judge", ["x"]) == {}
         assert cache.count() == 2 and cache.count("j") == 2
     # Written through: another connection (another process in real life) sees it at once.
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT prompt_id, a, b, shown, judge_model FROM judgements WHERE item='x'").fetchone() == (
-        "p", "r1", "r2", "ab", "m")
+        "p",
+        "r1",
+        "r2",
+        "ab",
+        "m",
+    )
 
 
 def test_each_put_is_committed_before_a_kill(tmp_path):
     # A child process writes one judgement and dies without closing anything.
     path = tmp_path / "c.sqlite"
-    code = ("import os\nfrom cheems.annotate.cache import JudgeCache, CachedJudgement\n"
-            f"c = JudgeCache({str(path)!r})\nc.put('j', 'x', CachedJudgement('B', None, 'B', 1, 1, 1))\n"
-            "os.kill(os.getpid(), 9)\n")
+    code = (
+        "import os\nfrom cheems.annotate.cache import JudgeCache, CachedJudgement\n"
+        f"c = JudgeCache({str(path)!r})\nc.put('j', 'x', CachedJudgement('B', None, 'B', 1, 1, 1))\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert proc.returncode == -9
     with JudgeCache(path) as cache:

@@ -12,17 +12,26 @@ import time
 from pathlib import Path
 
 import pytest
+
 from fault_server import FakeJudgeServer
 from helpers import run_main
-
 
 KEY_ENV = {"OPENAI_API_KEY": "test-key"}
 
 
 def write_records(path: Path, n_records: int = 3, n_responses: int = 4, extra: str = "") -> Path:
-    rows = [{"id": f"q{k}", "input": f"第{k}个问题", "category": ["数学"],
-             "responses": [{"id": f"r{i}", "content": f"q{k}的回答" + "对" * i + (extra if i == n_responses else "")}
-                           for i in range(1, n_responses + 1)]} for k in range(n_records)]
+    rows = [
+        {
+            "id": f"q{k}",
+            "input": f"第{k}个问题",
+            "category": ["数学"],
+            "responses": [
+                {"id": f"r{i}", "content": f"q{k}的回答" + "对" * i + (extra if i == n_responses else "")}
+                for i in range(1, n_responses + 1)
+            ],
+        }
+        for k in range(n_records)
+    ]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -34,8 +43,20 @@ def run_cli(args: list[str], monkeypatch, capsys, env: dict[str, str] | None = N
 
 
 def judge_args(src: Path, out: Path, server: FakeJudgeServer, cache: Path, *more: str) -> list[str]:
-    return ["judge", str(src), "-o", str(out), "--base-url", server.url, "--judge-model", "fake-judge",
-            "--cache", str(cache), "--no-progress", *more]
+    return [
+        "judge",
+        str(src),
+        "-o",
+        str(out),
+        "--base-url",
+        server.url,
+        "--judge-model",
+        "fake-judge",
+        "--cache",
+        str(cache),
+        "--no-progress",
+        *more,
+    ]
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -46,14 +67,34 @@ def test_judge_writes_comparisons_summary_and_stats(tmp_path, monkeypatch, capsy
     src = write_records(tmp_path / "in.jsonl")
     out, stats = tmp_path / "out.jsonl", tmp_path / "stats.json"
     with FakeJudgeServer() as server:
-        code, stdout, stderr = run_cli(judge_args(src, out, server, tmp_path / "c.sqlite", "--both-orders", "--seed", "3",
-                                                  "--concurrency", "4", "--stats-json", str(stats),
-                                                  "--price-in", "1", "--price-out", "2"), monkeypatch, capsys)
+        code, stdout, stderr = run_cli(
+            judge_args(
+                src,
+                out,
+                server,
+                tmp_path / "c.sqlite",
+                "--both-orders",
+                "--seed",
+                "3",
+                "--concurrency",
+                "4",
+                "--stats-json",
+                str(stats),
+                "--price-in",
+                "1",
+                "--price-out",
+                "2",
+            ),
+            monkeypatch,
+            capsys,
+        )
     assert code == 0, stderr
     rows = read_jsonl(out)
     assert [len(r["comparisons"]) for r in rows] == [12, 12, 12]
     c = rows[0]["comparisons"][0]
-    assert c["source"] == "judge" and c["annotator"] == "fake-judge" and c["label"] == "b" and c["shown"] in ("ab", "ba")
+    assert (
+        c["source"] == "judge" and c["annotator"] == "fake-judge" and c["label"] == "b" and c["shown"] in ("ab", "ba")
+    )
     assert "raw" in c
     summary = json.loads(stats.read_text(encoding="utf-8"))
     assert summary["judged"] == 36 and summary["consistency"]["rate"] == 1.0 and summary["cost"] > 0
@@ -98,23 +139,32 @@ def test_skip_invalid_lists_bad_lines_and_judges_the_rest(tmp_path, monkeypatch,
     src = write_records(tmp_path / "in.jsonl", n_records=2, n_responses=2)
     src.write_text(src.read_text(encoding="utf-8") + '{"input": "x", "responses": []}\n', encoding="utf-8")
     with FakeJudgeServer() as server:
-        code, _, stderr = run_cli(judge_args(src, tmp_path / "o.jsonl", server, tmp_path / "c.sqlite"), monkeypatch, capsys)
+        code, _, stderr = run_cli(
+            judge_args(src, tmp_path / "o.jsonl", server, tmp_path / "c.sqlite"), monkeypatch, capsys
+        )
         assert code == 2 and f"{src}:3:" in stderr
-        code, _, stderr = run_cli(judge_args(src, tmp_path / "o.jsonl", server, tmp_path / "c.sqlite", "--skip-invalid"),
-                                  monkeypatch, capsys)
+        code, _, stderr = run_cli(
+            judge_args(src, tmp_path / "o.jsonl", server, tmp_path / "c.sqlite", "--skip-invalid"), monkeypatch, capsys
+        )
     assert code == 0 and f"skipped {src}:3:" in stderr.replace("\n", "")
     assert len(read_jsonl(tmp_path / "o.jsonl")) == 2
 
 
-@pytest.mark.parametrize(("change", "words"), [
-    ({"env": {}}, "environment variable OPENAI_API_KEY is not set"),
-    ({"args": ["--api-key-env", "NOPE_KEY"]}, "NOPE_KEY is not set"),
-    ({"url": "127.0.0.1:9/v1"}, "is not an http(s) URL"),
-    ({"src": "missing.jsonl"}, "missing.jsonl: no such file"),
-    ({"args": ["--criteria", "CRIT"]}, "crit.yaml:2: field '数学': unknown criterion group 'algebra'"),
-    ({"args": ["--concurrency", "0"]}, "must be at least 1"),
-    ({"args": ["--backend", "hf", "--judge-model", "/no/such/model"]}, "model folder '/no/such/model' does not exist"),
-])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"env": {}}, "environment variable OPENAI_API_KEY is not set"),
+        ({"args": ["--api-key-env", "NOPE_KEY"]}, "NOPE_KEY is not set"),
+        ({"url": "127.0.0.1:9/v1"}, "is not an http(s) URL"),
+        ({"src": "missing.jsonl"}, "missing.jsonl: no such file"),
+        ({"args": ["--criteria", "CRIT"]}, "crit.yaml:2: field '数学': unknown criterion group 'algebra'"),
+        ({"args": ["--concurrency", "0"]}, "must be at least 1"),
+        (
+            {"args": ["--backend", "hf", "--judge-model", "/no/such/model"]},
+            "model folder '/no/such/model' does not exist",
+        ),
+    ],
+)
 def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys, change, words):
     src = write_records(tmp_path / "in.jsonl", n_records=1, n_responses=2)
     crit = tmp_path / "crit.yaml"
@@ -153,8 +203,9 @@ def test_sigkill_mid_run_then_restart_gives_the_same_file(tmp_path, monkeypatch,
     src = write_records(tmp_path / "in.jsonl", n_records=4, n_responses=4)  # 24 questions
     # The uninterrupted run.
     with FakeJudgeServer() as ref_server:
-        code, _, err = run_cli(judge_args(src, tmp_path / "ref.jsonl", ref_server, tmp_path / "ref.sqlite"), monkeypatch,
-                               capsys)
+        code, _, err = run_cli(
+            judge_args(src, tmp_path / "ref.jsonl", ref_server, tmp_path / "ref.sqlite"), monkeypatch, capsys
+        )
         assert code == 0, err
     expected = (tmp_path / "ref.jsonl").read_bytes()
 

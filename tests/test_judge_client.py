@@ -5,30 +5,44 @@ from __future__ import annotations
 import time
 
 import pytest
-from fault_server import FakeJudgeServer, messages_key
 
 from cheems.annotate import JudgeSettings, judge_records
 from cheems.annotate.cache import JudgeCache
 from cheems.annotate.plan import plan_pairs
 from cheems.data.schema import Record
 from cheems.errors import InputError
+from fault_server import FakeJudgeServer, messages_key
 
 
-def records(n_records: int = 2, n_responses: int = 3, special: dict[int, str] | None = None,
-            pid: str = "p") -> list[Record]:
+def records(
+    n_records: int = 2, n_responses: int = 3, special: dict[int, str] | None = None, pid: str = "p"
+) -> list[Record]:
     """Responses r1..rn of growing length (the fake judge prefers the longer: r_j beats r_i for j > i)."""
     out = []
     for k in range(n_records):
-        responses = [{"id": f"r{i}", "content": f"{pid}{k}回答" + "好" * i + (special or {}).get(i, "")}
-                     for i in range(1, n_responses + 1)]
-        out.append(Record.model_validate({"id": f"{pid}{k}", "input": f"问题{pid}{k}", "category": ["知识"],
-                                          "responses": responses}))
+        responses = [
+            {"id": f"r{i}", "content": f"{pid}{k}回答" + "好" * i + (special or {}).get(i, "")}
+            for i in range(1, n_responses + 1)
+        ]
+        out.append(
+            Record.model_validate(
+                {"id": f"{pid}{k}", "input": f"问题{pid}{k}", "category": ["知识"], "responses": responses}
+            )
+        )
     return out
 
 
 def settings(server: FakeJudgeServer, tmp_path, **kw) -> JudgeSettings:
-    base = dict(judge_model="fake-judge", base_url=server.url, api_key="test-key", cache=tmp_path / "judge.sqlite",
-                backoff_base=0.001, backoff_max=0.01, timeout=5.0, concurrency=4)
+    base = dict(
+        judge_model="fake-judge",
+        base_url=server.url,
+        api_key="test-key",
+        cache=tmp_path / "judge.sqlite",
+        backoff_base=0.001,
+        backoff_max=0.01,
+        timeout=5.0,
+        concurrency=4,
+    )
     return JudgeSettings(**{**base, **kw})
 
 
@@ -65,8 +79,9 @@ def test_every_pair_judged_and_mapped_back_to_a_b(server, tmp_path):
 def test_transient_faults_are_retried_until_a_verdict(tmp_path):
     faults = "{{fault:429,500,503,reset,malformed,nochoices,hang,bad,think}}"
     with FakeJudgeServer(hang_s=1.0) as server:
-        result = judge_records(records(1, 2, special={2: faults}), settings(server, tmp_path, timeout=0.4, max_retries=7),
-                               progress=False)
+        result = judge_records(
+            records(1, 2, special={2: faults}), settings(server, tmp_path, timeout=0.4, max_retries=7), progress=False
+        )
     assert result.stats.judged == 1 and result.stats.failed_total == 0
     assert judge_comparisons(result) == [("p0", "r1", "r2", "b")]
     # 7 transport faults were retried; then 2 replies without a verdict were re-asked, the third answered.
@@ -76,15 +91,18 @@ def test_transient_faults_are_retried_until_a_verdict(tmp_path):
     assert temperatures[:8] == [0.0] * 8 and temperatures[8:] == [0.7, 0.7]  # re-asks sample
 
 
-@pytest.mark.parametrize(("fault", "reason", "cached"), [
-    ("500", "http_500", False),
-    ("429", "http_429", False),
-    ("reset", "connection", False),
-    ("malformed", "malformed", False),
-    ("hang", "timeout", False),
-    ("bad", "no_label", True),
-    ("think", "reasoning_only", True),
-])
+@pytest.mark.parametrize(
+    ("fault", "reason", "cached"),
+    [
+        ("500", "http_500", False),
+        ("429", "http_429", False),
+        ("reset", "connection", False),
+        ("malformed", "malformed", False),
+        ("hang", "timeout", False),
+        ("bad", "no_label", True),
+        ("think", "reasoning_only", True),
+    ],
+)
 def test_persistent_faults_are_reported_never_guessed(tmp_path, fault, reason, cached):
     with FakeJudgeServer(hang_s=0.6) as server:
         recs = records(1, 3, special={3: "{{fault:%s*}}" % fault})
@@ -146,8 +164,11 @@ def test_budget_stops_the_run_and_a_rerun_resumes(server, tmp_path):
 
 def test_budget_counts_retries(tmp_path):
     with FakeJudgeServer() as server:
-        result = judge_records(records(1, 2, special={2: "{{fault:500*}}"}),
-                               settings(server, tmp_path, max_requests=2, max_retries=5), progress=False)
+        result = judge_records(
+            records(1, 2, special={2: "{{fault:500*}}"}),
+            settings(server, tmp_path, max_requests=2, max_retries=5),
+            progress=False,
+        )
     assert server.total == 2 and result.stats.not_attempted == 1 and result.stats.budget_exhausted
 
 
@@ -203,8 +224,9 @@ def test_position_bias_shows_up_in_the_report(tmp_path):
 
 
 def test_ties_become_tie_labels(server, tmp_path):
-    rec = Record.model_validate({"id": "t", "input": "问", "responses": [{"id": "x", "content": "一样长"},
-                                                                        {"id": "y", "content": "同样长"}]})
+    rec = Record.model_validate(
+        {"id": "t", "input": "问", "responses": [{"id": "x", "content": "一样长"}, {"id": "y", "content": "同样长"}]}
+    )
     result = judge_records([rec], settings(server, tmp_path), progress=False)
     assert judge_comparisons(result) == [("t", "x", "y", "tie")]
 
@@ -219,8 +241,9 @@ def test_bad_key_stops_with_one_line(tmp_path):
 
 def test_wrong_path_is_a_user_error(server, tmp_path):
     with pytest.raises(InputError, match="HTTP 404"):
-        judge_records(records(1, 2), settings(server, tmp_path, base_url=server.url.replace("/v1", "/nope")),
-                      progress=False)
+        judge_records(
+            records(1, 2), settings(server, tmp_path, base_url=server.url.replace("/v1", "/nope")), progress=False
+        )
 
 
 def test_unreachable_server_is_a_user_error(tmp_path):
@@ -229,8 +252,14 @@ def test_unreachable_server_is_a_user_error(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cfg = JudgeSettings("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", cache=tmp_path / "c.sqlite",
-                        max_retries=1, backoff_base=0.001)
+    cfg = JudgeSettings(
+        "m",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key="k",
+        cache=tmp_path / "c.sqlite",
+        max_retries=1,
+        backoff_base=0.001,
+    )
     with pytest.raises(InputError) as e:
         judge_records(records(1, 2), cfg, progress=False)
     assert "cannot reach the judge" in str(e.value) and e.value.field == "base_url"
@@ -240,8 +269,19 @@ def test_a_dead_server_stops_the_run_at_once_even_with_workers_in_backoff(tmp_pa
     with FakeJudgeServer(die_after=3) as server:
         start = time.monotonic()
         with pytest.raises(InputError) as e:
-            judge_records(records(4, 4), settings(server, tmp_path, concurrency=8, max_consecutive_failures=8,
-                                                  max_retries=10, backoff_base=0.05, backoff_max=30.0), progress=False)
+            judge_records(
+                records(4, 4),
+                settings(
+                    server,
+                    tmp_path,
+                    concurrency=8,
+                    max_consecutive_failures=8,
+                    max_retries=10,
+                    backoff_base=0.05,
+                    backoff_max=30.0,
+                ),
+                progress=False,
+            )
         elapsed = time.monotonic() - start
     # 8 requests in a row without a reply stop every worker, also those sleeping in a (up to 30 s) backoff.
     assert elapsed < 5 and server.total <= 3 + 1 + 8 + 8
@@ -278,19 +318,22 @@ def test_key_comes_from_the_named_environment_variable(server, tmp_path, monkeyp
     assert server.total == 1
 
 
-@pytest.mark.parametrize(("change", "words"), [
-    ({"base_url": "localhost:8000"}, r"not an http\(s\) URL"),
-    ({"base_url": None}, "needs a base URL"),
-    ({"concurrency": 0}, "at least 1"),
-    ({"concurrency": 257}, "at most 256"),
-    ({"timeout": float("nan")}, "finite"),
-    ({"max_consecutive_failures": 0}, "at least 1"),
-    ({"max_reply_bytes": 0}, "at least 1"),
-    ({"timeout": 0}, "must be positive"),
-    ({"max_requests": -1}, "0 or more"),
-    ({"backend": "grpc"}, "unknown backend"),
-    ({"judge_model": " "}, "judge model is empty"),
-])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"base_url": "localhost:8000"}, r"not an http\(s\) URL"),
+        ({"base_url": None}, "needs a base URL"),
+        ({"concurrency": 0}, "at least 1"),
+        ({"concurrency": 257}, "at most 256"),
+        ({"timeout": float("nan")}, "finite"),
+        ({"max_consecutive_failures": 0}, "at least 1"),
+        ({"max_reply_bytes": 0}, "at least 1"),
+        ({"timeout": 0}, "must be positive"),
+        ({"max_requests": -1}, "0 or more"),
+        ({"backend": "grpc"}, "unknown backend"),
+        ({"judge_model": " "}, "judge model is empty"),
+    ],
+)
 def test_bad_settings(server, tmp_path, change, words):
     with pytest.raises(InputError, match=words):
         judge_records(records(1, 2), settings(server, tmp_path, **change), progress=False)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import TINY
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 from cheems.annotate import JudgeSettings, judge_records
 from cheems.annotate.cache import JudgeCache
 from cheems.data.schema import Record
+from tiny_models import TINY
 
 
 def rig_to_emit(model: Qwen2ForCausalLM, tokenizer, emit: str) -> None:
@@ -42,8 +42,15 @@ def models(tmp_path_factory, qwen2_tokenizer_dir) -> dict[str, Path]:
     """Two tiny Qwen2ForCausalLM folders (hidden 64, 2 layers, the real tokenizer): random, and rigged to say "A"."""
     root = tmp_path_factory.mktemp("judge-models")
     tokenizer = AutoTokenizer.from_pretrained(qwen2_tokenizer_dir)
-    config = Qwen2Config(vocab_size=151936, num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **TINY)
+    config = Qwen2Config(
+        vocab_size=151936,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **TINY,
+    )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
     folders = {}
@@ -57,14 +64,33 @@ def models(tmp_path_factory, qwen2_tokenizer_dir) -> dict[str, Path]:
 
 
 def records() -> list[Record]:
-    return [Record.model_validate({"id": f"p{k}", "input": f"问题{k}", "category": ["代码"], "reference": "参考",
-                                   "responses": [{"id": f"r{i}", "content": f"回答{k}-{i}"} for i in range(1, 4)]})
-            for k in range(2)]
+    return [
+        Record.model_validate(
+            {
+                "id": f"p{k}",
+                "input": f"问题{k}",
+                "category": ["代码"],
+                "reference": "参考",
+                "responses": [{"id": f"r{i}", "content": f"回答{k}-{i}"} for i in range(1, 4)],
+            }
+        )
+        for k in range(2)
+    ]
 
 
 def settings(model: Path, tmp_path: Path, **kw) -> JudgeSettings:
-    return JudgeSettings(**{"judge_model": str(model), "backend": "hf", "cache": tmp_path / "judge.sqlite",
-                            "device": "cpu", "batch_size": 4, "max_tokens": 6, "max_retries": 1, **kw})
+    return JudgeSettings(
+        **{
+            "judge_model": str(model),
+            "backend": "hf",
+            "cache": tmp_path / "judge.sqlite",
+            "device": "cpu",
+            "batch_size": 4,
+            "max_tokens": 6,
+            "max_retries": 1,
+            **kw,
+        }
+    )
 
 
 def test_rigged_model_says_a_and_it_is_recorded(tmp_path, models):

@@ -19,39 +19,90 @@ from cheems.annotate.verdict import (
 )
 
 ACCEPTED = [
-    ("A", "A"), ("B", "B"), ("C", "C"), ("A.", "A"), ("B。", "B"), ("**A**", "A"), ("[[B]]", "B"), ("【C】", "C"),
-    ("(A)", "A"), ("（B）", "B"), ("`A`", "A"), ('"B"', "B"), ("  A  \n", "A"), ("\n\nB\n", "B"),
-    ("答案：A", "A"), ("答案: B", "B"), ("答案是 A。", "A"), ("答案是：C", "C"), ("最终答案：B", "B"),
-    ("最终答案: **A**", "A"), ("**最终答案：C**", "C"), ("结论：A", "A"), ("判断：B", "B"), ("选择：C", "C"),
-    ("Final Answer: [[B]]", "B"), ("final answer: A", "A"), ("Answer: C", "C"), ("Verdict: A", "A"),
-    ("回答A更好", "A"), ("B更好。", "B"), ("Ａ", "A"), ("答案：Ｂ", "B"),  # full-width letters
+    ("A", "A"),
+    ("B", "B"),
+    ("C", "C"),
+    ("A.", "A"),
+    ("B。", "B"),
+    ("**A**", "A"),
+    ("[[B]]", "B"),
+    ("【C】", "C"),
+    ("(A)", "A"),
+    ("（B）", "B"),
+    ("`A`", "A"),
+    ('"B"', "B"),
+    ("  A  \n", "A"),
+    ("\n\nB\n", "B"),
+    ("答案：A", "A"),
+    ("答案: B", "B"),
+    ("答案是 A。", "A"),
+    ("答案是：C", "C"),
+    ("最终答案：B", "B"),
+    ("最终答案: **A**", "A"),
+    ("**最终答案：C**", "C"),
+    ("结论：A", "A"),
+    ("判断：B", "B"),
+    ("选择：C", "C"),
+    ("Final Answer: [[B]]", "B"),
+    ("final answer: A", "A"),
+    ("Answer: C", "C"),
+    ("Verdict: A", "A"),
+    ("回答A更好", "A"),
+    ("B更好。", "B"),
+    ("Ａ", "A"),
+    ("答案：Ｂ", "B"),  # full-width letters
     ("<think>回答B有错误，回答A正确。</think>\nA", "A"),
     ("<think>B? 还是A？最终答案：B</think>\n\n最终答案：A", "A"),  # only the text after reasoning counts
     ("推理：B 更短……\n</think>\nA", "A"),  # the opening tag was in the prompt
     ("分析略。\n最终答案：B", "B"),  # reasoning before the final line is allowed, the line decides
     ("A\n\n最终答案：A", "A"),  # the same answer twice is fine
     # The phrasings of issue 8: a lead-in or a reason around a clear final answer.
-    ("经过比较，我认为更好的是：A", "A"), ("我选择A。", "A"), ("A\n\n理由：……", "A"), ("综上，回答A优于回答B。", "A"),
-    ("The better response is A.", "A"), ("\\boxed{A}", "A"), ("**最终答案：B**", "B"), ("两者相当，选C", "C"),
+    ("经过比较，我认为更好的是：A", "A"),
+    ("我选择A。", "A"),
+    ("A\n\n理由：……", "A"),
+    ("综上，回答A优于回答B。", "A"),
+    ("The better response is A.", "A"),
+    ("\\boxed{A}", "A"),
+    ("**最终答案：B**", "B"),
+    ("两者相当，选C", "C"),
     ("The answer is A", "A"),  # refused before issue 8: an English copula now announces, as 答案是 did
     ("A\n理由：回答A更准确", "A"),  # refused before issue 8: the answer first, its reason after
-    ("回答A不如回答B。", "B"), ("Response B is better than Response A.", "B"),
+    ("回答A不如回答B。", "B"),
+    ("Response B is better than Response A.", "B"),
 ]
 
 REJECTED = [
-    ("", "empty"), ("   \n ", "empty"), (None, "empty"),
+    ("", "empty"),
+    ("   \n ", "empty"),
+    (None, "empty"),
     ("<think>回答A更好。最终答案：A</think>", "reasoning_only"),
     ("<think>A</think>\n\n", "reasoning_only"),
     ("<think>分析……回答B更好，所以答案是", "reasoning_only"),  # cut off mid-reasoning
     ("好的，我来分析。\n<think>答案：A", "no_label"),  # the text before the reasoning has no answer
-    ("A或B", "ambiguous"), ("A/B", "ambiguous"), ("答案：A 或 C", "ambiguous"), ("A B", "ambiguous"),
-    ("A\nB", "conflicting"), ("最终答案：A\n\nB", "conflicting"), ("**B**\n答案：C", "conflicting"),
-    ("两个回答各有千秋。", "no_label"), ("我认为 A", "no_label"),
-    ("a", "no_label"), ("b.", "no_label"), ("D", "no_label"), ("AB", "no_label"), ("Apple", "no_label"),
+    ("A或B", "ambiguous"),
+    ("A/B", "ambiguous"),
+    ("答案：A 或 C", "ambiguous"),
+    ("A B", "ambiguous"),
+    ("A\nB", "conflicting"),
+    ("最终答案：A\n\nB", "conflicting"),
+    ("**B**\n答案：C", "conflicting"),
+    ("两个回答各有千秋。", "no_label"),
+    ("我认为 A", "no_label"),
+    ("a", "no_label"),
+    ("b.", "no_label"),
+    ("D", "no_label"),
+    ("AB", "no_label"),
+    ("Apple", "no_label"),
     ("C更好", "no_label"),  # C is "no clear difference", it cannot be "better"
-    ("答案：A，因为B有错", "ambiguous"), ("tie", "no_label"), ("平局", "no_label"), ("1", "no_label"),
-    ("两个回答各有优劣，可能A更好。", "hedge"), ("如果只看格式，A更好。", "hedge"), ("A\n\n不过两个回答各有优劣。", "hedge"),
-    ("A\n\n等等，应该是B。", "conflicting"), ("回答A更好，但B更好。", "conflicting"),
+    ("答案：A，因为B有错", "ambiguous"),
+    ("tie", "no_label"),
+    ("平局", "no_label"),
+    ("1", "no_label"),
+    ("两个回答各有优劣，可能A更好。", "hedge"),
+    ("如果只看格式，A更好。", "hedge"),
+    ("A\n\n不过两个回答各有优劣。", "hedge"),
+    ("A\n\n等等，应该是B。", "conflicting"),
+    ("回答A更好，但B更好。", "conflicting"),
     ("A更好吗？", "no_label"),  # a question states nothing
 ]
 
@@ -72,13 +123,33 @@ def test_rejected_with_reason(reply, reason):
 # ---------------------------------------------------------------- properties
 
 labels = st.sampled_from("ABC")
-decor_left = st.sampled_from(["", "**", "[[", "【", "(", "（", "`", '"', "  ", "答案：", "最终答案：", "答案是 ",
-                              "Final Answer: ", "**最终答案：", "最终答案: [["])
+decor_left = st.sampled_from(
+    [
+        "",
+        "**",
+        "[[",
+        "【",
+        "(",
+        "（",
+        "`",
+        '"',
+        "  ",
+        "答案：",
+        "最终答案：",
+        "答案是 ",
+        "Final Answer: ",
+        "**最终答案：",
+        "最终答案: [[",
+    ]
+)
 decor_right = st.sampled_from(["", "**", "]]", "】", ")", "）", "`", '"', ".", "。", "!", "  "])
 # Any text, including ones full of labels; tags are kept out so the block stays one block.
 free_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200).filter(
-    lambda s: "<" not in s and ">" not in s)
-no_labels = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="ABCＡＢＣ<>"), max_size=200)
+    lambda s: "<" not in s and ">" not in s
+)
+no_labels = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="ABCＡＢＣ<>"), max_size=200
+)
 
 
 @given(labels, decor_left, decor_right)
@@ -97,8 +168,12 @@ def test_reasoning_then_final_line(reasoning, label, left):
 @given(free_text, no_labels)
 @settings(deadline=None)  # a loaded shared machine must not make it flaky
 def test_label_only_inside_reasoning_is_never_taken(reasoning, tail):
-    for reply in (f"<think>{reasoning}</think>{tail}", f"<think>{reasoning}", f"{reasoning}</think>{tail}",
-                  f"{tail}<think>{reasoning}"):
+    for reply in (
+        f"<think>{reasoning}</think>{tail}",
+        f"<think>{reasoning}",
+        f"{reasoning}</think>{tail}",
+        f"{tail}<think>{reasoning}",
+    ):
         assert parse_verdict(reply).label is None
 
 
@@ -122,8 +197,19 @@ def test_never_raises_and_a_label_comes_from_the_first_or_last_sentence_naming_o
         assert verdict.label in {final_label(named[0]), final_label(named[-1])}
 
 
-@given(free_text, labels, st.sampled_from(["但两个回答其实各有优劣。", "不过也很难说。", "Wait, let me reconsider.",
-                                            "等等，我再看看。", "Hard to say, though."]))
+@given(
+    free_text,
+    labels,
+    st.sampled_from(
+        [
+            "但两个回答其实各有优劣。",
+            "不过也很难说。",
+            "Wait, let me reconsider.",
+            "等等，我再看看。",
+            "Hard to say, though.",
+        ]
+    ),
+)
 @settings(deadline=None)  # a loaded shared machine must not make it flaky
 def test_an_answer_taken_back_or_hedged_afterwards_is_refused(reasoning, label, after):
     assert parse_verdict(f"<think>{reasoning}</think>\n{label}\n\n{after}").label is None

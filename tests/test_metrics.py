@@ -6,9 +6,9 @@ import math
 
 import pytest
 
+from cheems.errors import InputError
 from cheems.evaluate import evaluate, expected_calibration_error, overall
 from cheems.evaluate.metrics import GroupMetrics
-from cheems.errors import InputError
 from helpers import record
 
 
@@ -23,9 +23,11 @@ def test_accuracy_and_exact_match_with_partial_ranks_and_score_ties():
     p2 = record(3, rank={"r1": 1, "r2": 2, "r3": 3}, pid="p2", category="数学")
     # p3: another category, one pair, wrong.
     p3 = record(2, rank={"r1": 1, "r2": 2}, pid="p3", category="代码")
-    scores = {**scores_for("p1", {"r1": 3, "r2": 1, "r3": 2}),
-              **scores_for("p2", {"r1": 5, "r2": 1, "r3": 1}),
-              **scores_for("p3", {"r1": 0, "r2": 1})}
+    scores = {
+        **scores_for("p1", {"r1": 3, "r2": 1, "r3": 2}),
+        **scores_for("p2", {"r1": 5, "r2": 1, "r3": 1}),
+        **scores_for("p3", {"r1": 0, "r2": 1}),
+    }
     sub = evaluate({"open": [p1, p2, p3]}, scores).subsets["open"]
     math_cat, code_cat = sub.categories["数学"], sub.categories["代码"]
     assert (math_cat.n_pairs, math_cat.n_prompts) == (5, 2)
@@ -41,7 +43,9 @@ def test_accuracy_and_exact_match_with_partial_ranks_and_score_ties():
 def test_prompts_without_comparisons_are_left_out():
     all_tied = record(2, rank={"r1": 1, "r2": 1}, pid="t")
     ok = record(2, rank={"r1": 1, "r2": 2}, pid="k")
-    sub = evaluate({"s": [all_tied, ok]}, {**scores_for("t", {"r1": 0, "r2": 0}), **scores_for("k", {"r1": 1, "r2": 0})}).subsets["s"]
+    sub = evaluate(
+        {"s": [all_tied, ok]}, {**scores_for("t", {"r1": 0, "r2": 0}), **scores_for("k", {"r1": 1, "r2": 0})}
+    ).subsets["s"]
     assert (sub.n_prompts, sub.accuracy, sub.exact_match) == (1, 1.0, 1.0)
 
 

@@ -14,8 +14,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 
 from cheems.data.schema import Message
 from cheems.errors import InputError
-from cheems.models import LengthScorer, load_scorer, resolve_backbone
-from cheems.models import hf
+from cheems.models import LengthScorer, hf, load_scorer, resolve_backbone
 from tiny_models import TINY, build_tiny_bert, build_tiny_qwen2
 
 SHORT = ("你好", "你好！")
@@ -96,8 +95,11 @@ def test_bf16_autocast_is_close_to_fp32(qwen):
 
 def test_chat_template_applied_once(qwen):
     scorer = load_scorer(str(qwen))
-    prompt = [Message(role="user", content="1+1等于几？"), Message(role="assistant", content="2"),
-              Message(role="user", content="再加1呢？")]
+    prompt = [
+        Message(role="user", content="1+1等于几？"),
+        Message(role="assistant", content="2"),
+        Message(role="user", content="再加1呢？"),
+    ]
     ids = scorer.encode([(prompt, "等于3。")])[0][0]
     text = scorer.tokenizer.decode(ids)
     assert text.startswith("<|im_start|>system\n")
@@ -112,7 +114,8 @@ def test_no_doubled_bos_when_tokenizer_and_template_both_add_it(qwen, tmp_path):
     bos = "<|endoftext|>"
     bos_id = tok.convert_tokens_to_ids(bos)
     tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)]
+    )
     tok.bos_token = bos
     tok.chat_template = "{{ bos_token }}" + tok.chat_template
     folder = tmp_path / "bos"
@@ -139,7 +142,23 @@ def test_encoder_text_pair(bert):
     scorer = load_scorer(str(bert))
     ids, types = scorer.encode([("中国的首都是哪里？", "北京。")])[0]
     tok = scorer.tokenizer
-    assert tok.convert_ids_to_tokens(ids) == ["[CLS]", "中", "国", "的", "首", "都", "是", "哪", "里", "？", "[SEP]", "北", "京", "。", "[SEP]"]
+    assert tok.convert_ids_to_tokens(ids) == [
+        "[CLS]",
+        "中",
+        "国",
+        "的",
+        "首",
+        "都",
+        "是",
+        "哪",
+        "里",
+        "？",
+        "[SEP]",
+        "北",
+        "京",
+        "。",
+        "[SEP]",
+    ]
     assert types == [0] * 11 + [1] * 4
 
 

@@ -17,9 +17,16 @@ from helpers import write_jsonl
 
 
 def rec(pid: str, responses: dict[str, str], comparisons=(), rank=None, **extra) -> Record:
-    return Record.model_validate({"id": pid, "input": f"问题{pid}", "responses": [{"id": k, "content": v} for k, v in responses.items()],
-                                  "comparisons": [{"a": a, "b": b, "label": lab} for a, b, lab in comparisons],
-                                  "rank": rank, **extra})
+    return Record.model_validate(
+        {
+            "id": pid,
+            "input": f"问题{pid}",
+            "responses": [{"id": k, "content": v} for k, v in responses.items()],
+            "comparisons": [{"a": a, "b": b, "label": lab} for a, b, lab in comparisons],
+            "rank": rank,
+            **extra,
+        }
+    )
 
 
 def texts(record: Record) -> dict[str, str]:
@@ -43,8 +50,16 @@ def test_same_prompt_in_two_files_is_one_record_with_responses_by_text():
     assert [(c.a, c.b, c.label) for c in one.comparisons] == [("r1", "r2", "a"), ("r2", "y", "a")]  # ids remapped
     assert judged(one) == judged(a) | judged(b)
     assert training_pairs(one) == [("r1", "r2"), ("r2", "y")]
-    assert stats.to_dict() == {"records_in": 3, "records_out": 2, "prompts_merged": 1, "records_merged": 1,
-                               "same_responses": 1, "renamed_responses": 0, "same_comparisons": 0, "ranks_resolved": 0}
+    assert stats.to_dict() == {
+        "records_in": 3,
+        "records_out": 2,
+        "prompts_merged": 1,
+        "records_merged": 1,
+        "same_responses": 1,
+        "renamed_responses": 0,
+        "same_comparisons": 0,
+        "ranks_resolved": 0,
+    }
     assert stats.records_in == stats.records_out + stats.records_merged
 
 
@@ -84,7 +99,9 @@ def test_a_record_with_only_responses_adds_responses_and_keeps_the_rank():
     assert stats.ranks_resolved == 0
 
 
-@pytest.mark.parametrize("change,field", [({"input": "另一个问题"}, "input"), ({"sys_prompt": "你是助手"}, "sys_prompt")])
+@pytest.mark.parametrize(
+    "change,field", [({"input": "另一个问题"}, "input"), ({"sys_prompt": "你是助手"}, "sys_prompt")]
+)
 def test_the_same_id_for_another_prompt_is_an_error_naming_both_files(change, field):
     a = rec("p1", {"r1": "甲"})
     b = Record.model_validate({**a.model_dump(), **change})
@@ -114,10 +131,20 @@ def files(draw) -> list[tuple[str, list[Record]]]:
         records = []
         for pid in draw(st.lists(st.sampled_from(["p1", "p2", "p3"]), unique=True)):
             contents = draw(st.lists(TEXT, min_size=1, max_size=4))
-            ids = draw(st.lists(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), min_size=len(contents),
-                                max_size=len(contents), unique=True))
-            comps = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids), st.sampled_from(["a", "b", "tie"])),
-                                  max_size=4))
+            ids = draw(
+                st.lists(
+                    st.sampled_from(["r1", "r2", "r3", "r4", "r5"]),
+                    min_size=len(contents),
+                    max_size=len(contents),
+                    unique=True,
+                )
+            )
+            comps = draw(
+                st.lists(
+                    st.tuples(st.sampled_from(ids), st.sampled_from(ids), st.sampled_from(["a", "b", "tie"])),
+                    max_size=4,
+                )
+            )
             records.append(rec(pid, dict(zip(ids, contents)), comps))
         out.append((f"f{f}.jsonl", records))
     return out

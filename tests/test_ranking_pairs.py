@@ -47,8 +47,11 @@ def test_with_rank_the_curated_comparisons_are_respected_not_every_ranked_pair()
 
 
 def test_duplicates_are_dropped_in_order_of_first_appearance():
-    rec = record(3, [("r2", "r3", "a"), ("r1", "r2", "a"), ("r3", "r2", "b"), ("r1", "r2", "a")],
-                 rank={"r1": 1, "r2": 2, "r3": 3})
+    rec = record(
+        3,
+        [("r2", "r3", "a"), ("r1", "r2", "a"), ("r3", "r2", "b"), ("r1", "r2", "a")],
+        rank={"r1": 1, "r2": 2, "r3": 3},
+    )
     assert training_pairs(rec) == [("r2", "r3"), ("r1", "r2")]
 
 

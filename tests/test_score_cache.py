@@ -12,7 +12,7 @@ import pytest
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.models import ScoreCache, Scorer, ScoreItem, default_cache_path, load_scorer, score_records
+from cheems.models import ScoreCache, ScoreItem, Scorer, default_cache_path, load_scorer, score_records
 from cheems.models import cache as cache_module
 from tiny_models import build_tiny_bert
 
@@ -42,9 +42,24 @@ def bert(tmp_path_factory) -> Path:
 
 def records() -> list[Record]:
     rows = [
-        {"id": "p1", "input": "什么是奖励模型？", "responses": [{"id": "a", "content": "给回答打分的模型。"}, {"id": "b", "content": "不知道。"}]},
-        {"id": "p2", "input": [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"}, {"role": "user", "content": "讲个笑话"}],
-         "responses": [{"id": "a", "content": "从前有座山……"}, {"id": "b", "content": "不会。"}, {"id": "c", "content": "哈哈。"}]},
+        {
+            "id": "p1",
+            "input": "什么是奖励模型？",
+            "responses": [{"id": "a", "content": "给回答打分的模型。"}, {"id": "b", "content": "不知道。"}],
+        },
+        {
+            "id": "p2",
+            "input": [
+                {"role": "user", "content": "你好"},
+                {"role": "assistant", "content": "你好！"},
+                {"role": "user", "content": "讲个笑话"},
+            ],
+            "responses": [
+                {"id": "a", "content": "从前有座山……"},
+                {"id": "b", "content": "不会。"},
+                {"id": "c", "content": "哈哈。"},
+            ],
+        },
         # the same (prompt, response) as p1/a under another prompt id: scored once, reported twice
         {"id": "p3", "input": "什么是奖励模型？", "responses": [{"id": "x", "content": "给回答打分的模型。"}]},
     ]
@@ -138,8 +153,12 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformer
 
 
 def test_all_hits_are_fast_and_never_import_torch(bert, tmp_path):
-    out = subprocess.run([sys.executable, "-c", ALL_HITS, str(bert), str(tmp_path / "s.sqlite")],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", ALL_HITS, str(bert), str(tmp_path / "s.sqlite")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out[0] == "[]"
     assert float(out[1]) < 1.0  # seconds for 10,000 responses
 
@@ -163,8 +182,9 @@ class Overflowing:
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_a_non_finite_model_score_is_an_error_and_is_never_cached(tmp_path, bad):
-    record = Record.model_validate({"id": "p", "input": "问", "responses": [{"id": "r1", "content": "好的回答"},
-                                                                           {"id": "r2", "content": "坏"}]})
+    record = Record.model_validate(
+        {"id": "p", "input": "问", "responses": [{"id": "r1", "content": "好的回答"}, {"id": "r2", "content": "坏"}]}
+    )
     cache = ScoreCache(tmp_path / "c.sqlite")
     with pytest.raises(InputError, match="non-finite score"):
         score_records([record], Overflowing(bad), cache=cache, progress=False)

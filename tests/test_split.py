@@ -47,12 +47,29 @@ def test_seed_changes_the_held_out_prompts_and_duplicates_stay_together():
 def test_cli_writes_both_splits(tmp_path):
     src = tmp_path / "all.jsonl"
     src.write_text("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records(10)), encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "cheems", "split", str(src), "--train", str(tmp_path / "tr.jsonl"),
-                          "--test", str(tmp_path / "te.jsonl"), "--test-fraction", "0.3"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cheems",
+            "split",
+            str(src),
+            "--train",
+            str(tmp_path / "tr.jsonl"),
+            "--test",
+            str(tmp_path / "te.jsonl"),
+            "--test-fraction",
+            "0.3",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert len(read_records(tmp_path / "te.jsonl").records) == 3
     assert len(read_records(tmp_path / "tr.jsonl").records) == 7
-    bad = subprocess.run([sys.executable, "-m", "cheems", "split", str(tmp_path / "missing.jsonl"), "--train", "a",
-                          "--test", "b"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "cheems", "split", str(tmp_path / "missing.jsonl"), "--train", "a", "--test", "b"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "missing.jsonl" in bad.stderr and "Traceback" not in bad.stderr

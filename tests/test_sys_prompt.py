@@ -34,15 +34,19 @@ def record(kind: str) -> Record:
         return Record.model_validate({**base, "input": QUESTION})
     if kind == "sys_prompt":
         return Record.model_validate({**base, "input": QUESTION, "sys_prompt": SYSTEM})
-    return Record.model_validate({**base, "input": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]})
+    return Record.model_validate(
+        {**base, "input": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]}
+    )
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, qwen2_tokenizer_dir) -> Iterator[dict[str, Path]]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models gain nothing from threads on a shared box
-    yield {"qwen2 (chat template)": tiny_models.build_tiny_qwen2(tmp_path_factory.mktemp("qwen"), qwen2_tokenizer_dir),
-            "bert (text pair)": tiny_models.build_tiny_bert(tmp_path_factory.mktemp("bert"))}
+    yield {
+        "qwen2 (chat template)": tiny_models.build_tiny_qwen2(tmp_path_factory.mktemp("qwen"), qwen2_tokenizer_dir),
+        "bert (text pair)": tiny_models.build_tiny_bert(tmp_path_factory.mktemp("bert")),
+    }
     torch.set_num_threads(threads)
 
 
@@ -64,8 +68,12 @@ def test_cache_key_and_text_pair_rendering_include_the_system_turn():
     assert item_digest((official.prompt, "等于2。")) != item_digest((plain.prompt, "等于2。"))
     assert prompt_text(official.prompt) == f"{SYSTEM}\n\n{QUESTION}"  # its own paragraph, no role labels
     assert prompt_text(plain.prompt) == QUESTION
-    dialogue = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "你好"},
-                {"role": "assistant", "content": "你好！"}, {"role": "user", "content": QUESTION}]
+    dialogue = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "你好"},
+        {"role": "assistant", "content": "你好！"},
+        {"role": "user", "content": QUESTION},
+    ]
     assert prompt_text(dialogue) == f"{SYSTEM}\n\nuser: 你好\nassistant: 你好！\nuser: {QUESTION}"
 
 
@@ -73,10 +81,14 @@ def test_cache_key_and_text_pair_rendering_include_the_system_turn():
 def test_training_sees_the_sys_prompt_as_the_scorer_does(models, kind):
     source = locate_model(str(models[kind]))
     encoder = RewardEncoder(source, 128)
-    features = {k: build_training_set([record(k)], encoder, "left_prompt").features for k in ("plain", "sys_prompt", "explicit")}
+    features = {
+        k: build_training_set([record(k)], encoder, "left_prompt").features for k in ("plain", "sys_prompt", "explicit")
+    }
     assert features["sys_prompt"] == features["explicit"] != features["plain"]
     model, _ = load_reward_model(source.location)
     scores = {k: score_with_model(model, encoder, [record(k)]) for k in ("plain", "sys_prompt", "explicit")}
     assert scores["sys_prompt"] == pytest.approx(scores["explicit"]) and scores["sys_prompt"] != scores["plain"]
     scorer = load_scorer(str(models[kind]))
-    assert scores["sys_prompt"] == pytest.approx(score_records([record("sys_prompt")], scorer, progress=False), abs=1e-5)
+    assert scores["sys_prompt"] == pytest.approx(
+        score_records([record("sys_prompt")], scorer, progress=False), abs=1e-5
+    )

@@ -98,8 +98,11 @@ def test_saved_folder_is_a_standard_one_label_checkpoint(tmp_path):
 
     tok = AutoTokenizer.from_pretrained(resolve_backbone("m3e-small"))
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(tmp_path / "backbone")
+    BertModel(
+        BertConfig(
+            vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+        )
+    ).save_pretrained(tmp_path / "backbone")
     tok.save_pretrained(tmp_path / "backbone")
     model, tok = load_reward_model(tmp_path / "backbone")
     out = save_reward_model(model, tok, tmp_path / "rm")
@@ -181,8 +184,10 @@ def test_precedence_defaults_preset_yaml_cli(tmp_path, tiny_bert, tiny_qwen):
     small = TrainConfig.for_backbone(str(tiny_bert))
     assert (small.lr, small.max_length) == (5e-5, 512)
     assert TrainConfig.for_backbone("m3e-small").lr == 5e-5
-    path = write_yaml(tmp_path / "c.yaml", {"model": str(tiny_bert), "lr": "3e-5", "epochs": 3, "data": "a.jsonl",
-                                            "lora": {"enabled": True, "r": 4}})
+    path = write_yaml(
+        tmp_path / "c.yaml",
+        {"model": str(tiny_bert), "lr": "3e-5", "epochs": 3, "data": "a.jsonl", "lora": {"enabled": True, "r": 4}},
+    )
     cfg = load_config(path, {"epochs": 1, "batch_size": None})
     assert cfg.lr == 3e-5  # YAML 1.1 reads 3e-5 as a string: coerced
     assert cfg.epochs == 1  # the command line wins
@@ -191,8 +196,16 @@ def test_precedence_defaults_preset_yaml_cli(tmp_path, tiny_bert, tiny_qwen):
 
 
 def test_saved_config_loads_back_identical(tmp_path, tiny_bert):
-    cfg = load_config(None, {"model": str(tiny_bert), "data": ["x.jsonl"], "eval_bench": ["b.jsonl"], "bf16": False,
-                             "logging": ["csv", "tensorboard"]})
+    cfg = load_config(
+        None,
+        {
+            "model": str(tiny_bert),
+            "data": ["x.jsonl"],
+            "eval_bench": ["b.jsonl"],
+            "bf16": False,
+            "logging": ["csv", "tensorboard"],
+        },
+    )
     cfg.save_yaml(tmp_path / "train_config.yaml")
     assert load_config(tmp_path / "train_config.yaml") == cfg
 

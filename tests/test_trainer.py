@@ -21,8 +21,8 @@ from safetensors.torch import load_file
 
 from cheems.data.io import read_records
 from cheems.models.backbones import locate_model
-from cheems.train.config import load_config
 from cheems.ranking.pairs import training_pairs
+from cheems.train.config import load_config
 from cheems.train.trainer import RewardEncoder, build_training_set, latest_checkpoint, score_with_model, train
 
 tiny_models = pytest.importorskip("tiny_models")
@@ -41,8 +41,15 @@ def write_records(path: Path, n_prompts: int, seed: int = 0, long_response: str 
             text = GOOD[(i + j) % 3] if j == 0 else BAD[(i + j + seed) % 3] + "。" * j
             responses.append({"id": f"r{j}", "content": long_response if (long_response and j == 1) else text})
             rank[f"r{j}"] = 1 if j == 0 else 2 + (j > 2)
-        rows.append({"id": f"s{seed}-p{i}", "input": f"第{i}个问题：请回答。", "category": ["理解" if i % 2 else "知识"],
-                     "responses": responses, "rank": rank})
+        rows.append(
+            {
+                "id": f"s{seed}-p{i}",
+                "input": f"第{i}个问题：请回答。",
+                "category": ["理解" if i % 2 else "知识"],
+                "responses": responses,
+                "rank": rank,
+            }
+        )
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -72,14 +79,25 @@ def data(tmp_path_factory) -> Path:
 
 
 def config(model: Path, data: Path, output: Path, **kw):
-    base = {"model": str(model), "data": [str(data)], "output": str(output), "epochs": 1, "batch_size": 6,
-            "lr": 1e-3, "progress": False, "bf16": False, "cpu": True}
+    base = {
+        "model": str(model),
+        "data": [str(data)],
+        "output": str(output),
+        "epochs": 1,
+        "batch_size": 6,
+        "lr": 1e-3,
+        "progress": False,
+        "bf16": False,
+        "cpu": True,
+    }
     return load_config(None, {**base, **kw})
 
 
 def pair_loss(model, encoder, records) -> float:
     scores = score_with_model(model, encoder, records)
-    losses = [-F.logsigmoid(torch.tensor(scores[r.id, w] - scores[r.id, l])) for r in records for w, l in training_pairs(r)]
+    losses = [
+        -F.logsigmoid(torch.tensor(scores[r.id, w] - scores[r.id, l])) for r in records for w, l in training_pairs(r)
+    ]
     return float(torch.stack(losses).mean())
 
 
@@ -137,16 +155,28 @@ def test_truncation_policies_count_and_cut(tiny_bert, tmp_path):
     assert all((p, "r1") not in drop.features for p in range(4))
     # a short response keeps all its tokens: the prompt is cut first
     tok = encoder.tokenizer
-    short = build_training_set(read_records(write_records(tmp_path / "s.jsonl", 2)).records,
-                               RewardEncoder(locate_model(str(tiny_bert)), 20), "left_prompt")
+    short = build_training_set(
+        read_records(write_records(tmp_path / "s.jsonl", 2)).records,
+        RewardEncoder(locate_model(str(tiny_bert)), 20),
+        "left_prompt",
+    )
     ids, _ = short.features[0, "r0"]
     response = tok(GOOD[0], add_special_tokens=False)["input_ids"]
-    assert short.summary.truncated > 0 and ids[-len(response) - 1:-1] == response
+    assert short.summary.truncated > 0 and ids[-len(response) - 1 : -1] == response
 
 
 def test_full_length_matches_the_untruncated_encoding(tiny_bert, tiny_qwen):
-    items = [("问题一", "回答" * 5), ([{"role": "user", "content": "你好"}, {"role": "assistant", "content": "嗨"},
-                                   {"role": "user", "content": "再见"}], "好的，再见。" * 3)]
+    items = [
+        ("问题一", "回答" * 5),
+        (
+            [
+                {"role": "user", "content": "你好"},
+                {"role": "assistant", "content": "嗨"},
+                {"role": "user", "content": "再见"},
+            ],
+            "好的，再见。" * 3,
+        ),
+    ]
     for model in (tiny_bert, tiny_qwen):
         wide = RewardEncoder(locate_model(str(model)), 500).encode(items)
         assert [len(e.features[0]) for e in wide] == [e.full_length for e in wide]
@@ -169,8 +199,24 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
     assert latest_checkpoint(out) is not None
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-m", "cheems", "eval", "--bench", str(bench), "--model", str(out),
-                          "--no-cache", "--output-json", str(tmp_path / "e.json")], capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cheems",
+            "eval",
+            "--bench",
+            str(bench),
+            "--model",
+            str(out),
+            "--no-cache",
+            "--output-json",
+            str(tmp_path / "e.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     # cheems eval scores with load_scorer + score_records (default dtype: bf16 autocast only where the
     # CPU has bf16 units); the same calls here give the scores behind its report
@@ -238,8 +284,12 @@ def test_causal_lm_path_trains_and_scores_as_the_scorer(tiny_qwen, data, tmp_pat
     ours = score_with_model(result.model, RewardEncoder(locate_model(str(tmp_path / "rm")), 128), records)
     scorer = load_scorer(str(tmp_path / "rm"), max_length=128, dtype="fp32", device="cpu")
     keys = list(ours)
-    theirs = scorer.score([(next(r for r in records if r.id == p).input,
-                            next(r for r in records if r.id == p).response(rid).content) for p, rid in keys])
+    theirs = scorer.score(
+        [
+            (next(r for r in records if r.id == p).input, next(r for r in records if r.id == p).response(rid).content)
+            for p, rid in keys
+        ]
+    )
     for key, value in zip(keys, theirs):
         assert math.isclose(ours[key], value, abs_tol=1e-5), (key, ours[key], value)
 
@@ -260,15 +310,37 @@ def test_cli_trains_the_packaged_backbone_and_reports_bad_yaml(tmp_path):
     data = write_records(tmp_path / "train.jsonl", 4)
     bad = tmp_path / "bad.yaml"
     bad.write_text("epochs: 1\nlearnig_rate: 0.1\n", encoding="utf-8")
-    run = subprocess.run([sys.executable, *cli_module(), "--config", str(bad), "--data", str(data)],
-                         capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [sys.executable, *cli_module(), "--config", str(bad), "--data", str(data)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 2
     assert "learnig_rate" in run.stderr and str(bad) in run.stderr and "Traceback" not in run.stderr
     # default model: the packaged m3e-small with its small preset
     out = tmp_path / "rm"
-    run = subprocess.run([sys.executable, *cli_module(), "--data", str(data), "--output", str(out), "--epochs", "1",
-                          "--max-length", "64", "--batch-size", "12", "--no-progress"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            *cli_module(),
+            "--data",
+            str(data),
+            "--output",
+            str(out),
+            "--epochs",
+            "1",
+            "--max-length",
+            "64",
+            "--batch-size",
+            "12",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "pairs covered" in run.stderr
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
@@ -297,10 +369,31 @@ def test_two_process_cpu_run_matches_one_process_with_accumulation(tiny_bert, tm
     data = write_records(tmp_path / "train.jsonl", 9)  # 7 batches of 4
     out = tmp_path / "rm"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [str(accelerate), "launch", "--config_file", str(REPO / "configs" / "accelerate_ddp.yaml"),
-           "--num_processes", "2", "--main_process_port", str(free_port()), *cli_module(),
-           "--data", str(data), "--model", str(model), "--output", str(out), "--epochs", "1",
-           "--batch-size", "4", "--lr", "1e-3", "--no-progress", "--no-bf16"]
+    cmd = [
+        str(accelerate),
+        "launch",
+        "--config_file",
+        str(REPO / "configs" / "accelerate_ddp.yaml"),
+        "--num_processes",
+        "2",
+        "--main_process_port",
+        str(free_port()),
+        *cli_module(),
+        "--data",
+        str(data),
+        "--model",
+        str(model),
+        "--output",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-3",
+        "--no-progress",
+        "--no-bf16",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-4000:])
     metrics = json.loads((out / "metrics.json").read_text())

@@ -36,6 +36,8 @@ def test_coverage_of_clear_answers_and_no_wrong_label():
     wrong = [(r["reply"], got) for r, got in zip(clear, read) if got not in (None, r["verdict"])]
     assert wrong == []  # a label, when taken, is the intended one
     coverage = sum(got == r["verdict"] for r, got in zip(clear, read)) / len(clear)
-    print(f"\nverdict coverage: {coverage:.3f} of {len(clear)} clear replies "
-          f"({sum(r['verdict'] is None for r in ROWS)} no-verdict replies, all refused)")
+    print(
+        f"\nverdict coverage: {coverage:.3f} of {len(clear)} clear replies "
+        f"({sum(r['verdict'] is None for r in ROWS)} no-verdict replies, all refused)"
+    )
     assert coverage >= 0.90

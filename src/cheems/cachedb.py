@@ -45,7 +45,9 @@ def _check_schema(conn: sqlite3.Connection, schema: str, what: str) -> None:
         raise ValueError(f"not a {what}: it holds other tables ({', '.join(sorted(found)[:5])})")
 
 
-def open_cache_db(path: Path, schema: str, what: str, hint: str, *, check_same_thread: bool = True) -> sqlite3.Connection:
+def open_cache_db(
+    path: Path, schema: str, what: str, hint: str, *, check_same_thread: bool = True
+) -> sqlite3.Connection:
     """Open (and create) a cache database with ``schema``; a one-line InputError naming ``what`` when impossible."""
     if path.is_dir():
         raise InputError(f"is a folder, not a {what} file", path=str(path), hint=hint)
@@ -83,5 +85,5 @@ def cache_errors(path: Path, what: str, hint: str) -> Iterator[None]:
 def select_in(conn: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Sequence[str]) -> Iterator[tuple]:
     """Rows of ``sql`` for every key, ``{marks}`` in ``sql`` standing for one chunk's ``?`` list after ``params``."""
     for start in range(0, len(keys), CHUNK):
-        chunk = keys[start:start + CHUNK]
+        chunk = keys[start : start + CHUNK]
         yield from conn.execute(sql.format(marks=",".join("?" * len(chunk))), [*params, *chunk])

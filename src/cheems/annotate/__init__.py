@@ -16,8 +16,24 @@ from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget
 from cheems.annotate.verdict import FAILURE_REASONS, Verdict, parse_verdict
 
 __all__ = [
-    "CRITERIA", "FAILURE_REASONS", "TEMPLATE_VERSION", "CriteriaMap", "FailedPair", "JudgeCache", "JudgeResult",
-    "JudgeSettings", "JudgeStats", "Outcome", "PairTask", "RequestBudget", "Verdict", "build_messages",
-    "judge_records", "load_criteria_map", "parse_verdict", "plan_pairs", "reason_text",
+    "CRITERIA",
+    "FAILURE_REASONS",
+    "TEMPLATE_VERSION",
+    "CriteriaMap",
+    "FailedPair",
+    "JudgeCache",
+    "JudgeResult",
+    "JudgeSettings",
+    "JudgeStats",
+    "Outcome",
+    "PairTask",
+    "RequestBudget",
+    "Verdict",
+    "build_messages",
+    "judge_records",
+    "load_criteria_map",
+    "parse_verdict",
+    "plan_pairs",
+    "reason_text",
     "shown_order",
 ]

@@ -103,20 +103,50 @@ class JudgeCache:
         wanted = list(dict.fromkeys(items))
         conn = self.connect()
         with cache_errors(self.path, WHAT, HINT):
-            rows = select_in(conn, "SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
-                                   "FROM judgements WHERE judge = ? AND item IN ({marks})", [judge], wanted)
-            return {item: CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
-                    for item, label, failure, raw, pt, ct, n in rows}
+            rows = select_in(
+                conn,
+                "SELECT item, label, failure, raw, prompt_tokens, completion_tokens, requests "
+                "FROM judgements WHERE judge = ? AND item IN ({marks})",
+                [judge],
+                wanted,
+            )
+            return {
+                item: CachedJudgement(label, failure, raw, pt or 0, ct or 0, n or 0)
+                for item, label, failure, raw, pt, ct, n in rows
+            }
 
-    def put(self, judge: str, item: str, outcome: CachedJudgement, *, judge_model: str = "",
-            pair: tuple[str, str, str, str] | None = None) -> None:
+    def put(
+        self,
+        judge: str,
+        item: str,
+        outcome: CachedJudgement,
+        *,
+        judge_model: str = "",
+        pair: tuple[str, str, str, str] | None = None,
+    ) -> None:
         """Store one outcome and commit at once (so a kill right after loses nothing)."""
         conn = self.connect()
         prompt_id, a, b, shown = pair or (None, None, None, None)
         with cache_errors(self.path, WHAT, HINT), conn:
-            conn.execute("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (judge, item, judge_model, prompt_id, a, b, shown, outcome.label, outcome.failure,
-                          outcome.raw, outcome.prompt_tokens, outcome.completion_tokens, outcome.requests, time.time()))
+            conn.execute(
+                "INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    judge,
+                    item,
+                    judge_model,
+                    prompt_id,
+                    a,
+                    b,
+                    shown,
+                    outcome.label,
+                    outcome.failure,
+                    outcome.raw,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    outcome.requests,
+                    time.time(),
+                ),
+            )
 
     def count(self, judge: str | None = None) -> int:
         """How many judgements are stored (for one judge, or all)."""

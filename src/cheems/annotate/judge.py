@@ -52,9 +52,17 @@ class FailedPair:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able row for the failures file."""
-        return {"prompt_id": self.prompt_id, "a": self.a, "b": self.b, "shown": self.shown, "reason": self.reason,
-                "reason_text": reason_text(self.reason), "detail": self.detail, "raw": self.raw,
-                "from_cache": self.from_cache}
+        return {
+            "prompt_id": self.prompt_id,
+            "a": self.a,
+            "b": self.b,
+            "shown": self.shown,
+            "reason": self.reason,
+            "reason_text": reason_text(self.reason),
+            "detail": self.detail,
+            "raw": self.raw,
+            "from_cache": self.from_cache,
+        }
 
 
 @dataclass
@@ -90,12 +98,22 @@ class JudgeStats:
         """JSON-able summary."""
         total = sum(self.shown_labels.values())
         return {
-            "judge_model": self.judge_model, "template": TEMPLATE_VERSION, "pairs": self.pairs, "judged": self.judged,
-            "cached": self.cached, "failed": dict(sorted(self.failed.items())), "not_attempted": self.not_attempted,
-            "requests": self.requests, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-            "cost": self.cost, "verdicts": {k: self.shown_labels[k] for k in "ABC"},
-            "share_A": self.shown_labels["A"] / total if total else None, "share_A_of_A_or_B": self.a_share,
-            "consistency": self.consistency, "budget_exhausted": self.budget_exhausted,
+            "judge_model": self.judge_model,
+            "template": TEMPLATE_VERSION,
+            "pairs": self.pairs,
+            "judged": self.judged,
+            "cached": self.cached,
+            "failed": dict(sorted(self.failed.items())),
+            "not_attempted": self.not_attempted,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost": self.cost,
+            "verdicts": {k: self.shown_labels[k] for k in "ABC"},
+            "share_A": self.shown_labels["A"] / total if total else None,
+            "share_A_of_A_or_B": self.a_share,
+            "consistency": self.consistency,
+            "budget_exhausted": self.budget_exhausted,
         }
 
 
@@ -128,8 +146,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self.bar.start()
             self.task = self.bar.add_task(label, total=total)
 
@@ -147,8 +171,13 @@ def _question(record: Record, task: PairTask, criteria: CriteriaMap) -> list[dic
 
 
 def _from_cache(c: CachedJudgement) -> Outcome:
-    return Outcome(label=c.label, failure=c.failure, raw=clip_reply(c.raw), final=True,
-                   detail="" if c.label else "cached failure; --retry-failed asks again")
+    return Outcome(
+        label=c.label,
+        failure=c.failure,
+        raw=clip_reply(c.raw),
+        final=True,
+        detail="" if c.label else "cached failure; --retry-failed asks again",
+    )
 
 
 def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: bool = True) -> JudgeResult:
@@ -195,9 +224,20 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
             stats.completion_tokens += outcome.completion_tokens
             if outcome.final:
                 t = first_task[item]
-                cache.put(judge, item, CachedJudgement(outcome.label, outcome.failure, outcome.raw, outcome.prompt_tokens,
-                                                       outcome.completion_tokens, outcome.requests),
-                          judge_model=settings.judge_model, pair=(t.prompt_id, t.a, t.b, t.shown))
+                cache.put(
+                    judge,
+                    item,
+                    CachedJudgement(
+                        outcome.label,
+                        outcome.failure,
+                        outcome.raw,
+                        outcome.prompt_tokens,
+                        outcome.completion_tokens,
+                        outcome.requests,
+                    ),
+                    judge_model=settings.judge_model,
+                    pair=(t.prompt_id, t.a, t.b, t.shown),
+                )
             bar.advance()
 
         try:
@@ -208,18 +248,27 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
             if not saved:
                 raise
             saved_in = f"{saved} judgement(s) of this run are saved in {cache.path}"
-            raise InputError(e.message, path=e.path, line=e.line, field=e.field,
-                             hint=f"{e.hint}; {saved_in}" if e.hint else saved_in) from None
+            raise InputError(
+                e.message, path=e.path, line=e.line, field=e.field, hint=f"{e.hint}; {saved_in}" if e.hint else saved_in
+            ) from None
         finally:
             bar.close()
     stats.cost = (stats.prompt_tokens * settings.price_in + stats.completion_tokens * settings.price_out) / 1e6
-    stats.budget_exhausted = budget.exhausted and any(item not in outcomes or outcomes[item].not_attempted
-                                                      for item in first_task)
+    stats.budget_exhausted = budget.exhausted and any(
+        item not in outcomes or outcomes[item].not_attempted for item in first_task
+    )
     return _assemble(records, tasks, items, outcomes, new, settings, stats)
 
 
-def _assemble(records: Sequence[Record], tasks: list[PairTask], items: list[str], outcomes: dict[str, Outcome],
-              new: set[str], settings: JudgeSettings, stats: JudgeStats) -> JudgeResult:
+def _assemble(
+    records: Sequence[Record],
+    tasks: list[PairTask],
+    items: list[str],
+    outcomes: dict[str, Outcome],
+    new: set[str],
+    settings: JudgeSettings,
+    stats: JudgeStats,
+) -> JudgeResult:
     """Copy the records, append comparisons in plan order, fill the statistics."""
     # New comparison lists, so the caller's records stay as they were (the rest is shared, not copied).
     out = [r.model_copy(update={"comparisons": list(r.comparisons)}) for r in records]
@@ -232,8 +281,18 @@ def _assemble(records: Sequence[Record], tasks: list[PairTask], items: list[str]
             continue
         if outcome.label is None:
             stats.failed[outcome.failure or "unknown"] += 1
-            failures.append(FailedPair(task.prompt_id, task.a, task.b, task.shown, outcome.failure or "unknown",
-                                       outcome.detail, outcome.raw, item not in new))
+            failures.append(
+                FailedPair(
+                    task.prompt_id,
+                    task.a,
+                    task.b,
+                    task.shown,
+                    outcome.failure or "unknown",
+                    outcome.detail,
+                    outcome.raw,
+                    item not in new,
+                )
+            )
             continue
         if item in new:
             stats.judged += 1
@@ -242,10 +301,20 @@ def _assemble(records: Sequence[Record], tasks: list[PairTask], items: list[str]
         stats.shown_labels[outcome.label] += 1
         label = task.record_label(outcome.label)
         by_pair.setdefault((task.index, task.a, task.b), {})[task.shown] = label
-        out[task.index].comparisons.append(Comparison.model_validate({
-            "a": task.a, "b": task.b, "label": label, "annotator": settings.judge_model, "source": "judge",
-            "shown": task.shown, "raw": outcome.raw, "template": TEMPLATE_VERSION,
-        }))
+        out[task.index].comparisons.append(
+            Comparison.model_validate(
+                {
+                    "a": task.a,
+                    "b": task.b,
+                    "label": label,
+                    "annotator": settings.judge_model,
+                    "source": "judge",
+                    "shown": task.shown,
+                    "raw": outcome.raw,
+                    "template": TEMPLATE_VERSION,
+                }
+            )
+        )
     if settings.both_orders:
         both = [v for v in by_pair.values() if len(v) == 2]
         agree = sum(v["ab"] == v["ba"] for v in both)

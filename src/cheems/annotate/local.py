@@ -26,16 +26,27 @@ def model_identity(spec: str) -> dict[str, Any]:
     path = Path(spec).expanduser()
     if not path.is_dir():
         if path.exists() or spec.startswith((".", "/", "~")):
-            raise InputError(f"model folder '{spec}' does not exist" if not path.exists() else f"'{spec}' is a file",
-                             path=str(path), field="judge_model", hint="point to a Hugging Face model folder")
+            raise InputError(
+                f"model folder '{spec}' does not exist" if not path.exists() else f"'{spec}' is a file",
+                path=str(path),
+                field="judge_model",
+                hint="point to a Hugging Face model folder",
+            )
         return {"hub": spec}
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise InputError(f"cannot read the model's config.json: {e}", path=str(path), field="judge_model",
-                         hint="point to a folder saved with save_pretrained") from None
-    files = {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(path.iterdir())
-             if p.is_file() and not p.name.startswith(".")}
+        raise InputError(
+            f"cannot read the model's config.json: {e}",
+            path=str(path),
+            field="judge_model",
+            hint="point to a folder saved with save_pretrained",
+        ) from None
+    files = {
+        p.name: [p.stat().st_size, p.stat().st_mtime_ns]
+        for p in sorted(path.iterdir())
+        if p.is_file() and not p.name.startswith(".")
+    }
     return {"path": str(path.resolve()), "config": config, "files": files}
 
 
@@ -50,8 +61,12 @@ class LocalJudge:
     def __init__(self, settings: JudgeSettings, budget: RequestBudget) -> None:
         self.settings = settings
         self.budget = budget
-        self._identity = {"backend": "hf", "model": model_identity(settings.judge_model),
-                          "max_new_tokens": settings.max_tokens, "decoding": "greedy"}
+        self._identity = {
+            "backend": "hf",
+            "model": model_identity(settings.judge_model),
+            "max_new_tokens": settings.max_tokens,
+            "decoding": "greedy",
+        }
         self.model: Any = None
         self.tokenizer: Any = None
         self.device = "cpu"
@@ -72,11 +87,16 @@ class LocalJudge:
         try:
             tokenizer = AutoTokenizer.from_pretrained(spec)
             self.device = self.settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            dtype = torch.bfloat16 if self.device.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
+            dtype = (
+                torch.bfloat16 if self.device.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
+            )
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
         except (OSError, ValueError) as e:
-            raise InputError(f"cannot load judge model '{spec}': {str(e).splitlines()[0]}", field="judge_model",
-                             hint="give a local causal LM folder or a hub id in the Hugging Face cache") from None
+            raise InputError(
+                f"cannot load judge model '{spec}': {str(e).splitlines()[0]}",
+                field="judge_model",
+                hint="give a local causal LM folder or a hub id in the Hugging Face cache",
+            ) from None
         tokenizer.padding_side = "left"  # generation continues from the right end of every row
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -100,15 +120,21 @@ class LocalJudge:
         from transformers import GenerationConfig
 
         eos = self._eos_ids()
-        config = GenerationConfig(max_new_tokens=self.settings.max_tokens, do_sample=sample,
-                                  temperature=self.settings.retry_temperature if sample else None,
-                                  top_p=None, top_k=None, pad_token_id=self.tokenizer.pad_token_id, eos_token_id=eos)
+        config = GenerationConfig(
+            max_new_tokens=self.settings.max_tokens,
+            do_sample=sample,
+            temperature=self.settings.retry_temperature if sample else None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=eos,
+        )
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         if sample:
             torch.manual_seed(seed)
         with torch.inference_mode():
             out = self.model.generate(**enc, generation_config=config)
-        new = out[:, enc["input_ids"].shape[1]:].tolist()
+        new = out[:, enc["input_ids"].shape[1] :].tolist()
         prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
         results = []
         for row, pt in zip(new, prompt_tokens):
@@ -131,7 +157,7 @@ class LocalJudge:
             retry: list[tuple[str, str]] = []
             for start in range(0, len(pending), s.batch_size):
                 batch = []
-                for item, text in pending[start:start + s.batch_size]:
+                for item, text in pending[start : start + s.batch_size]:
                     if self.budget.take():
                         batch.append((item, text))
                     else:  # budget used up: never guessed, resumed by a rerun

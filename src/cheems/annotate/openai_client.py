@@ -9,8 +9,9 @@ re-asked (sampled at ``retry_temperature``), then recorded as failed.
 
 The run stops with a one-line error when every later request would fail the same way: 401/403/404,
 or ``max_consecutive_failures`` requests in a row (across workers) without a usable reply: refused,
-reset, timed out or HTTP 5xx (the server went away; workers asleep in a backoff are stopped too). At most ``max_reply_bytes`` of a reply are read. The API key never leaves this
-module: text from the server (replies, error bodies, exception messages) is stored with it redacted.
+reset, timed out or HTTP 5xx (the server went away; workers asleep in a backoff are stopped too).
+At most ``max_reply_bytes`` of a reply are read. The API key never leaves this module: text from the
+server (replies, error bodies, exception messages) is stored with it redacted.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ Job = tuple[str, list[dict[str, str]]]  # (cache item key, messages)
 OnDone = Callable[[str, Outcome], None]
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 524, 529}
-FATAL_STATUS = {401: "the server refused the API key", 403: "the API key is not allowed to use this model or endpoint",
-                404: "not found (wrong base URL or model name?)"}
+FATAL_STATUS = {
+    401: "the server refused the API key",
+    403: "the API key is not allowed to use this model or endpoint",
+    404: "not found (wrong base URL or model name?)",
+}
 RETRY_AFTER_MAX = 120.0  # never sleep longer than this on a server's say-so
 REDACTED = "[API key]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, x) are placeholders; replacing them would rewrite ordinary text
@@ -143,8 +147,13 @@ class OpenAIJudge:
     def identity(self) -> dict[str, Any]:
         """What makes this judge's verdicts this judge's (part of the cache key); no secrets."""
         s = self.settings
-        return {"backend": "openai", "base_url": self.base_url, "model": s.judge_model,
-                "temperature": s.temperature, "max_tokens": s.max_tokens}
+        return {
+            "backend": "openai",
+            "base_url": self.base_url,
+            "model": s.judge_model,
+            "temperature": s.temperature,
+            "max_tokens": s.max_tokens,
+        }
 
     def judge_many(self, jobs: Iterable[Job], on_done: OnDone) -> None:
         """Judge every job, calling ``on_done(item, outcome)`` as each finishes (in completion order)."""
@@ -223,7 +232,7 @@ class OpenAIJudge:
         if retry_after is not None:
             return min(retry_after, RETRY_AFTER_MAX)
         s = self.settings
-        return min(s.backoff_max, s.backoff_base * 2 ** attempt) * (0.5 + 0.5 * self._rng.random())
+        return min(s.backoff_max, s.backoff_base * 2**attempt) * (0.5 + 0.5 * self._rng.random())
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> tuple[int, Any, bytes | None]:
         """One POST: (status, headers, body or None when over ``max_reply_bytes``)."""
@@ -244,14 +253,21 @@ class OpenAIJudge:
             return
         last = f"{self._down_streak} requests in a row failed (last: {outcome.detail})"
         if self._any_response:
-            raise _Fatal(f"the judge at {url} stopped answering: {last}", field="base_url",
-                         hint="is the server still up? start it again (or fix --base-url) and rerun the same "
-                              "command: finished judgements are cached and not asked again")
-        raise _Fatal(f"cannot reach the judge at {url}: {last}", field="base_url",
-                     hint="is the server running, and is the URL right?")
+            raise _Fatal(
+                f"the judge at {url} stopped answering: {last}",
+                field="base_url",
+                hint="is the server still up? start it again (or fix --base-url) and rerun the same "
+                "command: finished judgements are cached and not asked again",
+            )
+        raise _Fatal(
+            f"cannot reach the judge at {url}: {last}",
+            field="base_url",
+            hint="is the server running, and is the URL right?",
+        )
 
-    async def _complete(self, client: Any, messages: list[dict[str, str]], temperature: float,
-                        outcome: Outcome) -> str | None:
+    async def _complete(
+        self, client: Any, messages: list[dict[str, str]], temperature: float, outcome: Outcome
+    ) -> str | None:
         """One chat completion with retries; the reply text, or None with ``outcome`` saying why."""
         import httpx
 
@@ -271,16 +287,21 @@ class OpenAIJudge:
             except httpx.ConnectError as e:
                 self._failed(outcome, url, "connection", f"cannot connect: {e}", down=True)
                 if not self._any_response and attempt == s.max_retries:
-                    raise _Fatal(f"cannot reach the judge at {url} ({outcome.detail})", field="base_url",
-                                 hint="is the server running, and is the URL right?") from None
+                    raise _Fatal(
+                        f"cannot reach the judge at {url} ({outcome.detail})",
+                        field="base_url",
+                        hint="is the server running, and is the URL right?",
+                    ) from None
             except httpx.TransportError as e:  # reset, server hung up, protocol error
                 self._failed(outcome, url, "connection", f"{type(e).__name__}: {e}", down=True)
             else:
                 self._any_response = True
                 self._down_streak = 0 if status < 500 else self._down_streak
                 if status in FATAL_STATUS:
-                    raise _Fatal(self._redact(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(data)}"),
-                                 hint=f"check --base-url, --judge-model and ${s.api_key_env}")
+                    raise _Fatal(
+                        self._redact(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(data)}"),
+                        hint=f"check --base-url, --judge-model and ${s.api_key_env}",
+                    )
                 if status == 200 and data is None:  # not retried: the same question gets the same huge reply
                     self._failed(outcome, url, "too_large", f"reply over {s.max_reply_bytes} bytes, not read")
                     return None

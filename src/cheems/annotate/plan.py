@@ -62,8 +62,9 @@ def already_judged(record: Record, annotator: str) -> set[tuple[str, str, str]]:
     return done
 
 
-def plan_pairs(records: Sequence[Record], seed: int = 0, both_orders: bool = False,
-               skip_judged_by: str | None = None) -> list[PairTask]:
+def plan_pairs(
+    records: Sequence[Record], seed: int = 0, both_orders: bool = False, skip_judged_by: str | None = None
+) -> list[PairTask]:
     """All C(N,2) response pairs of every record, in record order then pair order.
 
     Each pair is shown once in its seeded order, or with ``both_orders`` twice (seeded order

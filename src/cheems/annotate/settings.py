@@ -66,20 +66,40 @@ class JudgeSettings:
     def check(self) -> None:
         """Raise ``InputError`` for a setting that cannot work."""
         if not self.judge_model or not self.judge_model.strip():
-            raise InputError("the judge model is empty", field="judge_model", hint="e.g. --judge-model qwen2.5-72b-instruct")
+            raise InputError(
+                "the judge model is empty", field="judge_model", hint="e.g. --judge-model qwen2.5-72b-instruct"
+            )
         if self.backend not in BACKENDS:
-            raise InputError(f"unknown backend '{self.backend}'", field="backend", hint=f"use one of {', '.join(BACKENDS)}")
+            raise InputError(
+                f"unknown backend '{self.backend}'", field="backend", hint=f"use one of {', '.join(BACKENDS)}"
+            )
         if self.backend == "openai":
             normalize_base_url(self.base_url)
-        positive = {"concurrency": self.concurrency, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
-                    "max_consecutive_failures": self.max_consecutive_failures, "max_reply_bytes": self.max_reply_bytes}
+        positive = {
+            "concurrency": self.concurrency,
+            "batch_size": self.batch_size,
+            "max_tokens": self.max_tokens,
+            "max_consecutive_failures": self.max_consecutive_failures,
+            "max_reply_bytes": self.max_reply_bytes,
+        }
         for name, value in positive.items():
             if value < 1:
                 raise InputError(f"must be at least 1, got {value}", field=name)
         if self.concurrency > MAX_CONCURRENCY:
-            raise InputError(f"must be at most {MAX_CONCURRENCY}, got {self.concurrency}", field="concurrency",
-                             hint="more requests in flight only queue at the server; 8-64 suits most endpoints")
-        for name in ("timeout", "price_in", "price_out", "temperature", "retry_temperature", "backoff_base", "backoff_max"):
+            raise InputError(
+                f"must be at most {MAX_CONCURRENCY}, got {self.concurrency}",
+                field="concurrency",
+                hint="more requests in flight only queue at the server; 8-64 suits most endpoints",
+            )
+        for name in (
+            "timeout",
+            "price_in",
+            "price_out",
+            "temperature",
+            "retry_temperature",
+            "backoff_base",
+            "backoff_max",
+        ):
             if not math.isfinite(getattr(self, name)):
                 raise InputError(f"must be a finite number, got {getattr(self, name)}", field=name)
         if self.timeout <= 0:
@@ -96,20 +116,28 @@ class JudgeSettings:
         """The API key: ``api_key`` if given, else the environment variable ``api_key_env``."""
         key = self.api_key if self.api_key is not None else os.environ.get(self.api_key_env)
         if key is None:
-            raise InputError(f"environment variable {self.api_key_env} is not set", field="api_key_env",
-                             hint=f"export {self.api_key_env}=... (any value, e.g. EMPTY, for a local server without "
-                                  "auth) or name another variable with --api-key-env")
+            raise InputError(
+                f"environment variable {self.api_key_env} is not set",
+                field="api_key_env",
+                hint=f"export {self.api_key_env}=... (any value, e.g. EMPTY, for a local server without "
+                "auth) or name another variable with --api-key-env",
+            )
         key = key.strip()  # a key pasted with its line break is still the key
         if not all(" " < ch < "\x7f" for ch in key):  # it goes into an HTTP header; never echo it
-            raise InputError(f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
-                             "character, which an HTTP header cannot carry", field="api_key_env",
-                             hint="copy the key again without quotes or spaces")
+            raise InputError(
+                f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
+                "character, which an HTTP header cannot carry",
+                field="api_key_env",
+                hint="copy the key again without quotes or spaces",
+            )
         return key
 
 
 def normalize_base_url(url: str | None) -> str:
     """``http(s)://host[:port]/path`` without a trailing ``/`` or ``/chat/completions``; InputError otherwise."""
-    hint = "e.g. http://localhost:8000/v1 (vLLM, SGLang), http://localhost:11434/v1 (Ollama), https://api.deepseek.com/v1"
+    hint = (
+        "e.g. http://localhost:8000/v1 (vLLM, SGLang), http://localhost:11434/v1 (Ollama), https://api.deepseek.com/v1"
+    )
     if not url or not url.strip():
         raise InputError("the openai backend needs a base URL", field="base_url", hint=hint)
     url = url.strip().rstrip("/")

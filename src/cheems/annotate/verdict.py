@@ -51,91 +51,153 @@ _TAG = re.compile(r"<(/?)(think|thinking|reasoning|reflection)>", re.IGNORECASE)
 _DECORATION = re.compile(r"[*_\"“”‘’\[\](){}「」『』《》【】]")  # not ', which I'd and it's need
 MAX_CLAUSE = 300  # characters; a longer clause is reasoning, not an answer
 _D = r"\s?"
-_NOUN = (r"(?:(?:第[一二]个回答|回答|答案|选项|助手"
-         r"|(?i:the\s(?:first|second)\s(?:response|answer|one)|response|answer|assistant|option|candidate))\s?)?")
+_NOUN = (
+    r"(?:(?:第[一二]个回答|回答|答案|选项|助手"
+    r"|(?i:the\s(?:first|second)\s(?:response|answer|one)|response|answer|assistant|option|candidate))\s?)?"
+)
 
 
 def _label(name: str, allowed: str = "ABC") -> str:
     return rf"{_D}{_NOUN}{_D}(?P<{name}>[{allowed}]){_D}"
 
 
-_CONNECTOR = (r"(?:但是?|不过|然而|因此|所以|故而?|因而|于是|综上所述|综上|总之|总的来说|总体(?:来说|而言|来看|上)?"
-              r"|整体(?:来说|而言|来看|上)?|综合(?:来看|考虑|而言|比较|评估|以上)?|相比之下|比较之下|对比之下"
-              r"|经过(?:仔细)?(?:比较|对比|分析|评估)|最终|最后|显然|很明显|明显"
-              r"|(?i:so|thus|therefore|hence|overall|in\s+conclusion|in\s+summary|all\s+in\s+all|ultimately|finally"
-              r"|however|but|clearly|in\s+short|consequently))")
-_THINK = (r"(?:(?:我|笔者|我们)?(?:认为|觉得|判断|判定|相信|的结论是|的判断是)"
-          r"|(?i:I\s+(?:think|believe|judge|conclude|find|feel)(?:\s+that)?|I(?:'d|\s+would)\s+(?:say|argue)(?:\s+that)?"
-          r"|in\s+my\s+(?:opinion|view|judge?ment)))")
+_CONNECTOR = (
+    r"(?:但是?|不过|然而|因此|所以|故而?|因而|于是|综上所述|综上|总之|总的来说|总体(?:来说|而言|来看|上)?"
+    r"|整体(?:来说|而言|来看|上)?|综合(?:来看|考虑|而言|比较|评估|以上)?|相比之下|比较之下|对比之下"
+    r"|经过(?:仔细)?(?:比较|对比|分析|评估)|最终|最后|显然|很明显|明显"
+    r"|(?i:so|thus|therefore|hence|overall|in\s+conclusion|in\s+summary|all\s+in\s+all|ultimately|finally"
+    r"|however|but|clearly|in\s+short|consequently))"
+)
+_THINK = (
+    r"(?:(?:我|笔者|我们)?(?:认为|觉得|判断|判定|相信|的结论是|的判断是)"
+    r"|(?i:I\s+(?:think|believe|judge|conclude|find|feel)(?:\s+that)?|I(?:'d|\s+would)\s+(?:say|argue)(?:\s+that)?"
+    r"|in\s+my\s+(?:opinion|view|judge?ment)))"
+)
 _OPENER = rf"(?:{_CONNECTOR}\s?){{0,2}}(?:{_THINK}\s?)?"  # "但综合来看我认为……"
-_ANNOUNCE = (r"(?:(?:(?:我|我们|本题)(?:给出|做出|作出)?的?)?(?:最终|最后)?的?(?:答案|结论|判断|裁决|(?:比较|对比|评估|评判|评审|判定)?结果"
-             r"|(?:评审|评判|评价)?意见|评判|评审|评价|选择|输出|回答|决定|答)"
-             r"|(?i:(?:my\s+|the\s+)?(?:final\s+)?(?:answer|verdict|choice|decision|conclusion|judge?ment|output|result"
-             r"|selection|pick)))")
+_ANNOUNCE = (
+    r"(?:(?:(?:我|我们|本题)(?:给出|做出|作出)?的?)?(?:最终|最后)?的?(?:答案|结论|判断|裁决|(?:比较|对比|评估|评判|评审|判定)?结果"
+    r"|(?:评审|评判|评价)?意见|评判|评审|评价|选择|输出|回答|决定|答)"
+    r"|(?i:(?:my\s+|the\s+)?(?:final\s+)?(?:answer|verdict|choice|decision|conclusion|judge?ment|output|result"
+    r"|selection|pick)))"
+)
 _COPULA = r"(?:\s?(?:[:=]|是|为|应该是|应是|应为|就是|(?i:is|would\sbe|will\sbe))\s?)*"
-_CHOOSE = (r"(?:(?:我|本题|我们)?(?:会|最终|还是|应该|应当|应)?(?:选择|选|投给|投票给|推荐|判给)(?:的是)?"
-           r"|(?:应该|应当|应)是"
-           r"|(?i:(?:I|we)(?:'d|'ll|\s+would|\s+will)?\s+(?:choose|pick|select|prefer|go\s+with|vote\s+for)))")
-_BETTER_WORD = (r"(?:更好|更优|更佳|较好|较优|更胜一筹|略胜一筹|胜出|获胜|更出色|更优秀|质量更高|表现更好|稍好|略好|更强"
-                r"|好一些|更好一些|更好一点|要好|要好一些|为佳|更合适|胜|完胜|(?:更为?|更加|较为?)(?:出色|优秀|优质)|的?(?:整体)?(?:质量|水平)更高|的?(?:整体)?表现更好)")
-_WHOLE = r"(?:回答|答案|内容|代码|解释|解答|翻译|译文|文本|方案|分析|推理|论述|写作|作品)"  # the answer as a whole, not a part
+_CHOOSE = (
+    r"(?:(?:我|本题|我们)?(?:会|最终|还是|应该|应当|应)?(?:选择|选|投给|投票给|推荐|判给)(?:的是)?"
+    r"|(?:应该|应当|应)是"
+    r"|(?i:(?:I|we)(?:'d|'ll|\s+would|\s+will)?\s+(?:choose|pick|select|prefer|go\s+with|vote\s+for)))"
+)
+_BETTER_WORD = (
+    r"(?:更好|更优|更佳|较好|较优|更胜一筹|略胜一筹|胜出|获胜|更出色|更优秀|质量更高|表现更好|稍好|略好|更强"
+    r"|好一些|更好一些|更好一点|要好|要好一些|为佳|更合适|胜|完胜|(?:更为?|更加|较为?)(?:出色|优秀|优质)|的?(?:整体)?(?:质量|水平)更高|的?(?:整体)?表现更好)"
+)
+# the answer as a whole, not a part
+_WHOLE = r"(?:回答|答案|内容|代码|解释|解答|翻译|译文|文本|方案|分析|推理|论述|写作|作品)"
 _ADVERB = r"(?:整体|总体|综合|明显|显然|稍微|略微?|确实|的确|相对|要|会)*"
 _BETTER_ADJ = r"(?:更好|更优|更佳|较好|较优|最好|最佳|最优|更出色|更优秀|质量更高|表现更好|胜出|获胜)"
-_BETTER_ONE = (rf"(?:{_BETTER_ADJ}(?:的(?:回答|答案|一个|一方)?|回答|答案)"
-               r"|(?i:(?:the\s+)?(?:better|best|stronger|superior|preferred|winning)(?:\s+(?:response|answer|one|reply"
-               r"|option|choice))?|(?:the\s+)?winner))")
+_BETTER_ONE = (
+    rf"(?:{_BETTER_ADJ}(?:的(?:回答|答案|一个|一方)?|回答|答案)"
+    r"|(?i:(?:the\s+)?(?:better|best|stronger|superior|preferred|winning)(?:\s+(?:response|answer|one|reply"
+    r"|option|choice))?|(?:the\s+)?winner))"
+)
 _EN_DEGREE = r"(?i:(?:clearly|slightly|much|significantly|definitely|overall|far|somewhat)\s+)?"
 _EN_TAIL = r"(?:\s+(?i:overall|here|in\s+this\s+case))?"
 
 # Each form: (name, pattern, which group holds the verdict). Matched against a whole clause.
-_FORMS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple((name, re.compile(pattern), group) for name, pattern, group in (
-    ("BARE", rf"^(?:{_CONNECTOR}\s?:?)?{_label('x')}$", "x"),
-    ("ANNOUNCED", rf"^{_OPENER}{_ANNOUNCE}{_D}{_COPULA}{_label('x')}$", "x"),
-    ("ANNOUNCED", rf"^{_OPENER}{_CHOOSE}{_COPULA}{_label('x')}$", "x"),
-    ("BETTER", rf"^{_OPENER}{_BETTER_ONE}{_COPULA}{_label('x', 'AB')}$", "x"),
-    ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?:的{_WHOLE})?{_ADVERB}{_BETTER_WORD}$", "x"),
-    ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?:是|为){_BETTER_ADJ}的(?:回答|答案|一个|那个)?$", "x"),
-    ("BETTER", (rf"^{_OPENER}{_label('x', 'AB')}(?i:'s\s(?:answer|response))?\s?(?i:is|was)\s+{_EN_DEGREE}"
+_FORMS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (name, re.compile(pattern), group)
+    for name, pattern, group in (
+        ("BARE", rf"^(?:{_CONNECTOR}\s?:?)?{_label('x')}$", "x"),
+        ("ANNOUNCED", rf"^{_OPENER}{_ANNOUNCE}{_D}{_COPULA}{_label('x')}$", "x"),
+        ("ANNOUNCED", rf"^{_OPENER}{_CHOOSE}{_COPULA}{_label('x')}$", "x"),
+        ("BETTER", rf"^{_OPENER}{_BETTER_ONE}{_COPULA}{_label('x', 'AB')}$", "x"),
+        ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?:的{_WHOLE})?{_ADVERB}{_BETTER_WORD}$", "x"),
+        ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?:是|为){_BETTER_ADJ}的(?:回答|答案|一个|那个)?$", "x"),
+        (
+            "BETTER",
+            (
+                rf"^{_OPENER}{_label('x', 'AB')}(?i:'s\s(?:answer|response))?\s?(?i:is|was)\s+{_EN_DEGREE}"
                 rf"(?i:better|superior|preferable|preferred|stronger|the\s+better\s+(?:one|response|answer|choice)"
-                rf"|the\s+winner){_EN_TAIL}$"), "x"),
-    ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?i:'s\s(?:answer|response))?\s?(?i:wins|prevails){_EN_TAIL}$", "x"),
-    ("COMPARED", (rf"^{_OPENER}{_label('x', 'AB')}(?:的(?:回答|表现|质量))?{_ADVERB}"
-                  rf"(?:优于|好于|胜于|胜过|强于|更胜于|略优于|稍优于|完胜){_label('y', 'AB')}$"), "x"),
-    ("COMPARED", (rf"^{_OPENER}{_label('x', 'AB')}比{_label('y', 'AB')}{_ADVERB}(?:更|要|略|稍)?"
-                  rf"(?:好|优|优秀|出色|强|准确|完善|全面|合适)(?:一些|一点|得多|很多)?$"), "x"),
-    ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}(?:不如|劣于|逊于|差于|弱于|比不上|逊色于){_label('y', 'AB')}$", "y"),
-    ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}比{_label('y', 'AB')}(?:更|要)?(?:差|弱|糟)$", "y"),
-    ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}>{_label('y', 'AB')}$", "x"),  # "A > B"
-    ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}<{_label('y', 'AB')}$", "y"),
-    ("COMPARED", (rf"^{_OPENER}{_label('x', 'AB')}\s?(?:(?i:is|was)\s+{_EN_DEGREE}(?i:better\s+than|superior\s+to"
-                  rf"|stronger\s+than|preferable\s+to)|(?i:outperforms|beats|is\s+preferred\s+over))"
-                  rf"{_label('y', 'AB')}{_EN_TAIL}$"), "x"),
-    ("COMPARED", (rf"^{_OPENER}{_label('x', 'AB')}\s?(?i:is|was)\s+{_EN_DEGREE}(?i:worse\s+than|inferior\s+to"
-                  rf"|weaker\s+than){_label('y', 'AB')}{_EN_TAIL}$"), "y"),
-))
+                rf"|the\s+winner){_EN_TAIL}$"
+            ),
+            "x",
+        ),
+        ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?i:'s\s(?:answer|response))?\s?(?i:wins|prevails){_EN_TAIL}$", "x"),
+        (
+            "COMPARED",
+            (
+                rf"^{_OPENER}{_label('x', 'AB')}(?:的(?:回答|表现|质量))?{_ADVERB}"
+                rf"(?:优于|好于|胜于|胜过|强于|更胜于|略优于|稍优于|完胜){_label('y', 'AB')}$"
+            ),
+            "x",
+        ),
+        (
+            "COMPARED",
+            (
+                rf"^{_OPENER}{_label('x', 'AB')}比{_label('y', 'AB')}{_ADVERB}(?:更|要|略|稍)?"
+                rf"(?:好|优|优秀|出色|强|准确|完善|全面|合适)(?:一些|一点|得多|很多)?$"
+            ),
+            "x",
+        ),
+        (
+            "COMPARED",
+            rf"^{_OPENER}{_label('x', 'AB')}(?:不如|劣于|逊于|差于|弱于|比不上|逊色于){_label('y', 'AB')}$",
+            "y",
+        ),
+        ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}比{_label('y', 'AB')}(?:更|要)?(?:差|弱|糟)$", "y"),
+        ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}>{_label('y', 'AB')}$", "x"),  # "A > B"
+        ("COMPARED", rf"^{_OPENER}{_label('x', 'AB')}<{_label('y', 'AB')}$", "y"),
+        (
+            "COMPARED",
+            (
+                rf"^{_OPENER}{_label('x', 'AB')}\s?(?:(?i:is|was)\s+{_EN_DEGREE}(?i:better\s+than|superior\s+to"
+                rf"|stronger\s+than|preferable\s+to)|(?i:outperforms|beats|is\s+preferred\s+over))"
+                rf"{_label('y', 'AB')}{_EN_TAIL}$"
+            ),
+            "x",
+        ),
+        (
+            "COMPARED",
+            (
+                rf"^{_OPENER}{_label('x', 'AB')}\s?(?i:is|was)\s+{_EN_DEGREE}(?i:worse\s+than|inferior\s+to"
+                rf"|weaker\s+than){_label('y', 'AB')}{_EN_TAIL}$"
+            ),
+            "y",
+        ),
+    )
+)
 
 _HEADED = re.compile(rf"^{_OPENER}{_ANNOUNCE}\s?[:=]\s?(.+)$")
 
 # ---------------------------------------------------------------- hedges and take-backs
 
 _CONDITIONAL = re.compile(r"如果|假如|假设|倘若|若是|要是|只看|仅看|单看|只从|仅从|单从|(?i:\bif\b|\bunless\b)")
-_UNSURE = re.compile(r"不确定|不太确定|难以判断|无法判断|很难判断|难以确定|无法确定|很难说|不好说|难说|难分高下|难分伯仲"
-                     r"|难以取舍|难以抉择|说不准|取决于|视情况|看情况|倾向"
-                     r"|(?i:not\s+sure|unsure|hard\s+to\s+(?:say|tell)|difficult\s+to\s+(?:say|tell)"
-                     r"|can'?t\s+(?:decide|tell)|cannot\s+(?:decide|tell)|it\s+depends|\blean(?:s|ing)?\b)")
-_MAYBE = re.compile(r"可能|也许|或许|大概|似乎|好像|(?i:\bmaybe\b|\bperhaps\b|\bprobably\b|\bpossibly\b|\bmight\b|\blikely\b)")
-_CONCESSION = re.compile(r"各有优劣|各有千秋|各有所长|各有优缺点|都可以|也可以|也行|都不错|都行"
-                         r"|(?i:both\s+are\s+(?:fine|acceptable|good)|either\s+(?:one\s+)?(?:is|would\s+be)\s+fine"
-                         r"|both\s+have\s+(?:their\s+)?(?:merits|strengths))")
-_TAKE_BACK = re.compile(r"^\W*(?:不对(?!称)|等等|等一下|更正|纠正)|再想想|仔细想想|重新考虑|转念一想|重新评估"
-                        r"|(?i:^\W*(?:wait|correction)\b|on\s+second\s+thought|let\s+me\s+reconsider|scratch\s+that)")
+_UNSURE = re.compile(
+    r"不确定|不太确定|难以判断|无法判断|很难判断|难以确定|无法确定|很难说|不好说|难说|难分高下|难分伯仲"
+    r"|难以取舍|难以抉择|说不准|取决于|视情况|看情况|倾向"
+    r"|(?i:not\s+sure|unsure|hard\s+to\s+(?:say|tell)|difficult\s+to\s+(?:say|tell)"
+    r"|can'?t\s+(?:decide|tell)|cannot\s+(?:decide|tell)|it\s+depends|\blean(?:s|ing)?\b)"
+)
+_MAYBE = re.compile(
+    r"可能|也许|或许|大概|似乎|好像|(?i:\bmaybe\b|\bperhaps\b|\bprobably\b|\bpossibly\b|\bmight\b|\blikely\b)"
+)
+_CONCESSION = re.compile(
+    r"各有优劣|各有千秋|各有所长|各有优缺点|都可以|也可以|也行|都不错|都行"
+    r"|(?i:both\s+are\s+(?:fine|acceptable|good)|either\s+(?:one\s+)?(?:is|would\s+be)\s+fine"
+    r"|both\s+have\s+(?:their\s+)?(?:merits|strengths))"
+)
+_TAKE_BACK = re.compile(
+    r"^\W*(?:不对(?!称)|等等|等一下|更正|纠正)|再想想|仔细想想|重新考虑|转念一想|重新评估"
+    r"|(?i:^\W*(?:wait|correction)\b|on\s+second\s+thought|let\s+me\s+reconsider|scratch\s+that)"
+)
 
 # ---------------------------------------------------------------- sentences and clauses
 
 _LETTER = re.compile(r"(?<![A-Za-z0-9_])[ABC](?![A-Za-z0-9_+#])")  # C++ and C# are languages, not labels
 _SENTENCE_END = re.compile(r"\n|(?<=[。!?])|(?<=\.)(?=\s)")
 _CLAUSE = re.compile(r"[,;]|\s+[-–—]+\s+|—+")
-_REASON = re.compile(r"(?:因为|由于|原因是|理由是|(?i:\bbecause\b|\bsince\b|\bdue\s+to\b|\bgiven\s+that\b|\bas\s+it\b))")
+_REASON = re.compile(
+    r"(?:因为|由于|原因是|理由是|(?i:\bbecause\b|\bsince\b|\bdue\s+to\b|\bgiven\s+that\b|\bas\s+it\b))"
+)
 _MARKUP = re.compile(r"\*\*|__|`|~~|\$|\\[()\[\]]")
 _MACRO = re.compile(r"\\(?:boxed|text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")
 _LIST_MARK = re.compile(r"^(?:#{1,6}\s*|>\s*|[-*+•]\s+|\d+[.)、]\s*)+")
@@ -167,7 +229,7 @@ def strip_reasoning(text: str) -> tuple[str, bool]:
     for tag in _TAG.finditer(text):
         closing, name = bool(tag.group(1)), tag.group(2).lower()
         if inside is None and not closing:  # a block opens
-            kept.append(text[start:tag.start()])
+            kept.append(text[start : tag.start()])
             inside, had = name, True
         elif closing and name == inside:  # the block closes
             kept.append("\n")
@@ -220,25 +282,29 @@ def _read(sentence: str) -> tuple[str | None, str | None]:
     tail = ""
     paren = _PAREN_TAIL.search(body)
     if paren and paren.start() > 0:  # "A（两者都对，但A更完整）": a reason in brackets
-        body, tail = body[:paren.start()].rstrip(), paren.group(1)
+        body, tail = body[: paren.start()].rstrip(), paren.group(1)
     clauses = [c.strip() for c in _CLAUSE.split(body) if c.strip()]
     stated = [_clause_label(c) for c in clauses]
     if len({label for label in stated if label}) > 1:
         return None, "conflicting"
     # The deciding clause: the last one stating a label. What follows it (a reason) may not name another label.
     for i in range(len(clauses) - 1, -1, -1):
-        decider, after, label = clauses[i], clauses[i + 1:], stated[i]
+        decider, after, label = clauses[i], clauses[i + 1 :], stated[i]
         reason = _REASON.search(decider)
         if label is None and reason and reason.start() > 0:  # "Response A is better because ..."
-            decider, after = decider[:reason.start()], [decider[reason.start():], *after]
+            decider, after = decider[: reason.start()], [decider[reason.start() :], *after]
             label = _clause_label(decider)
         if label is None:
             continue
         after_text = " ".join([*after, tail])
         if letters(after_text) - {label}:
             return None, None
-        if (_CONDITIONAL.search(sentence) or _UNSURE.search(sentence) or _MAYBE.search(f"{decider} {after_text}")
-                or _CONCESSION.search(after_text)):
+        if (
+            _CONDITIONAL.search(sentence)
+            or _UNSURE.search(sentence)
+            or _MAYBE.search(f"{decider} {after_text}")
+            or _CONCESSION.search(after_text)
+        ):
             return None, "hedge"
         return label, None
     return None, None
@@ -267,7 +333,7 @@ def parse_verdict(reply: str | None) -> Verdict:
             return Verdict(None, "hedge")
         return Verdict(None, "ambiguous" if len(letters(parts[-1])) > 1 else "no_label")
     label = stated[chosen]
-    for later in parts[chosen + 1:]:
+    for later in parts[chosen + 1 :]:
         if _TAKE_BACK.search(later):
             return Verdict(None, "conflicting")
         if (_UNSURE.search(later) or _CONCESSION.search(later)) and letters(later) != {label}:
@@ -276,5 +342,9 @@ def parse_verdict(reply: str | None) -> Verdict:
 
 
 def _hedged(sentence: str) -> bool:
-    return bool(_CONDITIONAL.search(sentence) or _UNSURE.search(sentence) or _MAYBE.search(sentence)
-                or _CONCESSION.search(sentence))
+    return bool(
+        _CONDITIONAL.search(sentence)
+        or _UNSURE.search(sentence)
+        or _MAYBE.search(sentence)
+        or _CONCESSION.search(sentence)
+    )

@@ -22,7 +22,9 @@ curate_app = typer.Typer(
 InPath = Annotated[Path, typer.Argument(metavar="IN", help="Records (canonical or official format).")]
 Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file (canonical records).")]
 ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="Write the report as JSON here.")]
-SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")]
+SkipInvalid = Annotated[
+    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
+]
 
 
 def _console() -> Any:
@@ -73,11 +75,26 @@ def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) ->
 def filter_(
     source: InPath,
     output: Output,
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML with FilterConfig thresholds; the options below override it.")] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option("--config", "-c", help="YAML with FilterConfig thresholds; the options below override it."),
+    ] = None,
     max_chars: Annotated[Optional[int], typer.Option(help="Absolute length cap in characters.")] = None,
-    max_length_ratio: Annotated[Optional[float], typer.Option(help="Drop if longer than this × the siblings' median (and over --long-min-chars).", callback=finite())] = None,
-    long_min_chars: Annotated[Optional[int], typer.Option(help="The relative length check fires only above this many characters.")] = None,
-    max_non_chinese_share: Annotated[Optional[float], typer.Option(help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.", callback=finite())] = None,
+    max_length_ratio: Annotated[
+        Optional[float],
+        typer.Option(
+            help="Drop if longer than this × the siblings' median (and over --long-min-chars).", callback=finite()
+        ),
+    ] = None,
+    long_min_chars: Annotated[
+        Optional[int], typer.Option(help="The relative length check fires only above this many characters.")
+    ] = None,
+    max_non_chinese_share: Annotated[
+        Optional[float],
+        typer.Option(
+            help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.", callback=finite()
+        ),
+    ] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
@@ -89,8 +106,12 @@ def filter_(
 
     _claim(source, output, report_json, ("--config", config))
     cfg = load_yaml_model(config, FilterConfig)[0] if config else FilterConfig()
-    overrides = {"max_chars": max_chars, "max_length_ratio": max_length_ratio, "long_min_chars": long_min_chars,
-                 "max_non_chinese_share": max_non_chinese_share}
+    overrides = {
+        "max_chars": max_chars,
+        "max_length_ratio": max_length_ratio,
+        "long_min_chars": long_min_chars,
+        "max_non_chinese_share": max_non_chinese_share,
+    }
     try:
         cfg = FilterConfig.model_validate(cfg.model_dump() | {k: v for k, v in overrides.items() if v is not None})
     except ValidationError as e:  # only an option can be wrong here: the file was checked above
@@ -99,22 +120,50 @@ def filter_(
     records, report = filter_records(_read(source, skip_invalid), cfg)
     _write(output, records, report_json, report.to_dict())
     console = _console()
-    rows = [(reason, str(n), " | ".join(f"{e.prompt_id}/{e.response_id}: {e.excerpt}" for e in report.examples.get(reason, [])[:1]))
-            for reason, n in report.dropped.items()]
+    rows = [
+        (
+            reason,
+            str(n),
+            " | ".join(f"{e.prompt_id}/{e.response_id}: {e.excerpt}" for e in report.examples.get(reason, [])[:1]),
+        )
+        for reason, n in report.dropped.items()
+    ]
     console.print(_table("responses dropped", rows, ("reason", "responses", "example")))
-    console.print(f"{report.records_in} records, {report.responses_in} responses -> {report.records_out} records, "
-                  f"{report.responses_out} responses ({report.records_dropped} records left with < 2 responses dropped) -> {output}")
+    console.print(
+        f"{report.records_in} records, {report.responses_in} responses -> {report.records_out} records, "
+        f"{report.responses_out} responses ({report.records_dropped} records left with < 2 responses "
+        f"dropped) -> {output}"
+    )
 
 
 @curate_app.command()
 def distant(
     source: InPath,
     output: Output,
-    scores: Annotated[Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score} of the gold-trained RM.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Or score with this RM (folder or hub id).")] = None,
-    margin: Annotated[float, typer.Option(help="Drop a comparison only when the RM prefers the loser by at least this much (0: whenever it does not prefer the winner).", callback=finite(0.0))] = 0.0,
-    source_name: Annotated[Optional[list[str]], typer.Option("--source", help="Comparison sources to filter (default: judge); repeat for more.")] = None,
-    all_sources: Annotated[bool, typer.Option("--all-sources", help="Filter comparisons of every source, human ones too.")] = False,
+    scores: Annotated[
+        Optional[Path],
+        typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score} of the gold-trained RM."),
+    ] = None,
+    model: Annotated[
+        Optional[str], typer.Option("--model", "-m", help="Or score with this RM (folder or hub id).")
+    ] = None,
+    margin: Annotated[
+        float,
+        typer.Option(
+            help=(
+                "Drop a comparison only when the RM prefers the loser by at least this much (0: whenever "
+                "it does not prefer the winner)."
+            ),
+            callback=finite(0.0),
+        ),
+    ] = 0.0,
+    source_name: Annotated[
+        Optional[list[str]],
+        typer.Option("--source", help="Comparison sources to filter (default: judge); repeat for more."),
+    ] = None,
+    all_sources: Annotated[
+        bool, typer.Option("--all-sources", help="Filter comparisons of every source, human ones too.")
+    ] = False,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
@@ -123,8 +172,10 @@ def distant(
     from cheems.data.io import read_scores
 
     if (scores is None) == (model is None):
-        raise InputError("cheems curate distant needs exactly one of --scores or --model",
-                         hint="e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl")
+        raise InputError(
+            "cheems curate distant needs exactly one of --scores or --model",
+            hint="e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl",
+        )
     _claim(source, output, report_json, ("--scores", scores))
     records = _read(source, skip_invalid)
     if scores is not None:
@@ -135,13 +186,27 @@ def distant(
     out, report = distant_supervision(records, values, margin, sources, scores_path=scores_path)
     _write(output, out, report_json, report.to_dict())
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
-    rows.append(("all", str(report.comparisons_before), str(report.comparisons_kept), str(report.comparisons_before - report.comparisons_kept)))
+    rows.append(
+        (
+            "all",
+            str(report.comparisons_before),
+            str(report.comparisons_kept),
+            str(report.comparisons_before - report.comparisons_kept),
+        )
+    )
     console = _console()
-    console.print(_table(f"comparisons (margin {margin:g}, filtered: {'all sources' if sources is None else ', '.join(sources)})",
-                         rows, ("source", "before", "kept", "dropped")))
-    console.print(f"conflict ratio {report.conflicts_before.conflict_ratio:.3f} -> {report.conflicts_after.conflict_ratio:.3f}; "
-                  f"{report.records_emptied} records with no comparison left (dropped); "
-                  f"{report.records_cyclic} records not acyclic; {report.records_out} records -> {output}")
+    console.print(
+        _table(
+            f"comparisons (margin {margin:g}, filtered: {'all sources' if sources is None else ', '.join(sources)})",
+            rows,
+            ("source", "before", "kept", "dropped"),
+        )
+    )
+    console.print(
+        f"conflict ratio {report.conflicts_before.conflict_ratio:.3f} -> {report.conflicts_after.conflict_ratio:.3f}; "
+        f"{report.records_emptied} records with no comparison left (dropped); "
+        f"{report.records_cyclic} records not acyclic; {report.records_out} records -> {output}"
+    )
 
 
 @curate_app.command()
@@ -149,7 +214,12 @@ def debias(
     source: InPath,
     output: Output,
     seed: Annotated[int, typer.Option(help="Seed of the downsampling.")] = 0,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Measure length in tokens of this tokenizer (folder or hub id) instead of characters.")] = None,
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Measure length in tokens of this tokenizer (folder or hub id) instead of characters."
+        ),
+    ] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
@@ -157,17 +227,24 @@ def debias(
     from cheems.curate.debias import GROUPS, length_debias
 
     _claim(source, output, report_json)
-    records, report = length_debias(_read(source, skip_invalid), seed=seed, unit="tokens" if tokenizer else "chars", tokenizer=tokenizer)
+    records, report = length_debias(
+        _read(source, skip_invalid), seed=seed, unit="tokens" if tokenizer else "chars", tokenizer=tokenizer
+    )
     _write(output, records, report_json, report.to_dict())
     rows = [(g, str(report.before[g]), str(report.after[g])) for g in GROUPS]
     console = _console()
     console.print(_table(f"pairs by length ({report.unit}, seed {seed})", rows, ("group", "before", "after")))
-    console.print(f"{report.records_in} records -> {report.records_out} ({report.records_emptied} with no pair left dropped) -> {output}")
+    console.print(
+        f"{report.records_in} records -> {report.records_out} ({report.records_emptied} with no pair left "
+        f"dropped) -> {output}"
+    )
 
 
 @curate_app.command()
 def run(
-    recipe: Annotated[Path, typer.Argument(metavar="RECIPE.yaml", help="The recipe: inputs, stages and their settings.")],
+    recipe: Annotated[
+        Path, typer.Argument(metavar="RECIPE.yaml", help="The recipe: inputs, stages and their settings.")
+    ],
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Run a recipe: filter -> judge -> distant supervision -> debias -> merge with the human subset."""
@@ -175,12 +252,28 @@ def run(
 
     console = _console()
     loaded = load_recipe(recipe, check_judge=judge_settings)
-    summary = run_recipe(loaded, judge=judge_with_llm, score=score_with_model, skip_invalid=skip_invalid, log=console.print)
-    rows = [(s.name, str(s.stats["prompts"]), str(s.stats["responses"]), str(s.stats["comparisons"]),
-             f"{s.stats['avg_chosen_chars']:.1f}", f"{s.stats['avg_rejected_chars']:.1f}", f"{s.conflicts['conflict_ratio']:.3f}")
-            for s in summary.stages]
-    console.print(_table("curation summary (Tables 1 and 5)", rows,
-                         ("stage", "prompts", "responses", "comparisons", "chosen chars", "rejected chars", "conflict ratio")))
+    summary = run_recipe(
+        loaded, judge=judge_with_llm, score=score_with_model, skip_invalid=skip_invalid, log=console.print
+    )
+    rows = [
+        (
+            s.name,
+            str(s.stats["prompts"]),
+            str(s.stats["responses"]),
+            str(s.stats["comparisons"]),
+            f"{s.stats['avg_chosen_chars']:.1f}",
+            f"{s.stats['avg_rejected_chars']:.1f}",
+            f"{s.conflicts['conflict_ratio']:.3f}",
+        )
+        for s in summary.stages
+    ]
+    console.print(
+        _table(
+            "curation summary (Tables 1 and 5)",
+            rows,
+            ("stage", "prompts", "responses", "comparisons", "chosen chars", "rejected chars", "conflict ratio"),
+        )
+    )
     if summary.skipped:
         console.print(f"skipped: {', '.join(summary.skipped)}")
 
@@ -218,6 +311,8 @@ def judge_with_llm(records: list, settings: dict[str, Any]) -> list:
 
     result = judge_records(records, judge_settings(settings))
     stats = result.stats
-    _console().print(f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
-                     f"{stats.failed_total} without a verdict, {stats.not_attempted} not attempted")
+    _console().print(
+        f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
+        f"{stats.failed_total} without a verdict, {stats.not_attempted} not attempted"
+    )
     return result.records

@@ -34,7 +34,9 @@ def resolve_sample(output: Path, console: Console) -> list[Path]:
         target = output / "bench" / path.name
         write_records(target, records)
         write_json(output / "bench" / f"{path.stem}.conflicts.json", stats.to_dict())
-        table.add_row(path.stem, str(stats.records), str(stats.comparisons), str(stats.conflicts), f"{stats.conflict_ratio:.3f}")
+        table.add_row(
+            path.stem, str(stats.records), str(stats.comparisons), str(stats.conflicts), f"{stats.conflict_ratio:.3f}"
+        )
         ranked.append(target)
     console.print(table)
     return ranked
@@ -68,7 +70,10 @@ def run_demo(output: Path, model: str, console: Console, train: bool = True) -> 
     """Resolve the sample, score it with the length baseline and a small Chinese model, evaluate both;
     then train m3e-small on the open subset and evaluate it too."""
     console.rule("cheems demo: a CheemsBench-style evaluation on the shipped sample")
-    console.print("sample: Chinese prompts across 8 categories with simulated annotator comparisons (illustrative, not human-annotated)")
+    console.print(
+        "sample: Chinese prompts across 8 categories with simulated annotator comparisons (illustrative, "
+        "not human-annotated)"
+    )
     bench_files = resolve_sample(output, console)
     results = {}
     for step, name in enumerate(("length", model), start=2):

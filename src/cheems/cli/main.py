@@ -32,7 +32,14 @@ err = Console(stderr=True)
 
 @app.callback()
 def _global_options(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars).")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars).",
+        ),
+    ] = False,
 ) -> None:
     """Options for every command (given before it: cheems --verbose eval ...)."""
     from cheems.models.quiet import set_verbose
@@ -48,7 +55,9 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: object, *
     err.print(Text.assemble(("warning: ", "yellow"), str(message)), soft_wrap=True)
 
 
-SkipInvalid = Annotated[bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")]
+SkipInvalid = Annotated[
+    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
+]
 Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.")]
 
 
@@ -78,21 +87,43 @@ def validate(
     from cheems.data.stats import dataset_stats
 
     table = Table(title="dataset statistics")
-    for col in ("file", "prompts", "responses", "resp./prompt", "comparisons (no ties)", "prompt chars", "chosen chars", "rejected chars"):
+    for col in (
+        "file",
+        "prompts",
+        "responses",
+        "resp./prompt",
+        "comparisons (no ties)",
+        "prompt chars",
+        "chosen chars",
+        "rejected chars",
+    ):
         table.add_column(col, justify="left" if col == "file" else "right")
     for path in files:
         result = read_records(path, skip_invalid=skip_invalid)
         report_skipped(result.skipped)
         report_warnings(result.warnings)
         s = dataset_stats(result.records)
-        table.add_row(str(path), str(s.prompts), str(s.responses), f"{s.responses_per_prompt:.2f}", str(s.comparisons),
-                      f"{s.avg_prompt_chars:.1f}", f"{s.avg_chosen_chars:.1f}", f"{s.avg_rejected_chars:.1f}")
+        table.add_row(
+            str(path),
+            str(s.prompts),
+            str(s.responses),
+            f"{s.responses_per_prompt:.2f}",
+            str(s.comparisons),
+            f"{s.avg_prompt_chars:.1f}",
+            f"{s.avg_chosen_chars:.1f}",
+            f"{s.avg_rejected_chars:.1f}",
+        )
     console.print(table)
 
 
 @app.command("import")
 def import_(
-    args: Annotated[list[str], typer.Argument(metavar="[FORMAT] IN", help="FORMAT is pairwise, ranked, ratings or official (guessed when left out).")],
+    args: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="[FORMAT] IN", help="FORMAT is pairwise, ranked, ratings or official (guessed when left out)."
+        ),
+    ],
     output: Output,
     skip_invalid: SkipInvalid = False,
     lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
@@ -107,7 +138,9 @@ def import_(
     elif len(args) == 1:
         fmt, source = None, args[0]
     else:
-        raise InputError(f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}")
+        raise InputError(
+            f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
+        )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     result = import_file(source, fmt, skip_invalid=skip_invalid, lower_is_better=lower_is_better)
     report_skipped(result.skipped)
@@ -119,7 +152,9 @@ def import_(
 def resolve(
     source: Annotated[Path, typer.Argument(metavar="IN", help="Records with comparisons.")],
     output: Output,
-    stats_json: Annotated[Optional[Path], typer.Option("--stats-json", help="Write pooled conflict statistics here.")] = None,
+    stats_json: Annotated[
+        Optional[Path], typer.Option("--stats-json", help="Write pooled conflict statistics here.")
+    ] = None,
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
@@ -132,13 +167,21 @@ def resolve(
     report_skipped(result.skipped)
     records, stats, warnings = resolve_file_records(result.records)
     for pid, unmentioned in warnings:
-        err.print(Text.assemble(("warning ", "yellow"), f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)"), soft_wrap=True)
+        err.print(
+            Text.assemble(
+                ("warning ", "yellow"),
+                f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)",
+            ),
+            soft_wrap=True,
+        )
     with together():
         write_records(output, records)
         if stats_json:
             write_json(stats_json, stats.to_dict())
-    console.print(f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
-                  f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}")
+    console.print(
+        f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
+        f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}"
+    )
 
 
 @app.command()
@@ -165,17 +208,30 @@ def split(
     console.print(f"{len(train_records)} prompts -> {train}, {len(test_records)} held out -> {test}")
 
 
-ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); 'm3e-small' = the packaged backbone.")]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help=(
+            "'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); "
+            "'m3e-small' = the packaged backbone."
+        ),
+    ),
+]
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
 BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
 MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
-CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite.")]
+CacheOpt = Annotated[
+    Optional[Path], typer.Option("--cache", help="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite.")
+]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
 
 
-def compute_scores(model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool,
-                   device: str | None) -> dict:
+def compute_scores(
+    model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool, device: str | None
+) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
     from cheems.evaluate import score_bench
     from cheems.models import ScoreCache, load_scorer
@@ -208,7 +264,10 @@ def score(
     from cheems.evaluate import load_bench
 
     if not model or not bench:
-        raise InputError("cheems score needs --model and at least one --bench", hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl")
+        raise InputError(
+            "cheems score needs --model and at least one --bench",
+            hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
+        )
     claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
     warnings: list[InputError] = []
     records = load_bench(bench, warnings, require_pairs=False)
@@ -221,9 +280,13 @@ def score(
 @app.command("eval")
 def eval_(
     bench: BenchOpt = [],  # noqa: B006 - typer reads the default
-    scores: Annotated[Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")] = None,
+    scores: Annotated[
+        Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
+    ] = None,
     model: ModelOpt = None,
-    output_json: Annotated[Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")] = None,
+    output_json: Annotated[
+        Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
+    ] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Folder for report.json and report.md.")] = None,
     batch_size: BatchOpt = 16,
     max_length: MaxLenOpt = 512,
@@ -238,10 +301,15 @@ def eval_(
     from cheems.evaluate.report import REPORT_FILES, print_report, write_report
 
     if not bench or (scores is None) == (model is None):
-        raise InputError("cheems eval needs --bench and exactly one of --scores or --model",
-                         hint="e.g. cheems eval --bench open.jsonl --model length")
-    claim_outputs(inputs=[*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)],
-                  files=[("--output-json", output_json)], folders=[("--report", report, REPORT_FILES)])
+        raise InputError(
+            "cheems eval needs --bench and exactly one of --scores or --model",
+            hint="e.g. cheems eval --bench open.jsonl --model length",
+        )
+    claim_outputs(
+        inputs=[*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)],
+        files=[("--output-json", output_json)],
+        folders=[("--report", report, REPORT_FILES)],
+    )
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
@@ -252,9 +320,16 @@ def eval_(
     result = evaluate(records, values, source)
     if result.unmatched_scores:
         prompt, response = result.unmatched_scores[0]
-        report_warnings([InputError(f"{len(result.unmatched_scores)} score(s) match no response of the bench (first: prompt "
-                                    f"'{prompt}' response '{response}'); they are not used", path=source,
-                                    hint="check that the scores and the bench use the same ids")])
+        report_warnings(
+            [
+                InputError(
+                    f"{len(result.unmatched_scores)} score(s) match no response of the bench (first: prompt "
+                    f"'{prompt}' response '{response}'); they are not used",
+                    path=source,
+                    hint="check that the scores and the bench use the same ids",
+                )
+            ]
+        )
     print_report(result, title=f"CheemsBench metrics: {source}", console=console)
     with together():
         if output_json:
@@ -266,8 +341,12 @@ def eval_(
 @app.command()
 def demo(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
-    model: Annotated[str, typer.Option("--model", "-m", help="The small Chinese model to score with.")] = "similarity:m3e-small",
-    no_train: Annotated[bool, typer.Option("--no-train", help="Skip the training step (about a minute on 2 CPU cores).")] = False,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="The small Chinese model to score with.")
+    ] = "similarity:m3e-small",
+    no_train: Annotated[
+        bool, typer.Option("--no-train", help="Skip the training step (about a minute on 2 CPU cores).")
+    ] = False,
 ) -> None:
     """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
     from cheems.cli.demo import run_demo
@@ -309,8 +388,10 @@ def run(application: Callable[..., object]) -> None:
             sys.exit(e.exit_code)
         except click_errors.UsageError as e:
             where = e.ctx.command_path if e.ctx else "cheems"
-            err.print(Text.assemble(("error: ", "red"), f"{where}: {e.format_message()} — see '{where} --help'"),
-                      soft_wrap=True)
+            err.print(
+                Text.assemble(("error: ", "red"), f"{where}: {e.format_message()} — see '{where} --help'"),
+                soft_wrap=True,
+            )
             sys.exit(2)
         except Interrupted as e:
             line = interrupted_line()  # first: from here on a second Ctrl-C cannot cut the cleanup short

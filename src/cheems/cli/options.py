@@ -28,8 +28,11 @@ def finite(low: float | None = None, high: float | None = None) -> Callable[...,
             return None
         option = max(param.opts, key=len) if param.opts else param.name or "option"
         if not math.isfinite(value):
-            raise InputError(f"must be a finite number, got {value}", path=option,
-                             hint="NaN and infinity mean nothing here; give a number such as 0.5")
+            raise InputError(
+                f"must be a finite number, got {value}",
+                path=option,
+                hint="NaN and infinity mean nothing here; give a number such as 0.5",
+            )
         if (low is not None and value < low) or (high is not None and value > high):
             if low is not None and high is not None:
                 bounds = f"between {low:g} and {high:g}"

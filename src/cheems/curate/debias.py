@@ -46,8 +46,11 @@ def token_counter(tokenizer: str | Path) -> LengthFn:
     try:
         tok = AutoTokenizer.from_pretrained(str(tokenizer))
     except (OSError, ValueError) as e:
-        raise InputError(f"cannot load a tokenizer: {str(e).splitlines()[0]}", path=str(tokenizer),
-                         hint="give a folder with tokenizer files (or a hub id)") from None
+        raise InputError(
+            f"cannot load a tokenizer: {str(e).splitlines()[0]}",
+            path=str(tokenizer),
+            hint="give a folder with tokenizer files (or a hub id)",
+        ) from None
     return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 
@@ -143,8 +146,12 @@ def _rebuild(record: Record, pairs: list[Pair]) -> Record:
     return new.model_copy(update={"rank": resolve_record(new).rank})
 
 
-def length_debias(records: list[Record], seed: int = 0, unit: str = "chars", tokenizer: str | Path | None = None,
-                  ) -> tuple[list[Record], DebiasReport]:
+def length_debias(
+    records: list[Record],
+    seed: int = 0,
+    unit: str = "chars",
+    tokenizer: str | Path | None = None,
+) -> tuple[list[Record], DebiasReport]:
     """Balance chosen-longer and chosen-shorter pairs by downsampling the larger group (seeded).
 
     ``unit`` is ``chars`` (default) or ``tokens`` (with ``tokenizer``, a tokenizer folder or hub id).

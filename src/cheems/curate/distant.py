@@ -103,7 +103,9 @@ class DistantReport:
             "comparisons_before": self.comparisons_before,
             "comparisons_kept": self.comparisons_kept,
             "comparisons_dropped": self.comparisons_before - self.comparisons_kept,
-            "by_source": {s: {"before": c.before, "kept": c.kept, "dropped": c.dropped} for s, c in sorted(self.by_source.items())},
+            "by_source": {
+                s: {"before": c.before, "kept": c.kept, "dropped": c.dropped} for s, c in sorted(self.by_source.items())
+            },
             "records_with_no_comparison_left": self.records_emptied,
             "records_with_no_comparison_left_examples": self.records_emptied_examples,
             "records_not_acyclic": self.records_cyclic,
@@ -118,16 +120,28 @@ class DistantReport:
 def _score(scores: dict[ScoreKey, float], record: Record, rid: str, scores_path: str | None) -> float:
     value = scores.get((record.id, rid))
     if value is None:
-        raise InputError(f"no score for prompt '{record.id}' response '{rid}'", path=scores_path,
-                         hint="score every response of the records (cheems score) with the RM")
+        raise InputError(
+            f"no score for prompt '{record.id}' response '{rid}'",
+            path=scores_path,
+            hint="score every response of the records (cheems score) with the RM",
+        )
     if math.isnan(value):
-        raise InputError(f"the score of prompt '{record.id}' response '{rid}' is NaN", path=scores_path,
-                         hint="rescore it; a NaN cannot be compared")
+        raise InputError(
+            f"the score of prompt '{record.id}' response '{rid}' is NaN",
+            path=scores_path,
+            hint="rescore it; a NaN cannot be compared",
+        )
     return value
 
 
-def _filter_record(record: Record, scores: dict[ScoreKey, float], margin: float, sources: set[str] | None,
-                   report: DistantReport, scores_path: str | None) -> list[Comparison]:
+def _filter_record(
+    record: Record,
+    scores: dict[ScoreKey, float],
+    margin: float,
+    sources: set[str] | None,
+    report: DistantReport,
+    scores_path: str | None,
+) -> list[Comparison]:
     kept: list[Comparison] = []
     for c in record.comparisons:
         source = c.source or UNSPECIFIED_SOURCE
@@ -148,9 +162,14 @@ def _note(examples: list[str], prompt_id: str, limit: int = 5) -> None:
         examples.append(prompt_id)
 
 
-def distant_supervision(records: list[Record], scores: dict[ScoreKey, float], margin: float = 0.0,
-                        sources: Iterable[str] | None = ("judge",), *, scores_path: str | None = None,
-                        ) -> tuple[list[Record], DistantReport]:
+def distant_supervision(
+    records: list[Record],
+    scores: dict[ScoreKey, float],
+    margin: float = 0.0,
+    sources: Iterable[str] | None = ("judge",),
+    *,
+    scores_path: str | None = None,
+) -> tuple[list[Record], DistantReport]:
     """Drop the comparisons the RM's ``scores`` disagree with, then resolve ranks (Algorithm 1).
 
     ``scores`` maps ``(prompt_id, response_id)`` to the RM's score; a missing score for a

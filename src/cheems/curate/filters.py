@@ -60,17 +60,33 @@ class FilterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_chars: int | None = Field(8000, ge=1, description="absolute length cap in characters (None: no cap)")
-    max_length_ratio: float | None = Field(3.0, gt=0, description="drop if longer than this × the siblings' median length (None: off)")
-    long_min_chars: int = Field(1000, ge=0, description="the relative length check only fires above this many characters")
-    max_non_chinese_share: float | None = Field(0.5, ge=0, le=1, description="drop if the non-Chinese share exceeds this (None: off)")
+    max_length_ratio: float | None = Field(
+        3.0, gt=0, description="drop if longer than this × the siblings' median length (None: off)"
+    )
+    long_min_chars: int = Field(
+        1000, ge=0, description="the relative length check only fires above this many characters"
+    )
+    max_non_chinese_share: float | None = Field(
+        0.5, ge=0, le=1, description="drop if the non-Chinese share exceeds this (None: off)"
+    )
     non_chinese_min_units: int = Field(20, ge=1, description="text units needed before the non-Chinese share is judged")
-    exempt_prompt_pattern: str | None = Field(DEFAULT_EXEMPT_PROMPT, description="regex: prompts asking for another language")
-    truncation_min_chars: int | None = Field(200, ge=0, description="a prose ending mid-sentence counts as truncated above this length (None: off)")
+    exempt_prompt_pattern: str | None = Field(
+        DEFAULT_EXEMPT_PROMPT, description="regex: prompts asking for another language"
+    )
+    truncation_min_chars: int | None = Field(
+        200, ge=0, description="a prose ending mid-sentence counts as truncated above this length (None: off)"
+    )
     check_unclosed_fence: bool = Field(True, description="an odd number of code fences counts as truncated")
-    max_line_repeats: int | None = Field(6, ge=2, description="drop if one line (of >= line_min_chars) occurs this many times (None: off)")
-    line_min_chars: int = Field(10, ge=1, description="shorter lines (a lone '}' or '---') never count as repeated lines")
+    max_line_repeats: int | None = Field(
+        6, ge=2, description="drop if one line (of >= line_min_chars) occurs this many times (None: off)"
+    )
+    line_min_chars: int = Field(
+        10, ge=1, description="shorter lines (a lone '}' or '---') never count as repeated lines"
+    )
     repetition_ngram: int = Field(20, ge=2, description="character n-gram size for the repeated n-gram share")
-    max_repeated_ngram_share: float | None = Field(0.5, ge=0, le=1, description="drop if more than this share of n-grams repeat an earlier one (None: off)")
+    max_repeated_ngram_share: float | None = Field(
+        0.5, ge=0, le=1, description="drop if more than this share of n-grams repeat an earlier one (None: off)"
+    )
     repetition_min_chars: int = Field(200, ge=0, description="the n-gram check only looks at texts this long")
 
     @field_validator("exempt_prompt_pattern")
@@ -198,6 +214,7 @@ def excerpt(text: str, width: int = 80) -> str:
 
 # ---------------------------------------------------------------- the checks
 
+
 def check_empty(content: str) -> str | None:
     """``empty`` when the response is whitespace only."""
     return EMPTY if not content.strip() else None
@@ -312,6 +329,7 @@ def response_reason(content: str, sibling_lengths: list[int], config: FilterConf
 
 # ---------------------------------------------------------------- records
 
+
 @dataclass
 class FilterExample:
     """One dropped response, for the report."""
@@ -369,7 +387,9 @@ def _without(record: Record, drop: set[str]) -> tuple[Record, int]:
     return record.model_copy(update=update), len(record.comparisons) - len(comparisons)
 
 
-def filter_records(records: list[Record], config: FilterConfig | None = None, max_examples: int = 3) -> tuple[list[Record], FilterReport]:
+def filter_records(
+    records: list[Record], config: FilterConfig | None = None, max_examples: int = 3
+) -> tuple[list[Record], FilterReport]:
     """Drop bad responses (and records left with fewer than two); return kept records and the report."""
     config = config or FilterConfig()
     report = FilterReport(records_in=len(records))

@@ -20,8 +20,14 @@ class MergeReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON output."""
-        return {"human": self.human, "judge_kept": self.judge - self.overlap, "judge": self.judge, "overlap": self.overlap,
-                "overlap_examples": self.overlap_examples, "total": self.total}
+        return {
+            "human": self.human,
+            "judge_kept": self.judge - self.overlap,
+            "judge": self.judge,
+            "overlap": self.overlap,
+            "overlap_examples": self.overlap_examples,
+            "total": self.total,
+        }
 
 
 def merge_subsets(human: list[Record], judge: list[Record], max_examples: int = 5) -> tuple[list[Record], MergeReport]:

@@ -33,19 +33,24 @@ from cheems.curate.debias import length_debias
 from cheems.curate.distant import distant_supervision, source_counts
 from cheems.curate.filters import FilterConfig, filter_records
 from cheems.curate.merge import merge_subsets
-from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
 from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores, write_text
 from cheems.data.outputs import claim_outputs
 from cheems.data.schema import Record
 from cheems.data.stats import dataset_stats
+from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
 from cheems.errors import InputError
 from cheems.ranking import conflict_stats
 
 JudgeFn = Callable[[list[Record], dict[str, Any]], list[Record]]
 ScoreFn = Callable[[list[Record], str], dict[ScoreKey, float]]
 
-FILES = {"filter": "01-filtered.jsonl", "judge": "02-judged.jsonl", "distant": "03-distant.jsonl",
-         "debias": "04-debiased.jsonl", "final": "final.jsonl"}
+FILES = {
+    "filter": "01-filtered.jsonl",
+    "judge": "02-judged.jsonl",
+    "distant": "03-distant.jsonl",
+    "debias": "04-debiased.jsonl",
+    "final": "final.jsonl",
+}
 SUMMARY_FILES = ("summary.json", "summary.md")
 SCORES_FILE = "scores.jsonl"  # the RM's scores, when distant supervision scores with a model
 
@@ -95,15 +100,21 @@ def _resolve(base: Path, value: str | Path) -> Path:
 
 
 def _maybe_local(base: Path, value: str) -> str:
-    """A model/tokenizer spec: a path relative to the recipe when one exists there, else unchanged (hub id, 'length')."""
+    """A model/tokenizer spec: a path relative to the recipe when one exists there, else unchanged (hub "
+    "id, 'length')."""
     candidate = _resolve(base, value)
     return str(candidate) if candidate.exists() else value
 
 
 def _require_file(path: Path, recipe_path: str, lines: dict[KeyPath, int], key: KeyPath) -> None:
     if not path.is_file():
-        raise InputError(f"no such file: {path}", path=recipe_path, line=line_of(lines, key), field=".".join(map(str, key)),
-                         hint="paths are relative to the recipe's folder")
+        raise InputError(
+            f"no such file: {path}",
+            path=recipe_path,
+            line=line_of(lines, key),
+            field=".".join(map(str, key)),
+            hint="paths are relative to the recipe's folder",
+        )
 
 
 JUDGE_PATH_KEYS = ("criteria", "cache")  # judge settings that name files: relative to the recipe too
@@ -142,13 +153,23 @@ def load_recipe(path: str | Path, check_judge: Callable[[dict[str, Any]], Any] |
                 check_judge(dict(recipe.judge))
             except InputError as e:
                 key = ("judge", e.field) if e.field else ("judge",)
-                raise InputError(e.message, path=where, line=line_of(lines, key), field=".".join(key), hint=e.hint) from None
+                raise InputError(
+                    e.message, path=where, line=line_of(lines, key), field=".".join(key), hint=e.hint
+                ) from None
     try:
-        claim_outputs(inputs=_inputs(recipe, path), folders=[("output_dir", recipe.output_dir, output_files(recipe))],
-                      note="finished judgements are in the judge cache; rerun the recipe to resume" if recipe.judge else None)
+        claim_outputs(
+            inputs=_inputs(recipe, path),
+            folders=[("output_dir", recipe.output_dir, output_files(recipe))],
+            note="finished judgements are in the judge cache; rerun the recipe to resume" if recipe.judge else None,
+        )
     except InputError as e:  # point at the recipe's output_dir line
-        raise InputError(f"{e.path} {e.message}", path=where, line=line_of(lines, ("output_dir",)), field="output_dir",
-                         hint="choose another output_dir") from None
+        raise InputError(
+            f"{e.path} {e.message}",
+            path=where,
+            line=line_of(lines, ("output_dir",)),
+            field="output_dir",
+            hint="choose another output_dir",
+        ) from None
     return recipe
 
 
@@ -162,9 +183,13 @@ def output_files(recipe: Recipe) -> list[str]:
 def _inputs(recipe: Recipe, path: str | Path) -> list[tuple[str, Path | str | None]]:
     """The files a run of ``recipe`` reads (the judge's cache too: a stage file must never replace it)."""
     judge = recipe.judge or {}
-    return [("the recipe", path), ("judge_input", recipe.judge_input), ("human", recipe.human),
-            ("distant.scores", recipe.distant.scores if recipe.distant else None),
-            *((f"judge.{key}", judge.get(key)) for key in JUDGE_PATH_KEYS)]
+    return [
+        ("the recipe", path),
+        ("judge_input", recipe.judge_input),
+        ("human", recipe.human),
+        ("distant.scores", recipe.distant.scores if recipe.distant else None),
+        *((f"judge.{key}", judge.get(key)) for key in JUDGE_PATH_KEYS),
+    ]
 
 
 @dataclass
@@ -178,7 +203,13 @@ class StageSummary:
     report: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "file": self.file, "stats": self.stats, "conflicts": self.conflicts, "report": self.report}
+        return {
+            "name": self.name,
+            "file": self.file,
+            "stats": self.stats,
+            "conflicts": self.conflicts,
+            "report": self.report,
+        }
 
 
 @dataclass
@@ -199,14 +230,17 @@ class RecipeSummary:
     def to_markdown(self) -> str:
         """Tables 1 and 5 in one table, then each stage's report."""
         lines = [
-            "# Curation summary", "",
-            "| stage | file | prompts | responses | resp./prompt | comparisons (no ties) | prompt chars | chosen chars | rejected chars | conflict ratio |",
+            "# Curation summary",
+            "",
+            "| stage | file | prompts | responses | resp./prompt | comparisons (no ties) | prompt chars | "
+            "chosen chars | rejected chars | conflict ratio |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in self.stages:
             st = s.stats
             lines.append(
-                f"| {s.name} | {s.file or ''} | {st['prompts']} | {st['responses']} | {st['responses_per_prompt']:.2f} | "
+                f"| {s.name} | {s.file or ''} | {st['prompts']} | {st['responses']} | "
+                f"{st['responses_per_prompt']:.2f} | "
                 f"{st['comparisons']} | {st['avg_prompt_chars']:.1f} | {st['avg_chosen_chars']:.1f} | "
                 f"{st['avg_rejected_chars']:.1f} | {s.conflicts['conflict_ratio']:.3f} |"
             )
@@ -222,8 +256,14 @@ def _stage(name: str, records: list[Record], file: str | None, report: dict[str,
     return StageSummary(name, file, dataset_stats(records).to_dict(), conflict_stats(records).to_dict(), report)
 
 
-def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn | None = None, skip_invalid: bool = False,
-               log: Callable[[str], None] | None = None) -> RecipeSummary:
+def run_recipe(
+    recipe: Recipe,
+    *,
+    judge: JudgeFn | None = None,
+    score: ScoreFn | None = None,
+    skip_invalid: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> RecipeSummary:
     """Run the recipe's stages in order, writing every intermediate file and the summary.
 
     ``judge(records, settings)`` runs the LLM judge (needed when the recipe has ``judge:``);
@@ -256,14 +296,21 @@ def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn |
     else:
         summary.skipped.append("judge")
         if not any(r.comparisons for r in records):
-            raise InputError("judge_input has no comparisons and the recipe has no 'judge' stage", path=str(recipe.judge_input),
-                             hint="add 'judge:' to the recipe, or give records the judge has already compared")
+            raise InputError(
+                "judge_input has no comparisons and the recipe has no 'judge' stage",
+                path=str(recipe.judge_input),
+                hint="add 'judge:' to the recipe, or give records the judge has already compared",
+            )
 
     if recipe.distant is not None:
         scores, scores_path = _distant_scores(recipe.distant, records, score, out)
-        records, rep = distant_supervision(records, scores, recipe.distant.margin,
-                                           None if recipe.distant.all_sources else recipe.distant.sources,
-                                           scores_path=scores_path)
+        records, rep = distant_supervision(
+            records,
+            scores,
+            recipe.distant.margin,
+            None if recipe.distant.all_sources else recipe.distant.sources,
+            scores_path=scores_path,
+        )
         summary.stages.append(_stage("distant", records, write("distant", records), rep.to_dict()))
     else:
         summary.skipped.append("distant")
@@ -279,7 +326,9 @@ def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn |
         records, merge_report = merge_subsets(human, records)
         summary.stages.append(_stage("final", records, write("final", records), merge_report.to_dict()))
     else:
-        summary.stages.append(_stage("final", records, write("final", records), {"note": "no human subset: final = the judge subset"}))
+        summary.stages.append(
+            _stage("final", records, write("final", records), {"note": "no human subset: final = the judge subset"})
+        )
 
     json_file, markdown_file = SUMMARY_FILES
     write_json(out / json_file, summary.to_dict())
@@ -288,8 +337,9 @@ def run_recipe(recipe: Recipe, *, judge: JudgeFn | None = None, score: ScoreFn |
     return summary
 
 
-def _read(path: Path, skip_invalid: bool, summary: RecipeSummary, name: str,
-          say: Callable[[str], None]) -> list[Record]:
+def _read(
+    path: Path, skip_invalid: bool, summary: RecipeSummary, name: str, say: Callable[[str], None]
+) -> list[Record]:
     result = read_records(path, skip_invalid=skip_invalid)
     for e in result.skipped:  # nothing is dropped silently: each skipped line is logged and kept in the summary
         say(f"skipped {e}")
@@ -298,8 +348,12 @@ def _read(path: Path, skip_invalid: bool, summary: RecipeSummary, name: str,
     return result.records
 
 
-def _distant_scores(stage: DistantStage, records: list[Record], score: ScoreFn | None, out: Path,
-                    ) -> tuple[dict[ScoreKey, float], str]:
+def _distant_scores(
+    stage: DistantStage,
+    records: list[Record],
+    score: ScoreFn | None,
+    out: Path,
+) -> tuple[dict[ScoreKey, float], str]:
     """The RM's scores: read from the scores file, or computed with the model (and saved as scores.jsonl)."""
     if stage.scores is not None:
         return read_scores(stage.scores), str(stage.scores)

@@ -3,4 +3,14 @@
 from cheems.data.io import ReadResult, read_records, read_scores, write_records, write_scores
 from cheems.data.schema import Comparison, Message, Record, Response
 
-__all__ = ["Comparison", "Message", "ReadResult", "Record", "Response", "read_records", "read_scores", "write_records", "write_scores"]
+__all__ = [
+    "Comparison",
+    "Message",
+    "ReadResult",
+    "Record",
+    "Response",
+    "read_records",
+    "read_scores",
+    "write_records",
+    "write_scores",
+]

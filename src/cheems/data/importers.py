@@ -152,8 +152,11 @@ def extract_prompt(row: dict[str, Any], where: _Where) -> tuple[Prompt | None, s
         used.add("history")
         history = _history(row["history"], where)
         if history and not isinstance(prompt, str):
-            raise where.error("'history' goes with a plain-text prompt, not a chat list", "history",
-                              "put the earlier turns into the chat list instead")
+            raise where.error(
+                "'history' goes with a plain-text prompt, not a chat list",
+                "history",
+                "put the earlier turns into the chat list instead",
+            )
         messages = history + messages
     if _present(row, "system"):
         used.add("system")
@@ -228,11 +231,13 @@ def guess_format(obj: Any) -> str:
     if any(k in keys for k in CHOSEN_KEYS):
         return "pairwise"
     responses = obj.get("responses")
-    if "scores" in keys or (isinstance(responses, list) and any(
-            isinstance(r, dict) and ("score" in r or "rating" in r) for r in responses)):
+    if "scores" in keys or (
+        isinstance(responses, list) and any(isinstance(r, dict) and ("score" in r or "rating" in r) for r in responses)
+    ):
         return "ratings"
     if isinstance(obj.get("output"), list) or (
-            isinstance(responses, list) and responses and all(isinstance(r, (str, list)) for r in responses)):
+        isinstance(responses, list) and responses and all(isinstance(r, (str, list)) for r in responses)
+    ):
         return "ranked"
     if isinstance(responses, list) and ("input" in keys or "prompt" in keys):
         return "official"  # canonical records
@@ -279,12 +284,18 @@ def _pairwise_row(row: dict[str, Any], where: _Where) -> _Pair:
         if chosen_prompt is None:
             raise where.error("is missing", "prompt", _PROMPT_HINT)
         if rejected_prompt is not None and rejected_prompt != chosen_prompt:
-            raise where.error(f"its conversation differs from '{chosen_key}' before the answer", rejected_key,
-                              "both lists must share the same prompt turns")
+            raise where.error(
+                f"its conversation differs from '{chosen_key}' before the answer",
+                rejected_key,
+                "both lists must share the same prompt turns",
+            )
         prompt = chosen_prompt
     if chosen == rejected:
-        raise where.error(f"is the same text as '{chosen_key}'", rejected_key,
-                          "a pair needs two different responses; fix or drop the row")
+        raise where.error(
+            f"is the same text as '{chosen_key}'",
+            rejected_key,
+            "a pair needs two different responses; fix or drop the row",
+        )
     used |= {chosen_key, rejected_key, "category"}
     extra = {k: v for k, v in row.items() if k not in used}
     return _Pair(prompt, chosen, rejected, _category(row), extra)
@@ -295,8 +306,11 @@ def _add_pair(groups: dict[str, _Group], pair: _Pair, where: _Where) -> None:
     group = groups.get(key) or _Group(where.line, pair.prompt)
     if pair.category is not None:
         if group.category is not None and group.category != pair.category:
-            raise where.error(f"{pair.category!r} differs from {group.category!r} given for the same prompt at line "
-                              f"{group.line}", "category", "give one category per prompt")
+            raise where.error(
+                f"{pair.category!r} differs from {group.category!r} given for the same prompt at line {group.line}",
+                "category",
+                "give one category per prompt",
+            )
         group.category = pair.category
     groups[key] = group
     a, b = group.response_id(pair.chosen), group.response_id(pair.rejected)
@@ -337,8 +351,11 @@ def _ranked_row(row: dict[str, Any], where: _Where, lower_is_better: bool = Fals
     key = "output" if _present(row, "output") else "responses"
     items = row.get(key)
     if not isinstance(items, list):
-        raise where.error("is missing" if items is None else f"must be a list, got {type(items).__name__}", key,
-                          "give the responses as a best-first list")
+        raise where.error(
+            "is missing" if items is None else f"must be a list, got {type(items).__name__}",
+            key,
+            "give the responses as a best-first list",
+        )
     if not items:
         raise where.error("is empty", key, "give at least one response")
     prompt, used = _require_prompt(row, where)
@@ -374,8 +391,10 @@ def _rated_responses(row: dict[str, Any], where: _Where) -> list[tuple[dict[str,
         if not isinstance(scores, list) or len(scores) != len(items):
             got = f"{len(scores)} scores" if isinstance(scores, list) else type(scores).__name__
             raise where.error(f"needs one score per response: {len(items)} responses, {got}", "scores")
-        return [({"id": f"r{i + 1}", "content": _string(text, f"responses[{i}]", where)},
-                 _score(s, f"scores[{i}]", where)) for i, (text, s) in enumerate(zip(items, scores))]
+        return [
+            ({"id": f"r{i + 1}", "content": _string(text, f"responses[{i}]", where)}, _score(s, f"scores[{i}]", where))
+            for i, (text, s) in enumerate(zip(items, scores))
+        ]
     out = []
     for i, item in enumerate(items):
         name = f"responses[{i}]"
@@ -401,12 +420,20 @@ def _ratings_row(row: dict[str, Any], where: _Where, lower_is_better: bool = Fal
     prompt, used = _require_prompt(row, where)
     rated = _rated_responses(row, where)
     responses = [r for r, _ in rated]
-    rank = dense_ranks({r["id"]: s for r, s in rated if isinstance(r.get("id"), str)}, higher_is_better=not lower_is_better)
+    rank = dense_ranks(
+        {r["id"]: s for r, s in rated if isinstance(r.get("id"), str)}, higher_is_better=not lower_is_better
+    )
     return {**_row_extras(row, used), "input": prompt, "category": _category(row), "responses": responses, "rank": rank}
 
 
-def _import_each(rows: list[tuple[int, Any]], path: str, result: ReadResult, skip_invalid: bool,
-                 normalise: Callable[..., dict[str, Any]], lower_is_better: bool) -> None:
+def _import_each(
+    rows: list[tuple[int, Any]],
+    path: str,
+    result: ReadResult,
+    skip_invalid: bool,
+    normalise: Callable[..., dict[str, Any]],
+    lower_is_better: bool,
+) -> None:
     """One record per row; a prompt seen again gets ``-2``, ``-3`` … (an explicit id must be unique)."""
     seen: dict[str, int] = {}
 
@@ -415,8 +442,11 @@ def _import_each(rows: list[tuple[int, Any]], path: str, result: ReadResult, ski
         record = _validate(obj, where)
         if record.id in seen:
             if "id" in obj:
-                raise where.error(f"duplicate prompt id '{record.id}' (first at line {seen[record.id]})", "id",
-                                  "give every prompt its own id")
+                raise where.error(
+                    f"duplicate prompt id '{record.id}' (first at line {seen[record.id]})",
+                    "id",
+                    "give every prompt its own id",
+                )
             # Same prompt, separate ranking (e.g. oasst1 trees with one root text): keep both, apart.
             n = 2
             while f"{record.id}-{n}" in seen:
@@ -445,8 +475,9 @@ def _guard(step: Callable[[], Any], result: ReadResult, skip_invalid: bool) -> A
         return None
 
 
-def import_file(path: str | Path, fmt: str | None = None, *, skip_invalid: bool = False,
-                lower_is_better: bool = False) -> ReadResult:
+def import_file(
+    path: str | Path, fmt: str | None = None, *, skip_invalid: bool = False, lower_is_better: bool = False
+) -> ReadResult:
     """Import one file of format ``fmt`` (guessed from its first row when None) as canonical records.
 
     ``lower_is_better`` applies to ``ratings``. Raises ``InputError`` (file:line: field) on the first

@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cheems.errors import InputError
 from cheems.data.outputs import atomic_file
 from cheems.data.schema import Record
+from cheems.errors import InputError
 
 Row = tuple[int, Any]  # (1-based line number where the item starts, parsed item)
 
@@ -56,11 +56,17 @@ def _read_text(path: Path) -> str:
         else:
             column = e.start - data.rfind(b"\n", 0, e.start)
             what = f"not UTF-8 text ({e.reason} at byte {column} of the line)"
-        raise InputError(what, path=str(path), line=data.count(b"\n", 0, e.start) + 1, hint="save it as UTF-8") from None
+        raise InputError(
+            what, path=str(path), line=data.count(b"\n", 0, e.start) + 1, hint="save it as UTF-8"
+        ) from None
     nul = text.find("\x00")
     if nul >= 0:  # binary data, or UTF-16 without its BOM
-        raise InputError("holds a NUL byte: binary data or UTF-16 text, not UTF-8 text", path=str(path),
-                         line=_line_of(text, nul), hint="save it as UTF-8")
+        raise InputError(
+            "holds a NUL byte: binary data or UTF-16 text, not UTF-8 text",
+            path=str(path),
+            line=_line_of(text, nul),
+            hint="save it as UTF-8",
+        )
     if not text.strip():
         raise InputError("file is empty", path=str(path), line=1, hint="give it at least one record")
     return text
@@ -117,8 +123,9 @@ class _Decoder:
             return self._not_finite(text, too_large=True)
         return int(text)
 
-    def decode(self, text: str, pos: int, line: int, *, text_line: int = 1,
-               hint: str = "fix the JSON syntax") -> tuple[Any, int]:
+    def decode(
+        self, text: str, pos: int, line: int, *, text_line: int = 1, hint: str = "fix the JSON syntax"
+    ) -> tuple[Any, int]:
         """The JSON value starting at ``pos`` (on ``line``) and where it ends.
 
         ``text`` begins on line ``text_line`` of the file, so a syntax error names the file's line.
@@ -127,16 +134,21 @@ class _Decoder:
         try:
             return self.json.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg} (column {e.colno})", path=self.path,
-                             line=text_line + e.lineno - 1, hint=hint) from None
+            raise InputError(
+                f"invalid JSON: {e.msg} (column {e.colno})", path=self.path, line=text_line + e.lineno - 1, hint=hint
+            ) from None
         except RecursionError:
-            raise InputError(f"nested more than {MAX_DEPTH} levels deep", path=self.path, line=line,
-                             hint="flatten the record") from None
+            raise InputError(
+                f"nested more than {MAX_DEPTH} levels deep", path=self.path, line=line, hint="flatten the record"
+            ) from None
 
     def check(self, value: Any, text: str, start: int, end: int, line: int) -> None:
         """Raise for the first bad number, lone surrogate or too deep nesting in ``value`` (``text[start:end]``)."""
-        suspect = (self.flagged or _SURROGATE_ESCAPE.search(text, start, end) is not None
-                   or text.count("[", start, end) + text.count("{", start, end) > MAX_DEPTH)
+        suspect = (
+            self.flagged
+            or _SURROGATE_ESCAPE.search(text, start, end) is not None
+            or text.count("[", start, end) + text.count("{", start, end) > MAX_DEPTH
+        )
         problem = _first_problem(value) if suspect else None
         if problem is not None:
             field, message, hint = problem
@@ -151,7 +163,11 @@ def _first_problem(value: Any) -> tuple[str, str, str] | None:
         if isinstance(item, _NotFinite):
             return where, item.message, "write a plain number (JSON has no NaN or Infinity)"
         if isinstance(item, str) and _LONE_SURROGATE.search(item):
-            return where, "holds a lone surrogate escape (\\ud800-\\udfff), which is not text", "fix or remove the escape"
+            return (
+                where,
+                "holds a lone surrogate escape (\\ud800-\\udfff), which is not text",
+                "fix or remove the escape",
+            )
         if not isinstance(item, (dict, list)):
             continue
         if depth > MAX_DEPTH:
@@ -159,7 +175,11 @@ def _first_problem(value: Any) -> tuple[str, str, str] | None:
         if isinstance(item, dict):
             for key in item:
                 if _LONE_SURROGATE.search(key):
-                    return where, f"key {json.dumps(key)} holds a lone surrogate escape, which is not text", "fix or remove the escape"
+                    return (
+                        where,
+                        f"key {json.dumps(key)} holds a lone surrogate escape, which is not text",
+                        "fix or remove the escape",
+                    )
             children = [(v, f"{where}.{k}" if where else k) for k, v in item.items()]
         else:
             children = [(v, f"{where}[{i}]") for i, v in enumerate(item)]
@@ -197,9 +217,12 @@ def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErr
         if not is_array and text[pos] == "{" and _line_of(text, end) == first_line < next_line:
             return list(_jsonl_rows(path, text, skip_invalid, skipped))
         what = "a second JSON value" if text[after] in "[{" else "more text"
-        raise InputError(f"{what} after the JSON {'array' if is_array else 'value'} that ends on line {_line_of(text, end)}",
-                         path=str(path), line=next_line,
-                         hint="a .json file holds one array or object; for one record per line name it .jsonl")
+        raise InputError(
+            f"{what} after the JSON {'array' if is_array else 'value'} that ends on line {_line_of(text, end)}",
+            path=str(path),
+            line=next_line,
+            hint="a .json file holds one array or object; for one record per line name it .jsonl",
+        )
     if is_array:
         return rows
     try:
@@ -210,8 +233,9 @@ def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErr
     return [(first_line, value)]
 
 
-def _array_items(decoder: _Decoder, text: str, pos: int, line: int, skip_invalid: bool,
-                 skipped: list[InputError]) -> tuple[list[Row], int]:
+def _array_items(
+    decoder: _Decoder, text: str, pos: int, line: int, skip_invalid: bool, skipped: list[InputError]
+) -> tuple[list[Row], int]:
     """Items of the JSON array opening at ``pos`` with the line each starts on, and where the array ends."""
     rows: list[Row] = []
     pos += 1
@@ -219,7 +243,9 @@ def _array_items(decoder: _Decoder, text: str, pos: int, line: int, skip_invalid
     while True:
         pos = _ARRAY_GAP.match(text, pos).end()
         if pos >= len(text):
-            raise InputError("JSON array is not closed", path=decoder.path, line=_line_of(text, pos), hint="add the closing ']'")
+            raise InputError(
+                "JSON array is not closed", path=decoder.path, line=_line_of(text, pos), hint="add the closing ']'"
+            )
         if text[pos] == "]":
             return rows, pos + 1
         line += text.count("\n", counted_to, pos)
@@ -256,11 +282,22 @@ def _jsonl_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputEr
 def _jsonl_value(decoder: _Decoder, raw: str, n: int) -> Any:
     start = _WS.match(raw).end()
     looks_indented = n == 1 and raw.strip() in ("[", "{")
-    value, end = decoder.decode(raw, start, n, text_line=n, hint="the file looks like one indented JSON value: name it .json"
-                                if looks_indented else "each line must be one JSON object")
+    value, end = decoder.decode(
+        raw,
+        start,
+        n,
+        text_line=n,
+        hint="the file looks like one indented JSON value: name it .json"
+        if looks_indented
+        else "each line must be one JSON object",
+    )
     if _WS.match(raw, end).end() != len(raw):
-        raise InputError(f"more text after the JSON value (column {end + 1})", path=decoder.path, line=n,
-                         hint="put one JSON object on each line")
+        raise InputError(
+            f"more text after the JSON value (column {end + 1})",
+            path=decoder.path,
+            line=n,
+            hint="put one JSON object on each line",
+        )
     decoder.check(value, raw, start, end, n)
     return value
 
@@ -268,8 +305,12 @@ def _jsonl_value(decoder: _Decoder, raw: str, n: int) -> Any:
 def _csv_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputError]) -> Iterator[Row]:
     """Rows of a CSV file as dicts keyed by the header, each with the line it starts on."""
     if text.lstrip()[:1] in ("{", "["):
-        raise InputError("holds JSON, not CSV", path=str(path), line=_line_of(text, len(text) - len(text.lstrip())),
-                         hint="name it .jsonl (one object per line) or .json")
+        raise InputError(
+            "holds JSON, not CSV",
+            path=str(path),
+            line=_line_of(text, len(text) - len(text.lstrip())),
+            hint="name it .jsonl (one object per line) or .json",
+        )
     csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a long response is one big cell
     lines = io.StringIO(text, newline="")
     consumed = 0
@@ -297,26 +338,46 @@ def _csv_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErro
             if not cells:
                 continue  # a blank line
             if len(cells) > len(header):
-                _skip(InputError(f"row has {len(cells)} cells, the header {len(header)}", path=str(path), line=start,
-                                 hint="quote cells that contain commas"), skip_invalid, skipped)
+                _skip(
+                    InputError(
+                        f"row has {len(cells)} cells, the header {len(header)}",
+                        path=str(path),
+                        line=start,
+                        hint="quote cells that contain commas",
+                    ),
+                    skip_invalid,
+                    skipped,
+                )
                 continue
             yield start, dict(zip(header, cells + [None] * (len(header) - len(cells))))  # missing cells read as absent
     except csv.Error as e:
-        raise InputError(f"not valid CSV: {e} in the row that starts here", path=str(path), line=start,
-                         hint='quote a cell as "…" and write a quote inside it as ""') from None
+        raise InputError(
+            f"not valid CSV: {e} in the row that starts here",
+            path=str(path),
+            line=start,
+            hint='quote a cell as "…" and write a quote inside it as ""',
+        ) from None
 
 
 def _check_header(header: list[str], path: str, line: int) -> None:
     """Refuse a header that would lose columns: a name used twice, or one column in a tab/semicolon file."""
     dupes = sorted({name for name in header if header.count(name) > 1})
     if dupes:
-        raise InputError(f"the header names {', '.join(map(repr, dupes))} twice", path=path, line=line,
-                         hint="give every column its own name")
+        raise InputError(
+            f"the header names {', '.join(map(repr, dupes))} twice",
+            path=path,
+            line=line,
+            hint="give every column its own name",
+        )
     if len(header) == 1:
         sep = next((s for s in ("\t", ";") if s in header[0]), None)
         if sep is not None:
-            raise InputError(f"the header is one column holding {sep!r}: the file is not comma-separated", path=path,
-                             line=line, hint="save it as comma-separated CSV")
+            raise InputError(
+                f"the header is one column holding {sep!r}: the file is not comma-separated",
+                path=path,
+                line=line,
+                hint="save it as comma-separated CSV",
+            )
 
 
 def load_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputError] | None = None) -> list[Row]:
@@ -363,8 +424,13 @@ _PREFERENCE = {"1": "a", "2": "b", "tie": "tie"}
 def _official_label(pref: Any, path: str, line: int) -> str:
     label = _PREFERENCE.get(str(pref).strip().lower())
     if label is None:
-        raise InputError(f"preference {pref!r} is not 1, 2 or 'tie'", path=path, line=line, field="preference",
-                         hint="use 1 when answer1 is better, 2 when answer2 is better")
+        raise InputError(
+            f"preference {pref!r} is not 1, 2 or 'tie'",
+            path=path,
+            line=line,
+            field="preference",
+            hint="use 1 when answer1 is better, 2 when answer2 is better",
+        )
     return label
 
 
@@ -398,8 +464,12 @@ def _official_annotations(obj: dict[str, Any], path: str, line: int) -> None:
             label = _official_label(ann[2], path, line)
             obj.setdefault("comparisons", []).append({"a": ann[0], "b": ann[1], "label": label, "source": "official"})
         else:
-            raise InputError(f"annotations[{i}] is neither [id1, id2, preference] nor an answer1/answer2/preference object",
-                             path=path, line=line, field=f"annotations[{i}]")
+            raise InputError(
+                f"annotations[{i}] is neither [id1, id2, preference] nor an answer1/answer2/preference object",
+                path=path,
+                line=line,
+                field=f"annotations[{i}]",
+            )
 
 
 def _is_official_pair(obj: Any) -> bool:
@@ -438,13 +508,20 @@ def read_records(paths: str | Path | Iterable[str | Path], skip_invalid: bool = 
             try:
                 if _is_official_pair(obj):
                     key = json.dumps(obj.get("input"), ensure_ascii=False, sort_keys=True)
-                    first_line, group = pairs.setdefault(key, (line, {k: v for k, v in obj.items() if k not in ("answer1", "answer2", "preference")}))
+                    first_line, group = pairs.setdefault(
+                        key, (line, {k: v for k, v in obj.items() if k not in ("answer1", "answer2", "preference")})
+                    )
                     _add_official_pair(group, obj["answer1"], obj["answer2"], obj["preference"], path, line)
                     continue
                 record = parse_record(obj, path, line)
                 if record.id in seen:
-                    raise InputError(f"duplicate prompt id '{record.id}' (first at {seen[record.id]})", path=path, line=line,
-                                     field="id", hint="give every prompt its own id")
+                    raise InputError(
+                        f"duplicate prompt id '{record.id}' (first at {seen[record.id]})",
+                        path=path,
+                        line=line,
+                        field="id",
+                        hint="give every prompt its own id",
+                    )
                 seen[record.id] = f"{path}:{line}"
                 _add(result, record, path, line)
             except InputError as e:
@@ -462,10 +539,16 @@ def _add(result: ReadResult, record: Record, path: str, line: int) -> None:
     result.records.append(record)
     left_out = record.unranked()
     if left_out:
-        result.warnings.append(InputError(
-            f"prompt '{record.id}': rank leaves out {len(left_out)} of {len(record.responses)} responses "
-            f"({', '.join(left_out)}); they are in no ranked pair and not evaluated",
-            path=path, line=line, field="rank", hint="rank every response, or drop the ones you mean to leave out"))
+        result.warnings.append(
+            InputError(
+                f"prompt '{record.id}': rank leaves out {len(left_out)} of {len(record.responses)} responses "
+                f"({', '.join(left_out)}); they are in no ranked pair and not evaluated",
+                path=path,
+                line=line,
+                field="rank",
+                hint="rank every response, or drop the ones you mean to leave out",
+            )
+        )
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
@@ -505,13 +588,19 @@ def read_scores(path: str | Path) -> dict[ScoreKey, float]:
             raise InputError("expected a JSON object", path=str(path), line=line)
         for key, kind in (("prompt_id", str), ("response_id", str), ("score", (int, float))):
             if key not in row:
-                raise InputError("is missing", path=str(path), line=line, field=key, hint="rows are {prompt_id, response_id, score}")
+                raise InputError(
+                    "is missing", path=str(path), line=line, field=key, hint="rows are {prompt_id, response_id, score}"
+                )
             if not isinstance(row[key], kind) or isinstance(row[key], bool):
                 raise InputError(f"has the wrong type {type(row[key]).__name__}", path=str(path), line=line, field=key)
         key = (row["prompt_id"], row["response_id"])
         if key in scores:
-            raise InputError(f"second score for prompt '{key[0]}' response '{key[1]}'", path=str(path), line=line,
-                             hint="keep one row per response")
+            raise InputError(
+                f"second score for prompt '{key[0]}' response '{key[1]}'",
+                path=str(path),
+                line=line,
+                hint="keep one row per response",
+            )
         scores[key] = float(row["score"])
     return scores
 

@@ -85,11 +85,19 @@ def _check_folder(label: str, given: str, folder: str) -> None:
     while not os.path.lexists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise InputError(f"cannot be created: {parent} is a file, not a folder", path=given, field=label,
-                         hint="choose a path inside a folder")
+        raise InputError(
+            f"cannot be created: {parent} is a file, not a folder",
+            path=given,
+            field=label,
+            hint="choose a path inside a folder",
+        )
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"cannot be written: no write permission in the folder {parent}", path=given, field=label,
-                         hint="choose a folder you can write to")
+        raise InputError(
+            f"cannot be written: no write permission in the folder {parent}",
+            path=given,
+            field=label,
+            hint="choose a folder you can write to",
+        )
 
 
 @dataclass
@@ -105,8 +113,11 @@ _claim: Claim | None = None
 _committed: set[str] = set()  # resolved paths moved into place in this run
 
 
-def _check_outputs(inputs: Iterable[Named] = (), files: Iterable[Named] = (),
-                  folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = ()) -> Claim:
+def _check_outputs(
+    inputs: Iterable[Named] = (),
+    files: Iterable[Named] = (),
+    folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (),
+) -> Claim:
     """Check a command's outputs against its inputs and each other; raise ``InputError``, create nothing.
 
     ``inputs`` and ``files`` are ``(label, path)`` pairs (label: the option or key that names the
@@ -120,8 +131,12 @@ def _check_outputs(inputs: Iterable[Named] = (), files: Iterable[Named] = (),
             continue
         given, real = str(folder), _real(folder)
         if os.path.exists(real) and not os.path.isdir(real):
-            raise InputError(f"is a file ({real}), not a folder", path=given, field=label,
-                             hint="name a folder (it is created when missing)")
+            raise InputError(
+                f"is a file ({real}), not a folder",
+                path=given,
+                field=label,
+                hint="name a folder (it is created when missing)",
+            )
         _check_folder(label, given, real)
         names = list(names)
         if not names:  # a folder the command fills as it goes (a model, the demo): named in the message as a whole
@@ -134,26 +149,42 @@ def _check_outputs(inputs: Iterable[Named] = (), files: Iterable[Named] = (),
             claim.files.append((label, given, real))
             continue
         if os.path.isdir(real):
-            raise InputError(f"is a folder ({real}), not a file", path=given, field=label,
-                             hint="name a file to write, e.g. a path inside that folder")
+            raise InputError(
+                f"is a folder ({real}), not a file",
+                path=given,
+                field=label,
+                hint="name a file to write, e.g. a path inside that folder",
+            )
         for source_label, source in sources:
             if _same(real, source):
-                raise InputError(f"is also the input {source_label} ({source})", path=given, field=label,
-                                 hint="write to another file: inputs are never overwritten")
+                raise InputError(
+                    f"is also the input {source_label} ({source})",
+                    path=given,
+                    field=label,
+                    hint="write to another file: inputs are never overwritten",
+                )
         for other_label, _, other in claim.files:
             if _same(real, other):
                 what = "the same option twice" if other_label == label else f"also {other_label}"
                 raise InputError(f"is {what} ({real})", path=given, field=label, hint="give each output its own file")
         _check_folder(label, given, os.path.dirname(real))
         if os.path.exists(real) and not os.access(real, os.W_OK):
-            raise InputError(f"is read-only ({real})", path=given, field=label,
-                             hint="make it writable (chmod u+w) or write to another file")
+            raise InputError(
+                f"is read-only ({real})",
+                path=given,
+                field=label,
+                hint="make it writable (chmod u+w) or write to another file",
+            )
         claim.files.append((label, given, real))
     return claim
 
 
-def claim_outputs(inputs: Iterable[Named] = (), files: Iterable[Named] = (),
-                  folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (), note: str | None = None) -> None:
+def claim_outputs(
+    inputs: Iterable[Named] = (),
+    files: Iterable[Named] = (),
+    folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (),
+    note: str | None = None,
+) -> None:
     """Check a command's outputs, then remember the outputs so an interrupted run can say what it left unchanged.
 
     Every command calls this once, at its start, before reading anything large. ``note`` is added

@@ -17,7 +17,9 @@ def _split_key(seed: int, record_id: str) -> str:
     return hashlib.sha256(f"{seed}:{record_id}".encode("utf-8")).hexdigest()
 
 
-def split_records(records: list[Record], test_fraction: float = 0.2, seed: int = 0) -> tuple[list[Record], list[Record]]:
+def split_records(
+    records: list[Record], test_fraction: float = 0.2, seed: int = 0
+) -> tuple[list[Record], list[Record]]:
     """(train, test): ``round(test_fraction * len(records))`` prompts held out; both keep the input order.
 
     Records sharing an id (the same prompt twice) always land on the same side, so no prompt

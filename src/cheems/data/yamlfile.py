@@ -47,13 +47,19 @@ def _read_text(p: Path, what: str) -> str:
     if p.is_dir():
         raise InputError(f"is a folder, not a {what} file", path=str(p), hint="name a .yaml or .json file")
     if not p.is_file():
-        raise InputError(f"is not a regular file (a device or a pipe?), not a {what} file", path=str(p),
-                         hint="save the config to a file and name that")
+        raise InputError(
+            f"is not a regular file (a device or a pipe?), not a {what} file",
+            path=str(p),
+            hint="save the config to a file and name that",
+        )
     try:
         size = p.stat().st_size
         if size > MAX_CONFIG_BYTES:
-            raise InputError(f"is {size:,} bytes: too large for a {what} file (the limit is {MAX_CONFIG_BYTES // 1024} KiB)",
-                             path=str(p), hint="is this the right file? configs are a few lines of key: value")
+            raise InputError(
+                f"is {size:,} bytes: too large for a {what} file (the limit is {MAX_CONFIG_BYTES // 1024} KiB)",
+                path=str(p),
+                hint="is this the right file? configs are a few lines of key: value",
+            )
         raw = p.read_bytes()
     except OSError as e:
         raise InputError(f"cannot read the {what} file: {e.strerror or e}", path=str(p)) from None
@@ -61,8 +67,12 @@ def _read_text(p: Path, what: str) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         offset = e.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        raise InputError(f"is not UTF-8 text (byte 0x{raw[offset]:02x})", path=str(p),
-                         line=raw.count(b"\n", 0, offset) + 1, hint=f"save the {what} as UTF-8 text") from None
+        raise InputError(
+            f"is not UTF-8 text (byte 0x{raw[offset]:02x})",
+            path=str(p),
+            line=raw.count(b"\n", 0, offset) + 1,
+            hint=f"save the {what} as UTF-8 text",
+        ) from None
 
 
 def _syntax_error(e: yaml.YAMLError, text: str, source: str) -> InputError:
@@ -70,8 +80,12 @@ def _syntax_error(e: yaml.YAMLError, text: str, source: str) -> InputError:
     if isinstance(e, yaml.reader.ReaderError):  # a control character: binary data, not a config
         at = text.find(chr(e.character))  # libyaml's position counts bytes, PyYAML's characters
         line = text.count("\n", 0, max(at, 0)) + 1
-        return InputError(f"control character U+{e.character:04X} is not allowed", path=source, line=line,
-                          hint="a config is text; is this the right file?")
+        return InputError(
+            f"control character U+{e.character:04X} is not allowed",
+            path=source,
+            line=line,
+            hint="a config is text; is this the right file?",
+        )
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     context = getattr(e, "context", None) or ""
@@ -80,7 +94,7 @@ def _syntax_error(e: yaml.YAMLError, text: str, source: str) -> InputError:
     else:
         message = f"invalid YAML: {problem}" + (f" ({context})" if context else "")
     hint = "keep one document: remove the second '---'" if "single document" in context else "fix the syntax"
-    if mark is not None and "\t" in (text.splitlines()[mark.line:mark.line + 1] or [""])[0]:
+    if mark is not None and "\t" in (text.splitlines()[mark.line : mark.line + 1] or [""])[0]:
         hint = "indent with spaces: YAML does not allow tabs"
     return InputError(message, path=source, line=None if mark is None else mark.line + 1, hint=hint)
 
@@ -95,13 +109,21 @@ def _check_events(text: str, source: str, what: str) -> None:
             anchor = getattr(event, "anchor", None)
             if anchor is not None:
                 sign = "*" if isinstance(event, yaml.AliasEvent) else "&"
-                raise InputError(f"YAML anchors and aliases ({sign}{anchor}) are not supported in {what} files",
-                                 path=source, line=line, hint="write the value out where it is used")
+                raise InputError(
+                    f"YAML anchors and aliases ({sign}{anchor}) are not supported in {what} files",
+                    path=source,
+                    line=line,
+                    hint="write the value out where it is used",
+                )
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise InputError(f"nested more than {MAX_DEPTH} levels deep", path=source, line=line,
-                                     hint=f"a {what} needs only a few levels of key: value")
+                    raise InputError(
+                        f"nested more than {MAX_DEPTH} levels deep",
+                        path=source,
+                        line=line,
+                        hint=f"a {what} needs only a few levels of key: value",
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError as e:
@@ -122,27 +144,44 @@ def _scalar(node: yaml.ScalarNode, path: KeyPath, source: str) -> Any:
     kind = node.tag.removeprefix(_TAG)
     plain = node.style in (None, "")
     if kind not in ("str", "timestamp", "null", "bool", "int", "float") or not node.tag.startswith(_TAG):
-        raise InputError(f"YAML tag '{_short(node.tag)}' is not supported in config files", path=source,
-                         line=line, field=_field(path), hint="write a plain value")
+        raise InputError(
+            f"YAML tag '{_short(node.tag)}' is not supported in config files",
+            path=source,
+            line=line,
+            field=_field(path),
+            hint="write a plain value",
+        )
     if kind in ("str", "timestamp"):  # a date-like value stays the text it is
         if plain and _NUMBER_TEXT.fullmatch(node.value) and not math.isfinite(float(node.value.replace("_", ""))):
             raise _not_finite(node.value, path, source, line)
         return node.value
     if kind == "int" and len(node.value) > _MAX_INT_DIGITS:
-        raise InputError(f"number {node.value[:20]}... is out of range", path=source, line=line, field=_field(path),
-                         hint="write a smaller number")
+        raise InputError(
+            f"number {node.value[:20]}... is out of range",
+            path=source,
+            line=line,
+            field=_field(path),
+            hint="write a smaller number",
+        )
     try:
         value = _SCALARS.yaml_constructors[node.tag](_SCALARS, node)
     except (ValueError, KeyError, yaml.YAMLError) as e:  # an explicit !!int on text, !!bool on "maybe"
-        raise InputError(f"cannot read {node.value!r} as {kind}: {e}", path=source, line=line, field=_field(path)) from None
+        raise InputError(
+            f"cannot read {node.value!r} as {kind}: {e}", path=source, line=line, field=_field(path)
+        ) from None
     if isinstance(value, float) and not math.isfinite(value):
         raise _not_finite(node.value, path, source, line)
     return value
 
 
 def _not_finite(text: str, path: KeyPath, source: str, line: int) -> InputError:
-    return InputError(f"{text!r} is not a finite number", path=source, line=line, field=_field(path),
-                      hint="write a finite number (quote it if you mean the text)")
+    return InputError(
+        f"{text!r} is not a finite number",
+        path=source,
+        line=line,
+        field=_field(path),
+        hint="write a finite number (quote it if you mean the text)",
+    )
 
 
 def _build(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], source: str) -> Any:
@@ -155,8 +194,13 @@ def _build(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], source: st
         return _scalar(node, path, source)
     line = node.start_mark.line + 1
     if node.tag not in (_TAG + "map", _TAG + "seq"):
-        raise InputError(f"YAML tag '{_short(node.tag)}' is not supported in config files", path=source,
-                         line=line, field=_field(path), hint="write a plain mapping or list")
+        raise InputError(
+            f"YAML tag '{_short(node.tag)}' is not supported in config files",
+            path=source,
+            line=line,
+            field=_field(path),
+            hint="write a plain mapping or list",
+        )
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
@@ -167,12 +211,22 @@ def _build(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], source: st
     for key_node, value_node in node.value:
         key_line = key_node.start_mark.line + 1
         if not isinstance(key_node, yaml.ScalarNode):
-            raise InputError("a key must be a plain name, not a list or mapping", path=source, line=key_line,
-                             field=_field(path), hint="write key: value")
+            raise InputError(
+                "a key must be a plain name, not a list or mapping",
+                path=source,
+                line=key_line,
+                field=_field(path),
+                hint="write key: value",
+            )
         key = key_node.value
         if key in mapping:
-            raise InputError(f"key '{key}' given twice (first on line {lines[(*path, key)]})", path=source,
-                             line=key_line, field=_field((*path, key)), hint="keep one entry")
+            raise InputError(
+                f"key '{key}' given twice (first on line {lines[(*path, key)]})",
+                path=source,
+                line=key_line,
+                field=_field((*path, key)),
+                hint="keep one entry",
+            )
         lines[(*path, key)] = key_line
         mapping[key] = _build(value_node, (*path, key), lines, source)
     return mapping
@@ -198,12 +252,21 @@ def _check_text(value: Any, path: KeyPath, lines: dict[KeyPath, int], source: st
         for i, item in enumerate(value):
             _check_text(item, (*path, i), lines, source)
     elif isinstance(value, str) and _SURROGATE.search(value):
-        raise InputError("holds a lone surrogate escape (\\ud800-\\udfff), which is not text", path=source,
-                         line=line_of(lines, path), field=_field(path), hint="remove the escape or write the character")
+        raise InputError(
+            "holds a lone surrogate escape (\\ud800-\\udfff), which is not text",
+            path=source,
+            line=line_of(lines, path),
+            field=_field(path),
+            hint="remove the escape or write the character",
+        )
 
 
-def read_yaml_mapping(path: str | Path, what: str = "config", *, allow_empty: bool = False,
-                      ) -> tuple[dict[str, Any], dict[KeyPath, int]]:
+def read_yaml_mapping(
+    path: str | Path,
+    what: str = "config",
+    *,
+    allow_empty: bool = False,
+) -> tuple[dict[str, Any], dict[KeyPath, int]]:
     """The mapping in a YAML (or ``.json``) file and the line of each key.
 
     InputError, located, when the file is missing, a folder, too large, not UTF-8, not valid
@@ -231,8 +294,12 @@ def read_yaml_mapping(path: str | Path, what: str = "config", *, allow_empty: bo
         raise InputError(f"the {what} file is empty", path=source, line=1, hint="write key: value lines")
     if not isinstance(node, yaml.MappingNode):
         got = "list" if isinstance(node, yaml.SequenceNode) else f"single value ({node.value[:40]!r})"
-        raise InputError(f"a {what} must be a YAML mapping of key: value (expected a mapping, got a {got})",
-                         path=source, line=node.start_mark.line + 1, hint="write key: value lines")
+        raise InputError(
+            f"a {what} must be a YAML mapping of key: value (expected a mapping, got a {got})",
+            path=source,
+            line=node.start_mark.line + 1,
+            hint="write key: value lines",
+        )
     lines: dict[KeyPath, int] = {}
     data = _build(node, (), lines, source)
     if is_json:
@@ -249,7 +316,9 @@ def line_of(lines: dict[KeyPath, int], loc: KeyPath) -> int | None:
     return None
 
 
-def located_validation_error(e: ValidationError, model: type[Any], path: str | None, lines: dict[KeyPath, int]) -> InputError:
+def located_validation_error(
+    e: ValidationError, model: type[Any], path: str | None, lines: dict[KeyPath, int]
+) -> InputError:
     """pydantic's first error as one located line; an unknown key lists the allowed ones."""
     first = e.errors()[0]
     loc = tuple(first["loc"])
@@ -272,7 +341,14 @@ def _allowed_keys(model: type[BaseModel], parent: KeyPath) -> list[str]:
         if not fields or key not in fields:
             return []
         annotation = fields[key].annotation
-        current = next((a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        current = next(
+            (
+                a
+                for a in getattr(annotation, "__args__", (annotation,))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
         if current is None:
             return []
     return list(getattr(current, "model_fields", {}))
@@ -301,8 +377,13 @@ def validate_config(data: Any, model: type[T], path: str | None = None, lines: d
     plain = result.model_dump() if isinstance(result, BaseModel) else dataclasses.asdict(result)  # type: ignore[call-overload]
     bad = _non_finite(plain)
     if bad is not None:
-        raise InputError(f"{_value_at(plain, bad)!r} is not a finite number", path=path, line=line_of(lines, bad),
-                         field=_field(bad), hint="write a finite number")
+        raise InputError(
+            f"{_value_at(plain, bad)!r} is not a finite number",
+            path=path,
+            line=line_of(lines, bad),
+            field=_field(bad),
+            hint="write a finite number",
+        )
     return result
 
 

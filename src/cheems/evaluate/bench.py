@@ -8,13 +8,14 @@ from pathlib import Path
 from cheems.data.io import ScoreKey, read_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.models import ScoreCache, Scorer, score_records
 from cheems.evaluate.metrics import GroupMetrics, overall, prompt_outcome, subset_metrics
+from cheems.models import ScoreCache, Scorer, score_records
 from cheems.ranking import resolve_file_records
 
 
-def load_bench(paths: list[str | Path], warnings: list[InputError] | None = None, *,
-               require_pairs: bool = True) -> dict[str, list[Record]]:
+def load_bench(
+    paths: list[str | Path], warnings: list[InputError] | None = None, *, require_pairs: bool = True
+) -> dict[str, list[Record]]:
     """Read bench files into ``{subset name: records}``; records without ``rank`` are resolved.
 
     The subset name is the file stem (``open.jsonl`` -> ``open``). Prompt ids must be unique
@@ -30,26 +31,43 @@ def load_bench(paths: list[str | Path], warnings: list[InputError] | None = None
     for p in paths:
         name = Path(p).stem
         if name in bench:
-            raise InputError(f"two bench files are both named '{name}'", path=str(p), hint="rename one: the file stem names the subset")
+            raise InputError(
+                f"two bench files are both named '{name}'",
+                path=str(p),
+                hint="rename one: the file stem names the subset",
+            )
         result = read_records(p)
         records = result.records
         warnings.extend(result.warnings)
         for r in records:
             if r.id in owner:
-                raise InputError(f"prompt id '{r.id}' is also in {owner[r.id]}", path=str(p), field="id",
-                                 hint="prompt ids must be unique across bench files")
+                raise InputError(
+                    f"prompt id '{r.id}' is also in {owner[r.id]}",
+                    path=str(p),
+                    field="id",
+                    hint="prompt ids must be unique across bench files",
+                )
             owner[r.id] = str(p)
         needs_ranks = [r for r in records if r.rank is None and r.comparisons]
         if needs_ranks:
             resolved = {r.id: r for r in resolve_file_records(needs_ranks)[0]}
             records = [resolved.get(r.id, r) for r in records]
         if require_pairs and not _has_pair(records):
-            warnings.append(InputError(f"no prompt has a ranked pair (two responses with different ranks); subset '{name}' "
-                                       "is left out of overall", path=str(p), hint=_PAIR_HINT))
+            warnings.append(
+                InputError(
+                    f"no prompt has a ranked pair (two responses with different ranks); subset '{name}' "
+                    "is left out of overall",
+                    path=str(p),
+                    hint=_PAIR_HINT,
+                )
+            )
         bench[name] = records
     if require_pairs and not any(_has_pair(records) for records in bench.values()):
-        raise InputError("no prompt in any bench file has a ranked pair (two responses with different ranks)",
-                         path=", ".join(map(str, paths)), hint=_PAIR_HINT)
+        raise InputError(
+            "no prompt in any bench file has a ranked pair (two responses with different ranks)",
+            path=", ".join(map(str, paths)),
+            hint=_PAIR_HINT,
+        )
     return bench
 
 

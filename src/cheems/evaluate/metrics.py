@@ -36,18 +36,26 @@ def _score(scores: dict[ScoreKey, float], record: Record, rid: str, source: str)
     """The score of one response; a missing or non-finite one is an error, never a silent wrong pair."""
     value = scores.get((record.id, rid))
     if value is None:
-        raise InputError(f"no score for prompt '{record.id}' response '{rid}'", path=source,
-                         hint="score this bench file with the same model (cheems score) or pass --model")
+        raise InputError(
+            f"no score for prompt '{record.id}' response '{rid}'",
+            path=source,
+            hint="score this bench file with the same model (cheems score) or pass --model",
+        )
     if not math.isfinite(value):  # files are checked when read; this catches a model that overflowed
-        raise InputError(f"the score for prompt '{record.id}' response '{rid}' is {value}", path=source,
-                         hint="check the model: a reward model must give finite scores")
+        raise InputError(
+            f"the score for prompt '{record.id}' response '{rid}' is {value}",
+            path=source,
+            hint="check the model: a reward model must give finite scores",
+        )
     return value
 
 
 def prompt_outcome(record: Record, scores: dict[ScoreKey, float], source: str = "scores") -> PromptOutcome:
     """Score margins of every ranked pair of one (ranked) record."""
-    margins = [_score(scores, record, chosen, source) - _score(scores, record, rejected, source)
-               for chosen, rejected in record.ranked_pairs()]
+    margins = [
+        _score(scores, record, chosen, source) - _score(scores, record, rejected, source)
+        for chosen, rejected in record.ranked_pairs()
+    ]
     return PromptOutcome(category=record.main_category, margins=margins)
 
 
@@ -63,7 +71,12 @@ class GroupMetrics:
     ece: float | None = None
 
     def to_dict(self) -> dict:
-        out: dict = {"accuracy": self.accuracy, "exact_match": self.exact_match, "n_prompts": self.n_prompts, "n_pairs": self.n_pairs}
+        out: dict = {
+            "accuracy": self.accuracy,
+            "exact_match": self.exact_match,
+            "n_prompts": self.n_prompts,
+            "n_pairs": self.n_pairs,
+        }
         if self.ece is not None:
             out["ece"] = self.ece
         if self.categories:

@@ -19,8 +19,15 @@ def report_table(report: EvalReport, title: str = "") -> Table:
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             table.add_row(name, cat, f"{m.accuracy:.3f}", f"{m.exact_match:.3f}", str(m.n_prompts), str(m.n_pairs))
-        table.add_row(f"[bold]{name}[/]", "[bold]mean of categories[/]", f"[bold]{subset.accuracy:.3f}[/]",
-                      f"[bold]{subset.exact_match:.3f}[/]", str(subset.n_prompts), str(subset.n_pairs), end_section=True)
+        table.add_row(
+            f"[bold]{name}[/]",
+            "[bold]mean of categories[/]",
+            f"[bold]{subset.accuracy:.3f}[/]",
+            f"[bold]{subset.exact_match:.3f}[/]",
+            str(subset.n_prompts),
+            str(subset.n_pairs),
+            end_section=True,
+        )
     table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{report.overall:.3f}[/]", "", "", "")
     return table
 
@@ -50,13 +57,19 @@ def print_report(report: EvalReport, title: str = "", console: Console | None = 
 
 def report_markdown(report: EvalReport, title: str = "") -> str:
     """The same table as markdown, for papers and issue threads."""
-    lines = [f"# {title}" if title else "# CheemsBench metrics", "",
-             "| subset | category | accuracy | exact match | prompts | pairs |", "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        f"# {title}" if title else "# CheemsBench metrics",
+        "",
+        "| subset | category | accuracy | exact match | prompts | pairs |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             lines.append(f"| {name} | {cat} | {m.accuracy:.3f} | {m.exact_match:.3f} | {m.n_prompts} | {m.n_pairs} |")
-        lines.append(f"| **{name}** | **mean of categories** | **{subset.accuracy:.3f}** | **{subset.exact_match:.3f}** "
-                     f"| {subset.n_prompts} | {subset.n_pairs} |")
+        lines.append(
+            f"| **{name}** | **mean of categories** | **{subset.accuracy:.3f}** | **{subset.exact_match:.3f}** "
+            f"| {subset.n_prompts} | {subset.n_pairs} |"
+        )
     lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{report.overall:.3f}**", ""]
     notes = report_notes(report)
     if notes:

@@ -59,8 +59,11 @@ def _read_config(path: Path, spec: str) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"model '{spec}' has no config.json", path=str(path.parent),
-                         hint="point to a Hugging Face model folder (saved with save_pretrained)") from None
+        raise InputError(
+            f"model '{spec}' has no config.json",
+            path=str(path.parent),
+            hint="point to a Hugging Face model folder (saved with save_pretrained)",
+        ) from None
     except (OSError, ValueError) as e:
         raise InputError(f"cannot read the model config: {e}", path=str(path)) from None
     if not isinstance(config, dict):
@@ -93,20 +96,30 @@ def _hub_config(repo: str, revision: str | None, spec: str) -> str:
     try:
         return hf_hub_download(repo, "config.json", revision=revision)
     except HFValidationError:
-        raise InputError(f"model '{spec}' is neither a local folder nor a valid Hugging Face hub id",
-                         hint="give a folder path or an id like org/name") from None
+        raise InputError(
+            f"model '{spec}' is neither a local folder nor a valid Hugging Face hub id",
+            hint="give a folder path or an id like org/name",
+        ) from None
     except LocalEntryNotFoundError:
         why = "offline mode (HF_HUB_OFFLINE=1) is on" if constants.HF_HUB_OFFLINE else "the hub could not be reached"
-        raise InputError(f"model '{spec}' is not a local folder and not in the Hugging Face cache, and {why}",
-                         hint="check the name, download it once while online, or pass a local folder") from None
+        raise InputError(
+            f"model '{spec}' is not a local folder and not in the Hugging Face cache, and {why}",
+            hint="check the name, download it once while online, or pass a local folder",
+        ) from None
     except GatedRepoError:
-        raise InputError(f"model '{spec}' is gated on the Hugging Face hub",
-                         hint="accept its licence on the hub and log in (huggingface-cli login)") from None
+        raise InputError(
+            f"model '{spec}' is gated on the Hugging Face hub",
+            hint="accept its licence on the hub and log in (huggingface-cli login)",
+        ) from None
     except RepositoryNotFoundError:
-        raise InputError(f"model '{spec}' is not a local folder and not found on the Hugging Face hub",
-                         hint="check the spelling, or log in if it is private") from None
+        raise InputError(
+            f"model '{spec}' is not a local folder and not found on the Hugging Face hub",
+            hint="check the spelling, or log in if it is private",
+        ) from None
     except RevisionNotFoundError:
-        raise InputError(f"revision '{revision}' of model '{repo}' does not exist", hint="check the part after '@'") from None
+        raise InputError(
+            f"revision '{revision}' of model '{repo}' does not exist", hint="check the part after '@'"
+        ) from None
     except RemoteEntryNotFoundError:
         raise InputError(f"hub repo '{repo}' has no config.json", hint="is it a transformers model?") from None
     except OSError as e:  # network and disk errors
@@ -125,8 +138,11 @@ def locate_model(spec: str) -> ModelSource:
         config = _read_config(path / "config.json", spec)
         return ModelSource(spec, str(path.resolve()), None, config, _folder_identity(path, config))
     if path.exists():
-        raise InputError(f"model '{spec}' is a file, not a model folder", path=str(path),
-                         hint="point to the folder that holds config.json")
+        raise InputError(
+            f"model '{spec}' is a file, not a model folder",
+            path=str(path),
+            hint="point to the folder that holds config.json",
+        )
     if _looks_like_path(name):
         raise InputError(f"model folder '{spec}' does not exist", path=str(path), hint="check the path")
     repo, _, revision = name.partition("@")

@@ -55,7 +55,7 @@ def prompt_text(prompt: Prompt | list[dict[str, str]]) -> str:
         return prompt
     messages = prompt_messages(prompt)
     system = [m["content"] for m in messages[:1] if m["role"] == "system"]
-    turns = messages[len(system):]
+    turns = messages[len(system) :]
     if len(turns) == 1 and turns[0]["role"] == "user":
         dialogue = turns[0]["content"]
     else:

@@ -17,7 +17,7 @@ from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.models.base import Scorer, ScoreItem, item_digest, progress_hook
+from cheems.models.base import ScoreItem, Scorer, item_digest, progress_hook
 
 _WHAT_HINT = ("score cache", "pass another --cache file, or --no-cache")
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only when scoring takes longer than this
@@ -35,9 +35,12 @@ class ScoreCache:
         self.path = Path(path).expanduser() if path is not None else default_cache_path()
 
     def _connect(self) -> sqlite3.Connection:
-        return open_cache_db(self.path, "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, item TEXT NOT NULL, "
-                             "score REAL, PRIMARY KEY (fingerprint, item)) WITHOUT ROWID",
-                             *_WHAT_HINT)
+        return open_cache_db(
+            self.path,
+            "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, item TEXT NOT NULL, "
+            "score REAL, PRIMARY KEY (fingerprint, item)) WITHOUT ROWID",
+            *_WHAT_HINT,
+        )
 
     def get_many(self, fingerprint: str, digests: Iterable[str]) -> dict[str, float]:
         """Cached scores of these item digests (missing ones are simply absent)."""
@@ -47,8 +50,14 @@ class ScoreCache:
         found: dict[str, float] = {}
         with closing(self._connect()) as conn, cache_errors(self.path, *_WHAT_HINT):
             # NaN is stored as NULL by SQLite: treat it as a miss.
-            found.update(select_in(conn, "SELECT item, score FROM scores WHERE fingerprint = ? AND item IN ({marks}) "
-                                   "AND score IS NOT NULL", [fingerprint], wanted))
+            found.update(
+                select_in(
+                    conn,
+                    "SELECT item, score FROM scores WHERE fingerprint = ? AND item IN ({marks}) AND score IS NOT NULL",
+                    [fingerprint],
+                    wanted,
+                )
+            )
         return found
 
     def put_many(self, fingerprint: str, scores: Mapping[str, float]) -> None:
@@ -56,8 +65,10 @@ class ScoreCache:
         if not scores:
             return
         with closing(self._connect()) as conn, cache_errors(self.path, *_WHAT_HINT), conn:
-            conn.executemany("INSERT OR REPLACE INTO scores (fingerprint, item, score) VALUES (?, ?, ?)",
-                             [(fingerprint, d, float(s)) for d, s in scores.items()])
+            conn.executemany(
+                "INSERT OR REPLACE INTO scores (fingerprint, item, score) VALUES (?, ?, ?)",
+                [(fingerprint, d, float(s)) for d, s in scores.items()],
+            )
 
 
 class _DelayedBar:
@@ -75,8 +86,13 @@ class _DelayedBar:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                console=Console(stderr=True))
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
             self.bar.start()
             self.task = self.bar.add_task(f"scoring with {self.label}", total=self.total)
         if self.bar is not None:
@@ -98,8 +114,9 @@ def _score(scorer: Scorer, items: Sequence[ScoreItem], progress: bool) -> list[f
         bar.close()
 
 
-def score_records(records: list[Record], scorer: Scorer, *, cache: ScoreCache | None = None,
-                  progress: bool = True) -> dict[ScoreKey, float]:
+def score_records(
+    records: list[Record], scorer: Scorer, *, cache: ScoreCache | None = None, progress: bool = True
+) -> dict[ScoreKey, float]:
     """Score every response of every record: ``{(prompt_id, response_id): score}``.
 
     Cached scores are reused; the misses (each distinct (prompt, response) once) go to the scorer
@@ -126,9 +143,11 @@ def score_records(records: list[Record], scorer: Scorer, *, cache: ScoreCache | 
         for d, value in new.items():  # a NaN written to a scores file or the cache would poison every later read
             if not math.isfinite(value):
                 prompt, response = todo[d]
-                raise InputError(f"the model gave a non-finite score ({value}) to a response starting "
-                                 f"{response[:40]!r}", field="score",
-                                 hint="check the model's weights and dtype (an fp16 overflow gives inf); nothing was written")
+                raise InputError(
+                    f"the model gave a non-finite score ({value}) to a response starting {response[:40]!r}",
+                    field="score",
+                    hint="check the model's weights and dtype (an fp16 overflow gives inf); nothing was written",
+                )
         known.update(new)
         if cache is not None:
             cache.put_many(fingerprint, new)

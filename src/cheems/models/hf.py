@@ -111,8 +111,10 @@ def load_tokenizer(source: ModelSource) -> Any:
         with quiet_libraries():
             return AutoTokenizer.from_pretrained(source.location, revision=source.revision)
     except (OSError, ValueError) as e:
-        raise InputError(f"cannot load the tokenizer of model '{source.spec}': {e}",
-                         hint="the model folder needs its tokenizer files (tokenizer.json / vocab)") from None
+        raise InputError(
+            f"cannot load the tokenizer of model '{source.spec}': {e}",
+            hint="the model folder needs its tokenizer files (tokenizer.json / vocab)",
+        ) from None
 
 
 def effective_max_length(max_length: int, tokenizer: Any, config: dict[str, Any]) -> int:
@@ -136,15 +138,20 @@ def has_reward_head(source: ModelSource) -> bool:
     if any(a.endswith("ForSequenceClassification") for a in source.architectures):
         n = len(config["id2label"]) if isinstance(config.get("id2label"), dict) else config.get("num_labels", 2)
         if n != 1:
-            raise InputError(f"model '{source.spec}' has num_labels={n}; a reward model gives one score per response",
-                             hint="use a reward model trained with num_labels=1 (a classifier is not a reward model)")
+            raise InputError(
+                f"model '{source.spec}' has num_labels={n}; a reward model gives one score per response",
+                hint="use a reward model trained with num_labels=1 (a classifier is not a reward model)",
+            )
         return True
     if source.location not in _warned_no_head:
         _warned_no_head.add(source.location)
         archs = ", ".join(source.architectures) or "none"
-        warnings.warn(f"model '{source.spec}' has no reward head (architectures: {archs}): new reward head initialised, "
-                      "a random value head, so its scores mean nothing (fine for throughput tests only)",
-                      CheemsWarning, stacklevel=4)  # point at the load_scorer caller
+        warnings.warn(
+            f"model '{source.spec}' has no reward head (architectures: {archs}): new reward head initialised, "
+            "a random value head, so its scores mean nothing (fine for throughput tests only)",
+            CheemsWarning,
+            stacklevel=4,
+        )  # point at the load_scorer caller
     return False
 
 
@@ -155,8 +162,15 @@ class HFRewardScorer:
     encoders (BERT-like) use their own pooling and classifier.
     """
 
-    def __init__(self, source: ModelSource, *, batch_size: int = 16, max_length: int = 512,
-                 device: str | None = None, dtype: str = "auto") -> None:
+    def __init__(
+        self,
+        source: ModelSource,
+        *,
+        batch_size: int = 16,
+        max_length: int = 512,
+        device: str | None = None,
+        dtype: str = "auto",
+    ) -> None:
         self.name = source.spec
         self.source = source
         self.batch_size = batch_size
@@ -170,8 +184,15 @@ class HFRewardScorer:
 
     def fingerprint(self) -> str:
         """Hash of the model files' identity and the settings that change scores (no weights read)."""
-        return "hf-" + digest({"v": SCORING_VERSION, "kind": "hf-seq-cls", "model": self.source.identity,
-                               "max_length": self.max_length, "dtype": self.dtype})
+        return "hf-" + digest(
+            {
+                "v": SCORING_VERSION,
+                "kind": "hf-seq-cls",
+                "model": self.source.identity,
+                "max_length": self.max_length,
+                "dtype": self.dtype,
+            }
+        )
 
     @property
     def tokenizer(self) -> Any:
@@ -204,8 +225,12 @@ class HFRewardScorer:
             torch.manual_seed(0)  # a missing (random) head is the same on every run: cacheable
             model, head, other = load_pretrained(AutoModelForSequenceClassification, self.source.location, **kwargs)
         if head and self._trained_head:  # the config names a reward head, the weights lack it
-            warnings.warn(f"model '{self.source.spec}' has no weights for its reward head ({', '.join(head)}): new reward "
-                          "head initialised at random, so its scores mean nothing", CheemsWarning, stacklevel=2)
+            warnings.warn(
+                f"model '{self.source.spec}' has no weights for its reward head ({', '.join(head)}): new reward "
+                "head initialised at random, so its scores mean nothing",
+                CheemsWarning,
+                stacklevel=2,
+            )
         if other:
             warnings.warn(missing_weights_text(self.source.spec, other), CheemsWarning, stacklevel=2)
         model.config.use_cache = False  # no KV cache needed to read one reward
@@ -217,8 +242,10 @@ class HFRewardScorer:
         limit = effective_max_length(self.max_length, tok, self.source.config)
         if tok.chat_template:
             # The template already writes BOS and role markers: add no special tokens on top.
-            texts = [tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
-                     for p, r in items]
+            texts = [
+                tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
+                for p, r in items
+            ]
             ids = tok(texts, add_special_tokens=False, verbose=False)["input_ids"]  # cut below, from the left
             return [(x[-limit:], None) for x in ids]  # keep the end: the response and its last turns
         return self._encode_pairs(items, limit)

@@ -11,8 +11,9 @@ DTYPES = ("auto", "bf16", "fp16", "fp32")
 _SPEC_HINT = "use 'length', 'similarity:MODEL', 'm3e-small', a model folder or a hub id"
 
 
-def load_scorer(spec: str, *, batch_size: int = 16, max_length: int = 512, device: str | None = None,
-                dtype: str = "auto") -> Scorer:
+def load_scorer(
+    spec: str, *, batch_size: int = 16, max_length: int = 512, device: str | None = None, dtype: str = "auto"
+) -> Scorer:
     """Build the scorer a spec names; weights load lazily, on the first ``score`` call.
 
     - ``length``: characters of the response (the length baseline);
@@ -41,7 +42,9 @@ def load_scorer(spec: str, *, batch_size: int = 16, max_length: int = 512, devic
             raise InputError("'similarity' needs an encoder", hint="e.g. similarity:m3e-small")
         from cheems.models.similarity import SimilarityScorer  # lazy: keeps torch-free paths fast
 
-        return SimilarityScorer(locate_model(model), batch_size=batch_size, max_length=max_length, device=device, dtype=dtype)
+        return SimilarityScorer(
+            locate_model(model), batch_size=batch_size, max_length=max_length, device=device, dtype=dtype
+        )
     from cheems.models.hf import HFRewardScorer
 
     return HFRewardScorer(locate_model(spec), batch_size=batch_size, max_length=max_length, device=device, dtype=dtype)

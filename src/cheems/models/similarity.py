@@ -14,8 +14,15 @@ from typing import TYPE_CHECKING, Any
 from cheems.errors import CheemsWarning
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_text
-from cheems.models.hf import (autocast, autocast_dtype, batch_token_budget, collate, effective_max_length, load_tokenizer,
-                              pick_device)
+from cheems.models.hf import (
+    autocast,
+    autocast_dtype,
+    batch_token_budget,
+    collate,
+    effective_max_length,
+    load_tokenizer,
+    pick_device,
+)
 from cheems.models.quiet import load_pretrained, missing_weights_text
 
 if TYPE_CHECKING:
@@ -25,8 +32,15 @@ if TYPE_CHECKING:
 class SimilarityScorer:
     """Cosine similarity between mean-pooled embeddings of prompt and response."""
 
-    def __init__(self, source: ModelSource, *, batch_size: int = 16, max_length: int = 512,
-                 device: str | None = None, dtype: str = "auto") -> None:
+    def __init__(
+        self,
+        source: ModelSource,
+        *,
+        batch_size: int = 16,
+        max_length: int = 512,
+        device: str | None = None,
+        dtype: str = "auto",
+    ) -> None:
         self.name = f"similarity:{source.spec}"
         self.source = source
         self.batch_size = batch_size
@@ -39,8 +53,16 @@ class SimilarityScorer:
 
     def fingerprint(self) -> str:
         """Hash of the encoder files' identity and the embedding settings (no weights read)."""
-        return "sim-" + digest({"v": SCORING_VERSION, "kind": "similarity", "pooling": "mean", "model": self.source.identity,
-                                "max_length": self.max_length, "dtype": self.dtype})
+        return "sim-" + digest(
+            {
+                "v": SCORING_VERSION,
+                "kind": "similarity",
+                "pooling": "mean",
+                "model": self.source.identity,
+                "max_length": self.max_length,
+                "dtype": self.dtype,
+            }
+        )
 
     def _load(self) -> None:
         import torch
@@ -49,7 +71,9 @@ class SimilarityScorer:
         self._tokenizer = load_tokenizer(self.source)
         self._device = pick_device(self._device)
         self._amp = autocast_dtype(self._device, self.dtype)
-        model, _, missing = load_pretrained(AutoModel, self.source.location, revision=self.source.revision, dtype=torch.float32)
+        model, _, missing = load_pretrained(
+            AutoModel, self.source.location, revision=self.source.revision, dtype=torch.float32
+        )
         if missing:
             warnings.warn(missing_weights_text(self.source.spec, missing), CheemsWarning, stacklevel=2)
         self._model = model.eval().to(self._device)

@@ -11,4 +11,14 @@ from cheems.ranking.resolve import (
     resolve_record,
 )
 
-__all__ = ["MergeStats", "Resolution", "ResolveStats", "conflict_stats", "merge_same_prompts", "preference_graph", "resolve_file_records", "resolve_record", "training_pairs"]
+__all__ = [
+    "MergeStats",
+    "Resolution",
+    "ResolveStats",
+    "conflict_stats",
+    "merge_same_prompts",
+    "preference_graph",
+    "resolve_file_records",
+    "resolve_record",
+    "training_pairs",
+]

@@ -69,8 +69,12 @@ def _check_same_prompt(group: list[tuple[str, Record]]) -> None:
     for path, record in group[1:]:
         for name in ("input", "sys_prompt"):
             if _dump(getattr(record, name)) != _dump(getattr(first, name)):
-                raise InputError(f"prompt id '{record.id}' has another {name} here than in {first_path}", path=path,
-                                 field=name, hint="the same id must name the same prompt; give one of them another id")
+                raise InputError(
+                    f"prompt id '{record.id}' has another {name} here than in {first_path}",
+                    path=path,
+                    field=name,
+                    hint="the same id must name the same prompt; give one of them another id",
+                )
 
 
 def _dump(value: object) -> str:
@@ -99,7 +103,9 @@ def _merge_group(group: list[tuple[str, Record]], stats: MergeStats) -> Record:
             ranks.append(rank)
         if rank and not record.comparisons:
             implied += _rank_comparisons(rank)
-    out = group[0][1].model_copy(update={"responses": responses, "comparisons": list(comparisons.values()), "rank": None})
+    out = group[0][1].model_copy(
+        update={"responses": responses, "comparisons": list(comparisons.values()), "rank": None}
+    )
     if ranks and all(rank is not None and rank == ranks[0] for rank in ranks):
         return out.model_copy(update={"rank": ranks[0]})  # every record ranks alike: nothing to resolve
     if all(rank is None for rank in ranks):
@@ -109,8 +115,9 @@ def _merge_group(group: list[tuple[str, Record]], stats: MergeStats) -> Record:
     return out.model_copy(update={"rank": resolve_record(out).rank})
 
 
-def _map_responses(record: Record, number: int, responses: list[Response], by_text: dict[str, str],
-                   stats: MergeStats) -> dict[str, str]:
+def _map_responses(
+    record: Record, number: int, responses: list[Response], by_text: dict[str, str], stats: MergeStats
+) -> dict[str, str]:
     """Add ``record``'s responses to ``responses`` (the same text once); its id -> merged id."""
     known = dict(by_text)  # texts of earlier records only: two responses of one record stay two
     taken = {r.id for r in responses}
@@ -139,6 +146,6 @@ def _rank_comparisons(rank: dict[str, int]) -> list[Comparison]:
     ranked = sorted(rank, key=rank.__getitem__)
     out = []
     for i, x in enumerate(ranked):
-        for y in ranked[i + 1:]:
+        for y in ranked[i + 1 :]:
             out.append(Comparison(a=x, b=y, label="tie" if rank[x] == rank[y] else "a", source="rank"))
     return out

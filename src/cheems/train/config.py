@@ -215,8 +215,9 @@ def _coerce(name: str, hint: Any, value: Any, source: str | None) -> Any:
         kwargs = {}
         for key, v in value.items():
             if key not in known:
-                raise InputError(f"unknown key 'lora.{key}'", path=source, field=f"lora.{key}",
-                                 hint=f"known: {', '.join(known)}")
+                raise InputError(
+                    f"unknown key 'lora.{key}'", path=source, field=f"lora.{key}", hint=f"known: {', '.join(known)}"
+                )
             kwargs[key] = _coerce(f"lora.{key}", typing.get_type_hints(LoraSettings)[key], v, source)
         return LoraSettings(**{**dataclasses.asdict(LoraSettings()), **kwargs})
     if origin in (typing.Union, types.UnionType):
@@ -278,8 +279,9 @@ def apply_overrides(cfg: TrainConfig, values: dict[str, Any], source: str | None
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     for key, value in values.items():
         if key not in known:
-            raise InputError(f"unknown key '{key}'", path=source, field=key,
-                             hint=f"known keys: {', '.join(sorted(known))}")
+            raise InputError(
+                f"unknown key '{key}'", path=source, field=key, hint=f"known keys: {', '.join(sorted(known))}"
+            )
         setattr(cfg, key, _coerce(key, hints[key], value, source))
     return cfg
 
@@ -299,12 +301,15 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         key = e.field.split(".")[0] if e.field else None
         if source is None or key not in raw or key in overrides:
             return e
-        return InputError(e.message, path=source, line=line_of(lines, tuple(e.field.split("."))), field=e.field,
-                          hint=e.hint)
+        return InputError(
+            e.message, path=source, line=line_of(lines, tuple(e.field.split("."))), field=e.field, hint=e.hint
+        )
 
     try:
-        cfg = TrainConfig.for_backbone(overrides.get("model", raw.get("model", TrainConfig.model)),
-                                       overrides.get("preset", raw.get("preset", TrainConfig.preset)))
+        cfg = TrainConfig.for_backbone(
+            overrides.get("model", raw.get("model", TrainConfig.model)),
+            overrides.get("preset", raw.get("preset", TrainConfig.preset)),
+        )
     except InputError as e:
         raise in_file(e) from None
     try:

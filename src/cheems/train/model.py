@@ -50,8 +50,11 @@ def resolve_pooling(pooling: str, encoder: bool) -> str:
     if pooling not in ("last", "cls", "mean"):
         raise InputError(f"unknown pooling {pooling!r}", field="pooling", hint="use auto, last, cls or mean")
     if not encoder and pooling != "last":
-        raise InputError(f"pooling {pooling!r} is for encoders; a causal LM reads its last token",
-                         field="pooling", hint="use pooling: last (or auto)")
+        raise InputError(
+            f"pooling {pooling!r} is for encoders; a causal LM reads its last token",
+            field="pooling",
+            hint="use pooling: last (or auto)",
+        )
     return pooling
 
 
@@ -84,9 +87,12 @@ class RewardModel(nn.Module):
             inner = getattr(head, "modules_to_save", None)  # a PEFT ModulesToSaveWrapper
             base = getattr(head, "original_module", head)
             if not isinstance(base, nn.Linear) and inner is None:
-                raise InputError(f"pooling {self.pooling!r} needs a linear value head; "
-                                 f"{type(self.hf).__name__} has {type(base).__name__}",
-                                 field="pooling", hint="use pooling: cls")
+                raise InputError(
+                    f"pooling {self.pooling!r} needs a linear value head; "
+                    f"{type(self.hf).__name__} has {type(base).__name__}",
+                    field="pooling",
+                    hint="use pooling: cls",
+                )
 
     @property
     def hf(self) -> nn.Module:
@@ -108,16 +114,18 @@ class RewardModel(nn.Module):
                 return getattr(hf, name)
         raise InputError(f"{type(hf).__name__} has no 'score' or 'classifier' head", field="model")
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         if self.pooling == "cls":
             out = self.hf(input_ids=input_ids, attention_mask=attention_mask, **extra)
             return out.logits[:, 0].float()
         if self.pooling == "last":
             position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-            out = self._backbone()(input_ids=input_ids, attention_mask=attention_mask,
-                                   position_ids=position_ids, use_cache=False)
+            out = self._backbone()(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+            )
             hidden = out[0]
             rows = torch.arange(hidden.shape[0], device=hidden.device)
             pooled = hidden[rows, last_token_index(attention_mask)]
@@ -140,8 +148,11 @@ def _set_pad_token(model: nn.Module, tokenizer: Any) -> None:
                 tokenizer.pad_token = fallback
                 break
         else:
-            raise InputError("the tokenizer has no pad, eos or unk token to pad with", field="model",
-                             hint="add a pad token to the tokenizer")
+            raise InputError(
+                "the tokenizer has no pad, eos or unk token to pad with",
+                field="model",
+                hint="add a pad token to the tokenizer",
+            )
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
 
@@ -172,15 +183,19 @@ def load_reward_model(
         with quiet_libraries():
             config = AutoConfig.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as e:
-        raise InputError(f"cannot load a model config from {path!r}: {e}", field="model",
-                         hint="give a folder with config.json (and weights)") from None
+        raise InputError(
+            f"cannot load a model config from {path!r}: {e}",
+            field="model",
+            hint="give a folder with config.json (and weights)",
+        ) from None
     if pooling == "auto":
         pooling = getattr(config, POOLING_KEY, None) or "auto"
     if tokenizer is None:
         with quiet_libraries():
             tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
-    model, head, other = load_pretrained(AutoModelForSequenceClassification, path, revision=revision, num_labels=1,
-                                         dtype=dtype)
+    model, head, other = load_pretrained(
+        AutoModelForSequenceClassification, path, revision=revision, num_labels=1, dtype=dtype
+    )
     if other:
         warnings.warn(missing_weights_text(path, other), CheemsWarning, stacklevel=2)
     _set_pad_token(model, tokenizer)
@@ -220,8 +235,9 @@ def merged_hf_model(model: RewardModel) -> nn.Module:
     return model.model
 
 
-def save_reward_model(model: RewardModel, tokenizer: Any, directory: str | Path,
-                      state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+def save_reward_model(
+    model: RewardModel, tokenizer: Any, directory: str | Path, state_dict: dict[str, torch.Tensor] | None = None
+) -> Path:
     """Write a standard Hugging Face folder: config (num_labels=1, architectures), safetensors, tokenizer.
 
     ``state_dict`` (keys of the *inner* HF model) is for gathered ZeRO-3 weights; by default

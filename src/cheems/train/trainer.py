@@ -32,11 +32,11 @@ import torch
 from cheems.data.io import read_records, write_json
 from cheems.data.schema import Record
 from cheems.errors import CheemsWarning, InputError
+from cheems.ranking import MergeStats, merge_same_prompts, training_pairs
 from cheems.train.batching import EpochPlan, Item, PromptGroup, plan_epoch
 from cheems.train.config import TrainConfig
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
-from cheems.ranking import MergeStats, merge_same_prompts, training_pairs
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.json"
@@ -44,11 +44,38 @@ LOG_FILE = "train_log.csv"
 EVAL_FILE = "eval_log.csv"
 METRICS_FILE = "metrics.json"
 CONFIG_FILE = "train_config.yaml"
-LOG_FIELDS = ["step", "epoch", "loss", "bt_loss", "prior", "accuracy", "pairs", "responses", "tokens",
-              "lr", "grad_norm", "seconds"]
+LOG_FIELDS = [
+    "step",
+    "epoch",
+    "loss",
+    "bt_loss",
+    "prior",
+    "accuracy",
+    "pairs",
+    "responses",
+    "tokens",
+    "lr",
+    "grad_norm",
+    "seconds",
+]
 # Settings that change the trajectory: a resumed run warns when they differ from the checkpoint's.
-TRAJECTORY_KEYS = ("model", "data", "epochs", "lr", "warmup_ratio", "weight_decay", "batch_size", "grad_accum",
-                   "max_grad_norm", "reg_coef", "max_length", "truncation", "pooling", "seed", "lora")
+TRAJECTORY_KEYS = (
+    "model",
+    "data",
+    "epochs",
+    "lr",
+    "warmup_ratio",
+    "weight_decay",
+    "batch_size",
+    "grad_accum",
+    "max_grad_norm",
+    "reg_coef",
+    "max_length",
+    "truncation",
+    "pooling",
+    "seed",
+    "lora",
+)
 
 
 # ---------------------------------------------------------------------- data
@@ -117,13 +144,17 @@ class RewardEncoder:
         with quiet_libraries():  # untruncated lengths: no "longer than the maximum" warning
             responses = [len(x) for x in tok([r for _, r in items], add_special_tokens=False)["input_ids"]]
             if tok.chat_template:  # as HFRewardScorer.encode: the template, no extra special tokens
-                texts = [tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}],
-                                                 tokenize=False) for p, r in items]
+                texts = [
+                    tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
+                    for p, r in items
+                ]
                 full = [len(x) for x in tok(texts, add_special_tokens=False)["input_ids"]]
                 room = self.limit
             else:  # text pair: [CLS] prompt [SEP] response [SEP]
                 specials = tok.num_special_tokens_to_add(pair=True)
-                prompts = [len(x) for x in tok([prompt_text(p) for p, _ in items], add_special_tokens=False)["input_ids"]]
+                prompts = [
+                    len(x) for x in tok([prompt_text(p) for p, _ in items], add_special_tokens=False)["input_ids"]
+                ]
                 full = [a + b + specials for a, b in zip(prompts, responses)]
                 room = self.limit - specials
         return [Encoded(f, n, r >= room) for f, n, r in zip(features, full, responses)]
@@ -204,8 +235,9 @@ def chunk_budget(setting: int, device: torch.device, world: int) -> int:
     return CPU_CHUNK_TOKENS if device.type == "cpu" and world == 1 else 0
 
 
-def forward_rewards(model: Any, rows: list[Features], pad_id: int, device: torch.device | str,
-                    chunk_tokens: int) -> torch.Tensor:
+def forward_rewards(
+    model: Any, rows: list[Features], pad_id: int, device: torch.device | str, chunk_tokens: int
+) -> torch.Tensor:
     """Rewards of ``rows`` in their order, as one autograd graph.
 
     With ``chunk_tokens`` the rows are forwarded in length-sorted chunks of at most that many
@@ -225,10 +257,15 @@ def forward_rewards(model: Any, rows: list[Features], pad_id: int, device: torch
 
 # ---------------------------------------------------------------------- scoring in memory
 @torch.no_grad()
-def score_with_model(model: RewardModel, encoder: RewardEncoder, records: list[Record], *, batch_size: int = 32,
-                     device: torch.device | str = "cpu",
-                     autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
-                     ) -> dict[tuple[str, str], float]:
+def score_with_model(
+    model: RewardModel,
+    encoder: RewardEncoder,
+    records: list[Record],
+    *,
+    batch_size: int = 32,
+    device: torch.device | str = "cpu",
+    autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+) -> dict[tuple[str, str], float]:
     """Score every response of ``records`` with an in-memory model, formatted as the scorer does.
 
     ``autocast`` makes a fresh precision context per batch (e.g. ``accelerator.autocast``).
@@ -244,7 +281,7 @@ def score_with_model(model: RewardModel, encoder: RewardEncoder, records: list[R
     scores: dict[tuple[str, str], float] = {}
     try:
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             batch = collate([encoded[i].features for i in chunk], pad, str(device))
             with autocast() if autocast else contextlib.nullcontext():
                 rewards = model(**batch)
@@ -275,9 +312,15 @@ class TrainResult:
         return self.history[-1]["loss"] if self.history else None
 
     def metrics(self) -> dict[str, Any]:
-        return {"global_step": self.global_step, "epochs": self.epochs, "data": self.data.to_dict(),
-                "epoch_plans": self.epoch_plans, "final_loss": self.final_loss,
-                "evals": self.evals, "final_eval": self.evals[-1] if self.evals else None}
+        return {
+            "global_step": self.global_step,
+            "epochs": self.epochs,
+            "data": self.data.to_dict(),
+            "epoch_plans": self.epoch_plans,
+            "final_loss": self.final_loss,
+            "evals": self.evals,
+            "final_eval": self.evals[-1] if self.evals else None,
+        }
 
 
 # ---------------------------------------------------------------------- helpers
@@ -306,8 +349,10 @@ def _prune_checkpoints(output: Path, keep: int) -> None:
     if keep <= 0:
         return
     root = output / CHECKPOINTS
-    done = sorted((p for p in root.iterdir() if p.is_dir() and (p / STATE_FILE).is_file()),
-                  key=lambda p: json.loads((p / STATE_FILE).read_text())["global_step"])
+    done = sorted(
+        (p for p in root.iterdir() if p.is_dir() and (p / STATE_FILE).is_file()),
+        key=lambda p: json.loads((p / STATE_FILE).read_text())["global_step"],
+    )
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -330,10 +375,14 @@ class _Logger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(str(output / "tensorboard"), purge_step=resume_step + 1 if resume_step else None)
+                self.tb = SummaryWriter(
+                    str(output / "tensorboard"), purge_step=resume_step + 1 if resume_step else None
+                )
             except ImportError:
-                console.print("[yellow]warning[/] tensorboard is not installed (pip install tensorboard); "
-                              "logging to CSV only", soft_wrap=True)
+                console.print(
+                    "[yellow]warning[/] tensorboard is not installed (pip install tensorboard); logging to CSV only",
+                    soft_wrap=True,
+                )
 
     @staticmethod
     def _truncate(path: Path, resume_step: int) -> None:
@@ -408,12 +457,17 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
 
     config.validate()
     if not config.data:
-        raise InputError("no training data", field="data", hint="give --data FILE (JSONL records with rank or comparisons)")
+        raise InputError(
+            "no training data", field="data", hint="give --data FILE (JSONL records with rank or comparisons)"
+        )
     console = console or Console(stderr=True)
     output = Path(config.output)
     if not config.resume and latest_checkpoint(output) is not None:
-        raise InputError("holds checkpoints of an earlier run", path=str(output / CHECKPOINTS),
-                         hint="pass --resume to continue that run, or choose another --output (or delete the folder)")
+        raise InputError(
+            "holds checkpoints of an earlier run",
+            path=str(output / CHECKPOINTS),
+            hint="pass --resume to continue that run, or choose another --output (or delete the folder)",
+        )
 
     probe = torch.device("cpu") if config.cpu or not torch.cuda.is_available() else torch.device("cuda")
     bf16 = _bf16_wanted(config.bf16, probe)
@@ -436,8 +490,11 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
 
     if deepspeed:
         if config.lora.enabled:
-            raise InputError("LoRA with DeepSpeed ZeRO-3 is not supported", field="lora",
-                             hint="use the DDP config (configs/accelerate_ddp.yaml) for LoRA")
+            raise InputError(
+                "LoRA with DeepSpeed ZeRO-3 is not supported",
+                field="lora",
+                hint="use the DDP config (configs/accelerate_ddp.yaml) for LoRA",
+            )
         ds = accelerator.state.deepspeed_plugin.deepspeed_config
         ds["train_micro_batch_size_per_gpu"] = config.batch_size
         ds["gradient_accumulation_steps"] = config.grad_accum
@@ -449,31 +506,46 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
     # ---- data (first: a bad file fails before the model loads), then the model
     records, merged = read_training_records(config.data)
     if merged.prompts_merged:
-        say(f"merged {merged.prompts_merged} prompts found in several --data files ({merged.records_in} records -> "
+        say(
+            f"merged {merged.prompts_merged} prompts found in several --data files ({merged.records_in} records -> "
             f"{merged.records_out}; {merged.same_responses} responses with the same text and {merged.same_comparisons} "
-            f"repeated comparisons kept once; ranks of {merged.ranks_resolved} prompts resolved again)")
+            f"repeated comparisons kept once; ranks of {merged.ranks_resolved} prompts resolved again)"
+        )
     from cheems.models.backbones import locate_model
 
     source = locate_model(config.model)
     encoder = RewardEncoder(source, config.max_length)
-    model, tokenizer = load_reward_model(source.location, revision=source.revision, pooling=config.pooling,
-                                         lora=config.lora, gradient_checkpointing=config.gradient_checkpointing,
-                                         tokenizer=encoder.tokenizer)
+    model, tokenizer = load_reward_model(
+        source.location,
+        revision=source.revision,
+        pooling=config.pooling,
+        lora=config.lora,
+        gradient_checkpointing=config.gradient_checkpointing,
+        tokenizer=encoder.tokenizer,
+    )
     if model.new_head:
         say(f"new reward head initialised on {config.model}")
     ddp_kwargs.find_unused_parameters = model.pooling == "mean"  # mean pooling leaves the pooler unused
     data = build_training_set(records, encoder, config.truncation)
     s = data.summary
     if not data.groups and s.dropped:
-        raise InputError(f"truncation 'drop' left out {s.dropped} responses over {s.max_length} tokens and with "
-                         "them every pair", path=", ".join(config.data), field="max_length",
-                         hint="raise max_length or use truncation: left_prompt")
+        raise InputError(
+            f"truncation 'drop' left out {s.dropped} responses over {s.max_length} tokens and with them every pair",
+            path=", ".join(config.data),
+            field="max_length",
+            hint="raise max_length or use truncation: left_prompt",
+        )
     if not data.groups:
-        raise InputError("the training files give no (chosen, rejected) pair", path=", ".join(config.data),
-                         hint="records need 'rank' or non-tie 'comparisons'")
-    say(f"training data: {s.records} records, {s.prompts_with_pairs} prompts with pairs, {s.responses} responses, "
+        raise InputError(
+            "the training files give no (chosen, rejected) pair",
+            path=", ".join(config.data),
+            hint="records need 'rank' or non-tie 'comparisons'",
+        )
+    say(
+        f"training data: {s.records} records, {s.prompts_with_pairs} prompts with pairs, {s.responses} responses, "
         f"{s.pairs} pairs; truncated {s.truncated} (response end cut in {s.response_truncated}), "
-        f"dropped {s.dropped} over {s.max_length} tokens ({s.dropped_pairs} pairs lost)")
+        f"dropped {s.dropped} over {s.max_length} tokens ({s.dropped_pairs} pairs lost)"
+    )
     bench = None
     if config.eval_bench:
         from cheems.evaluate import load_bench
@@ -493,8 +565,11 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
             (no_decay if p.ndim < 2 or "norm" in name.lower() else decay).append(p)
     # fused AdamW: one kernel for all parameters (20x faster than the default on a CPU)
     fused = {} if deepspeed else {"fused": True}
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, **fused)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        **fused,
+    )
     scheduler = cosine_schedule_with_warmup(optimizer, warmup, total_steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     device = accelerator.device
@@ -516,10 +591,22 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
         output.mkdir(parents=True, exist_ok=True)
         config.save_yaml(output / CONFIG_FILE)
     logger = _Logger(output, config.logging, main, console, pos.global_step)
-    result = TrainResult(output_dir=output, global_step=pos.global_step, epochs=config.epochs, data=s,
-                         epoch_plans=[{"epoch": e + 1, "batches": len(p.batches), "pairs_covered": p.pairs_covered,
-                                       "pairs_total": p.pairs_total, "forward_passes": p.forward_passes}
-                                      for e, p in enumerate(plans)])
+    result = TrainResult(
+        output_dir=output,
+        global_step=pos.global_step,
+        epochs=config.epochs,
+        data=s,
+        epoch_plans=[
+            {
+                "epoch": e + 1,
+                "batches": len(p.batches),
+                "pairs_covered": p.pairs_covered,
+                "pairs_total": p.pairs_total,
+                "forward_passes": p.forward_passes,
+            }
+            for e, p in enumerate(plans)
+        ],
+    )
     if main and config.resume and (output / METRICS_FILE).exists():
         old = json.loads((output / METRICS_FILE).read_text())
         result.evals = [e for e in old.get("evals", []) if e["step"] <= pos.global_step]
@@ -530,15 +617,21 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
         from cheems.evaluate import evaluate
 
         if deepspeed or main:  # ZeRO-3 needs every rank in each forward; DDP scores on rank 0 only
-            scores = score_with_model(accelerator.unwrap_model(model), encoder,
-                                      [r for recs in bench.values() for r in recs],
-                                      batch_size=config.eval_batch_size, device=device,
-                                      autocast=accelerator.autocast)
+            scores = score_with_model(
+                accelerator.unwrap_model(model),
+                encoder,
+                [r for recs in bench.values() for r in recs],
+                batch_size=config.eval_batch_size,
+                device=device,
+                autocast=accelerator.autocast,
+            )
         if main:
             report = evaluate(bench, scores, "training").to_dict()
             result.evals.append({"step": step, "epoch": round(epoch_progress, 4), **report})
             logger.eval(step, epoch_progress, report)
-            subs = ", ".join(f"{n} acc {v['accuracy']:.3f} exact {v['exact_match']:.3f}" for n, v in report["subsets"].items())
+            subs = ", ".join(
+                f"{n} acc {v['accuracy']:.3f} exact {v['exact_match']:.3f}" for n, v in report["subsets"].items()
+            )
             say(f"eval @ step {step}: overall {report['overall']:.4f} ({subs})")
         accelerator.wait_for_everyone()
 
@@ -564,8 +657,10 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
     with progress:
         for epoch in range(pos.epoch, config.epochs):
             plan = plans[epoch]
-            say(f"epoch {epoch + 1}/{config.epochs}: {len(plan.batches)} batches, pairs covered "
-                f"{plan.pairs_covered}/{plan.pairs_total} ({plan.coverage:.1%}), forward passes {plan.forward_passes}")
+            say(
+                f"epoch {epoch + 1}/{config.epochs}: {len(plan.batches)} batches, pairs covered "
+                f"{plan.pairs_covered}/{plan.pairs_total} ({plan.coverage:.1%}), forward passes {plan.forward_passes}"
+            )
             n_micro = micro_per_epoch[epoch]
             start = pos.micro if epoch == pos.epoch else 0
             window: list[dict[str, float]] = []
@@ -593,8 +688,9 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
                     loss, stats = listwise_bt_loss(rewards, pair_tensor, config.reg_coef)
                     accelerator.backward(loss * weight)
                 if real:
-                    window.append({"loss": loss.item(), "n": len(batch), "tokens": sum(len(ids) for ids, _ in rows),
-                                   **stats})
+                    window.append(
+                        {"loss": loss.item(), "n": len(batch), "tokens": sum(len(ids) for ids, _ in rows), **stats}
+                    )
                 if not sync:
                     continue
                 grad_norm = None
@@ -605,17 +701,28 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 result.global_step += 1
-                row = _step_row(window, accelerator, result.global_step, epoch + (micro + 1) / n_micro, lr,
-                                grad_norm, time.time() - started)
+                row = _step_row(
+                    window,
+                    accelerator,
+                    result.global_step,
+                    epoch + (micro + 1) / n_micro,
+                    lr,
+                    grad_norm,
+                    time.time() - started,
+                )
                 window = []
                 if result.global_step % config.log_every == 0 or micro == n_micro - 1:
                     result.history.append(row)
                     logger.step(row)
-                progress.update(task, advance=1,
-                                stats=f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else "")
+                progress.update(
+                    task, advance=1, stats=f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else ""
+                )
                 at_epoch_end = micro == n_micro - 1
-                if config.eval_every and result.global_step % config.eval_every == 0 or (
-                        not config.eval_every and at_epoch_end):
+                if (
+                    config.eval_every
+                    and result.global_step % config.eval_every == 0
+                    or (not config.eval_every and at_epoch_end)
+                ):
                     evaluate_now(result.global_step, epoch + (micro + 1) / n_micro)
                 if config.save_every and result.global_step % config.save_every == 0:
                     next_epoch, next_micro = (epoch + 1, 0) if at_epoch_end else (epoch, micro + 1)
@@ -642,8 +749,9 @@ def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
     return result
 
 
-def cosine_schedule_with_warmup(optimizer: torch.optim.Optimizer, warmup_steps: int,
-                                total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+def cosine_schedule_with_warmup(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up from 0, then cosine decay to 0: ``transformers.get_cosine_schedule_with_warmup``.
 
     The same formula, written here because importing it from transformers also imports
@@ -659,18 +767,22 @@ def cosine_schedule_with_warmup(optimizer: torch.optim.Optimizer, warmup_steps: 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _step_row(window: list[dict[str, float]], accelerator: Any, step: int, epoch: float, lr: float,
-              grad_norm: Any, seconds: float) -> dict[str, Any]:
+def _step_row(
+    window: list[dict[str, float]], accelerator: Any, step: int, epoch: float, lr: float, grad_norm: Any, seconds: float
+) -> dict[str, Any]:
     """One log row: the step's batches (all processes) pooled; pair-weighted BT loss and accuracy."""
-    sums = torch.tensor([
-        sum(w["loss"] * w["n"] for w in window),
-        sum(w["bt_loss"] * w["pairs"] for w in window),
-        sum(w["prior"] * w["n"] for w in window),
-        sum(w["accuracy"] * w["pairs"] for w in window),
-        sum(w["pairs"] for w in window),
-        sum(w["n"] for w in window),
-        sum(w["tokens"] for w in window),
-    ], dtype=torch.float64)
+    sums = torch.tensor(
+        [
+            sum(w["loss"] * w["n"] for w in window),
+            sum(w["bt_loss"] * w["pairs"] for w in window),
+            sum(w["prior"] * w["n"] for w in window),
+            sum(w["accuracy"] * w["pairs"] for w in window),
+            sum(w["pairs"] for w in window),
+            sum(w["n"] for w in window),
+            sum(w["tokens"] for w in window),
+        ],
+        dtype=torch.float64,
+    )
     if accelerator.num_processes > 1:
         sums = accelerator.reduce(sums.to(accelerator.device), reduction="sum").cpu()
     loss, bt, prior, correct, pairs, n, tokens = sums.tolist()
@@ -691,10 +803,25 @@ def _step_row(window: list[dict[str, float]], accelerator: Any, step: int, epoch
 
 
 def _progress(console: Any, enabled: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), TextColumn("{task.fields[stats]}"), console=console, disable=not enabled)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        disable=not enabled,
+    )
 
 
 def _warn_config_changes(ckpt: Path, config: TrainConfig, say: Any) -> None:
@@ -707,5 +834,7 @@ def _warn_config_changes(ckpt: Path, config: TrainConfig, say: Any) -> None:
     now = config.to_dict()
     changed = [k for k in TRAJECTORY_KEYS if k in old and old[k] != now.get(k)]
     if changed:
-        say(f"[yellow]warning[/] resuming with changed settings ({', '.join(changed)}): "
-            "the result will differ from an uninterrupted run")
+        say(
+            f"[yellow]warning[/] resuming with changed settings ({', '.join(changed)}): "
+            "the result will differ from an uninterrupted run"
+        )
