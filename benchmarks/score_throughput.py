@@ -30,7 +30,7 @@ from cheems.data.importers import import_file
 from cheems.data.schema import Record
 from cheems.models import ScoreCache, load_scorer, score_records
 from cheems.models.base import prompt_text
-from cheems.models.hf import autocast_dtype, cpu_has_native_bf16, pick_device
+from cheems.runtime import compute_dtype, cpu_has_native_bf16, pick_device
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst1_zh" / "oaast_rm_zh.json"
 
@@ -163,7 +163,7 @@ def main() -> None:
     untruncated = [abs(cheems[k] - naive[k]) for k, length in naive_lengths.items() if length < args.max_length]
     naive_tokens = sum(naive_lengths.values())
     device = pick_device(None)
-    amp = autocast_dtype(device, "auto")
+    amp = compute_dtype(device, "auto")
     print(
         f"machine: {os.cpu_count()} cores ({cpu_model()}), torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, "

@@ -48,7 +48,7 @@ STYLES = ("{}", "**{}**", "答案：{}", "[[{}]]", "最终答案：{}", "{}。")
 
 
 def messages_key(messages: Any) -> str:
-    """sha256 of the messages, computed exactly as ``cheems.annotate.cache.messages_digest``."""
+    """sha256 of the messages, computed exactly as ``cheems.runtime.content_hash``."""
     data = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 

@@ -8,20 +8,22 @@ import sys
 
 import pytest
 
-from cheems.annotate.cache import CachedJudgement, JudgeCache, judge_key, messages_digest
+from cheems.annotate.cache import CachedJudgement, JudgeCache
 from cheems.errors import InputError
+from cheems.runtime import content_hash
 
 MSGS = [{"role": "system", "content": "评审"}, {"role": "user", "content": "[回答A开始]\n甲\n[回答A结束]"}]
 
 
 def test_key_parts_change_the_key():
     base = {"backend": "openai", "base_url": "http://x/v1", "model": "m", "template": "v1"}
-    keys = {judge_key(base)} | {judge_key({**base, k: "other"}) for k in base}
+    keys = {content_hash(base, keyed=True)} | {content_hash({**base, k: "other"}, keyed=True) for k in base}
     assert len(keys) == 1 + len(base)
-    assert judge_key(dict(reversed(list(base.items())))) == judge_key(base)  # order of keys does not matter
+    reordered = dict(reversed(list(base.items())))
+    assert content_hash(reordered, keyed=True) == content_hash(base, keyed=True)  # order of keys does not matter
     swapped = [MSGS[0], {"role": "user", "content": MSGS[1]["content"].replace("甲", "乙")}]
-    assert messages_digest(MSGS) != messages_digest(swapped)
-    assert messages_digest(MSGS) == messages_digest([dict(m) for m in MSGS])
+    assert content_hash(MSGS) != content_hash(swapped)
+    assert content_hash(MSGS) == content_hash([dict(m) for m in MSGS])
 
 
 def test_round_trip_and_misses(tmp_path):

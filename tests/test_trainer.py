@@ -191,7 +191,7 @@ def test_full_length_matches_the_untruncated_encoding(tiny_bert, tiny_qwen):
 def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     from cheems.evaluate import evaluate, load_bench
     from cheems.models import load_scorer, score_records
-    from cheems.models.hf import autocast_dtype
+    from cheems.runtime import compute_dtype
 
     bench = write_records(tmp_path / "open.jsonl", 6, seed=1)
     result = train(config(tiny_bert, data, tmp_path / "rm", eval_bench=[str(bench)], save_every=2, max_length=512))
@@ -220,7 +220,7 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     assert run.returncode == 0, run.stderr
     # cheems eval scores with load_scorer + score_records (default dtype: bf16 autocast only where the
     # CPU has bf16 units); the same calls here give the scores behind its report
-    tol = 1e-5 if autocast_dtype("cpu", "auto") is None else 3e-2
+    tol = 1e-5 if compute_dtype("cpu", "auto") is None else 3e-2
     records = read_records(bench).records
     theirs = score_records(records, load_scorer(str(out)), progress=False)
     ours = score_with_model(result.model, RewardEncoder(locate_model(str(out)), 512), records)

@@ -1,5 +1,6 @@
 """What every stage shares about the machine and the run: the device, the precision rule, the
-progress bar and the content hash. One place each, so scoring, training and the local judge agree.
+progress bar, the content hash and a model folder's file identity. One place each, so scoring,
+training and the local judge agree.
 
 Below every package in the flow (like :mod:`cheems.errors`); torch and rich are imported inside
 functions only, so a run whose scores all come from the cache never loads them.
@@ -13,6 +14,7 @@ import sys
 import time
 from contextlib import nullcontext
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -189,3 +191,17 @@ def content_hash(value: Any, *, keyed: bool = False) -> str:
     else:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def folder_files(folder: Path) -> dict[str, list[int]]:
+    """Name -> [size, mtime] of a model folder's files: changes when weights or tokenizer change.
+
+    Cheap (no file is read), so a scorer or judge can be fingerprinted without loading weights.
+    Hidden files and READMEs are left out: editing a model card does not change the model.
+    """
+    files = {}
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and not p.name.startswith(".") and not p.name.upper().startswith("README"):
+            st = p.stat()
+            files[p.name] = [st.st_size, st.st_mtime_ns]
+    return files

@@ -1,8 +1,9 @@
 """On-disk judgement cache (SQLite, WAL): every judgement is stored the moment it completes.
 
-Key = (judge key, item): the judge key is a sha256 of the judge's identity (backend, endpoint,
-model, generation settings) and ``TEMPLATE_VERSION``; the item is a sha256 of the exact messages
-sent, which hold the prompt, reference, criteria and the two responses in their shown order.
+Key = (judge key, item), both :func:`cheems.runtime.content_hash`: the judge key hashes the
+judge's identity (backend, endpoint, model, generation settings) and ``TEMPLATE_VERSION``; the
+item hashes the exact messages sent, which hold the prompt, reference, criteria and the two
+responses in their shown order.
 A process killed mid-run loses only the requests in flight: a restart finds every finished
 judgement here and asks only the rest.
 
@@ -13,29 +14,15 @@ tries those pairs again.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 
 WHAT, HINT = "judge cache", "pass another --cache file"
-
-
-def messages_digest(messages: list[dict[str, str]]) -> str:
-    """sha256 of the exact messages sent to the judge: the item half of a cache key."""
-    data = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-def judge_key(identity: dict[str, Any]) -> str:
-    """sha256 of a JSON-able judge identity (include the template version in it)."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -52,8 +39,8 @@ class CachedJudgement:
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgements (
-    judge TEXT NOT NULL,          -- judge_key(identity incl. template version)
-    item TEXT NOT NULL,           -- messages_digest(messages)
+    judge TEXT NOT NULL,          -- content_hash(identity incl. template version, keyed)
+    item TEXT NOT NULL,           -- content_hash(messages)
     judge_model TEXT,             -- for people reading the file
     prompt_id TEXT, a TEXT, b TEXT, shown TEXT,  -- the first pair that asked this (informational)
     label TEXT,                   -- A / B / C, or NULL when failed

@@ -8,19 +8,19 @@ an uninterrupted one. Verdicts about the shown order are mapped back to the reco
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cheems.annotate.cache import CachedJudgement, JudgeCache, judge_key, messages_digest
+from cheems.annotate.cache import CachedJudgement, JudgeCache
 from cheems.annotate.plan import PairTask, plan_pairs
 from cheems.annotate.prompt import TEMPLATE_VERSION, CriteriaMap, build_messages, load_criteria_map
 from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget, clip_reply
 from cheems.annotate.verdict import FAILURE_REASONS
 from cheems.data.schema import Comparison, Record
 from cheems.errors import InputError
+from cheems.runtime import ProgressBar, content_hash
 
 TRANSPORT_REASONS = {
     "timeout": "no reply in time (after all retries)",
@@ -137,35 +137,6 @@ def make_backend(settings: JudgeSettings, budget: RequestBudget) -> Any:
     return OpenAIJudge(settings, budget)
 
 
-class _Progress:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total: int, enabled: bool, label: str) -> None:
-        self.bar: Any = None
-        if enabled and total and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            self.bar.start()
-            self.task = self.bar.add_task(label, total=total)
-
-    def advance(self) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def _question(record: Record, task: PairTask, criteria: CriteriaMap) -> list[dict[str, str]]:
     return build_messages(record, record.response(task.first), record.response(task.second), criteria)
 
@@ -192,9 +163,9 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
     criteria = load_criteria_map(settings.criteria)
     budget = RequestBudget(settings.max_requests)
     backend = make_backend(settings, budget)
-    judge = judge_key({**backend.identity, "template": TEMPLATE_VERSION})
+    judge = content_hash({**backend.identity, "template": TEMPLATE_VERSION}, keyed=True)
     tasks = plan_pairs(records, settings.seed, settings.both_orders, skip_judged_by=settings.judge_model)
-    items = [messages_digest(_question(records[t.index], t, criteria)) for t in tasks]
+    items = [content_hash(_question(records[t.index], t, criteria)) for t in tasks]
 
     stats = JudgeStats(settings.judge_model, pairs=len(tasks))
     outcomes: dict[str, Outcome] = {}
@@ -213,7 +184,13 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
             for item, task in first_task.items():
                 yield item, _question(records[task.index], task, criteria)
 
-        bar = _Progress(len(first_task), progress, f"judging with {settings.judge_model}")
+        bar = ProgressBar(
+            len(first_task),
+            f"judging with {settings.judge_model}",
+            enabled=progress,
+            terminal_only=True,
+            transient=True,
+        )
 
         def on_done(item: str, outcome: Outcome) -> None:
             outcome.raw = clip_reply(outcome.raw)  # what the cache, failures file and output keep

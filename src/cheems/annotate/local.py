@@ -16,6 +16,7 @@ from typing import Any
 from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget
 from cheems.annotate.verdict import parse_verdict
 from cheems.errors import InputError
+from cheems.runtime import autocast, compute_dtype, folder_files, pick_device
 
 Job = tuple[str, list[dict[str, str]]]
 OnDone = Callable[[str, Outcome], None]
@@ -42,12 +43,7 @@ def model_identity(spec: str) -> dict[str, Any]:
             field="judge_model",
             hint="point to a folder saved with save_pretrained",
         ) from None
-    files = {
-        p.name: [p.stat().st_size, p.stat().st_mtime_ns]
-        for p in sorted(path.iterdir())
-        if p.is_file() and not p.name.startswith(".")
-    }
-    return {"path": str(path.resolve()), "config": config, "files": files}
+    return {"path": str(path.resolve()), "config": config, "files": folder_files(path)}
 
 
 def _plain_prompt(messages: list[dict[str, str]]) -> str:
@@ -70,6 +66,7 @@ class LocalJudge:
         self.model: Any = None
         self.tokenizer: Any = None
         self.device = "cpu"
+        self._amp: Any = None  # autocast dtype, chosen with the device when the model loads
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -86,11 +83,12 @@ class LocalJudge:
         spec = self.settings.judge_model
         try:
             tokenizer = AutoTokenizer.from_pretrained(spec)
-            self.device = self.settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            dtype = (
-                torch.bfloat16 if self.device.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
-            )
-            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
+            self.device = pick_device(self.settings.device)
+            self._amp = compute_dtype(self.device)
+            # the scorer's rule: on a GPU the weights in the compute precision, on a CPU fp32 weights
+            # with bf16 autocast (only where the CPU computes bf16 natively)
+            cuda = torch.device(self.device).type == "cuda"
+            model = AutoModelForCausalLM.from_pretrained(spec, dtype=self._amp if cuda and self._amp else torch.float32)
         except (OSError, ValueError) as e:
             raise InputError(
                 f"cannot load judge model '{spec}': {str(e).splitlines()[0]}",
@@ -132,7 +130,7 @@ class LocalJudge:
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         if sample:
             torch.manual_seed(seed)
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.device, self._amp):
             out = self.model.generate(**enc, generation_config=config)
         new = out[:, enc["input_ids"].shape[1] :].tolist()
         prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()

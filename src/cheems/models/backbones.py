@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cheems.errors import InputError
+from cheems.runtime import folder_files
 
 # alias -> (importable package holding the folder, folder inside it, PyPI distribution)
 BACKBONES: dict[str, tuple[str, str, str]] = {
@@ -71,16 +72,6 @@ def _read_config(path: Path, spec: str) -> dict[str, Any]:
     return config
 
 
-def _folder_identity(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """Config plus name, size and mtime of every file: changes when weights or tokenizer change."""
-    files = {}
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and not p.name.startswith(".") and not p.name.upper().startswith("README"):
-            st = p.stat()
-            files[p.name] = [st.st_size, st.st_mtime_ns]
-    return {"config": config, "files": files}
-
-
 def _hub_config(repo: str, revision: str | None, spec: str) -> str:
     """Download (or find in the local cache) the repo's config.json; clear errors for every failure."""
     from huggingface_hub import constants, hf_hub_download
@@ -136,7 +127,7 @@ def locate_model(spec: str) -> ModelSource:
     path = Path(name).expanduser()
     if path.is_dir():
         config = _read_config(path / "config.json", spec)
-        return ModelSource(spec, str(path.resolve()), None, config, _folder_identity(path, config))
+        return ModelSource(spec, str(path.resolve()), None, config, {"config": config, "files": folder_files(path)})
     if path.exists():
         raise InputError(
             f"model '{spec}' is a file, not a model folder",

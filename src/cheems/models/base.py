@@ -5,14 +5,13 @@ Nothing here imports torch: the all-cache-hits path of ``score_records`` must st
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from cheems.data.schema import Message
+from cheems.runtime import content_hash
 
 Prompt = str | list[Message]
 ScoreItem = tuple[Prompt, str]  # (prompt, response)
@@ -64,16 +63,9 @@ def prompt_text(prompt: Prompt | list[dict[str, str]]) -> str:
 
 
 def item_digest(item: ScoreItem) -> str:
-    """sha256 of the JSON of (prompt, response): the item's half of a cache key."""
+    """The content hash of (prompt, response): the item's half of a score-cache key."""
     prompt, response = item
-    prompt_json: Any = prompt if isinstance(prompt, str) else prompt_messages(prompt)
-    data = json.dumps([prompt_json, response], ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-def digest(parts: Any) -> str:
-    """Stable sha256 of a JSON-able description (used to build fingerprints)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return content_hash([prompt if isinstance(prompt, str) else prompt_messages(prompt), response])
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:

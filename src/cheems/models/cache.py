@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
@@ -18,6 +17,7 @@ from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.base import ScoreItem, Scorer, item_digest, progress_hook
+from cheems.runtime import ProgressBar
 
 _WHAT_HINT = ("score cache", "pass another --cache file, or --no-cache")
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only when scoring takes longer than this
@@ -71,47 +71,13 @@ class ScoreCache:
             )
 
 
-class _DelayedBar:
-    """A rich progress bar that only appears once the work has run for ``PROGRESS_AFTER_S``."""
-
-    def __init__(self, total: int, label: str) -> None:
-        self.total, self.label, self.done = total, label, 0
-        self.start = time.monotonic()
-        self.bar = None
-        self.task = None
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        if self.bar is None and time.monotonic() - self.start > PROGRESS_AFTER_S:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
-            self.bar.start()
-            self.task = self.bar.add_task(f"scoring with {self.label}", total=self.total)
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def _score(scorer: Scorer, items: Sequence[ScoreItem], progress: bool) -> list[float]:
-    if not progress:
+    """``scorer.score(items)`` with a progress bar once the scoring has run ``PROGRESS_AFTER_S``."""
+    with (
+        ProgressBar(len(items), f"scoring with {scorer.name}", enabled=progress, after_s=PROGRESS_AFTER_S) as bar,
+        progress_hook(bar.advance),
+    ):
         return scorer.score(items)
-    bar = _DelayedBar(len(items), scorer.name)
-    try:
-        with progress_hook(bar.advance):
-            return scorer.score(items)
-    finally:
-        bar.close()
 
 
 def score_records(

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from contextlib import nullcontext
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
-from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_messages, prompt_text
+from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages, prompt_text
 from cheems.models.quiet import load_pretrained, missing_weights_text, quiet_libraries
+from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
 if TYPE_CHECKING:
     import torch
@@ -25,56 +24,6 @@ if TYPE_CHECKING:
 # tokens vs 1,900 at 4,096, one thread). GPUs want full batches: batch_size x max_length.
 CPU_BATCH_TOKENS = 512
 _warned_no_head: set[str] = set()
-
-
-# ---------------------------------------------------------------- device and precision
-
-
-def pick_device(device: str | None) -> str:
-    """``device`` as given, else ``cuda`` when a GPU is visible, else ``cpu``."""
-    import torch
-
-    return device or ("cuda" if torch.cuda.is_available() else "cpu")
-
-
-@cache
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16, AMX or Arm BF16), per /proc/cpuinfo.
-
-    Without it torch emulates bf16 and matmuls get far slower than fp32 (an AVX2 machine
-    measured 0.9 vs 110 GFLOP/s), so ``auto`` must not pick bf16 there.
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = {w for line in f if line.startswith(("flags", "Features")) for w in line.split()}
-    except OSError:  # not Linux: stay on the safe side
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
-
-
-def autocast_dtype(device: str, dtype: str) -> "torch.dtype | None":
-    """The autocast precision for ``dtype`` on ``device``; None = plain fp32."""
-    import torch
-
-    if dtype == "fp32":
-        return None
-    if dtype == "fp16":
-        return torch.float16
-    if dtype == "bf16":
-        return torch.bfloat16
-    kind = torch.device(device).type
-    if kind == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
-    if kind == "cpu":
-        return torch.bfloat16 if cpu_has_native_bf16() else None
-    return None
-
-
-def autocast(device: str, dtype: "torch.dtype | None") -> Any:
-    """An autocast context for ``dtype`` (or a no-op one for fp32)."""
-    import torch
-
-    return torch.autocast(torch.device(device).type, dtype=dtype) if dtype is not None else nullcontext()
 
 
 def batch_token_budget(device: str, batch_size: int, max_length: int) -> int:
@@ -184,14 +133,15 @@ class HFRewardScorer:
 
     def fingerprint(self) -> str:
         """Hash of the model files' identity and the settings that change scores (no weights read)."""
-        return "hf-" + digest(
+        return "hf-" + content_hash(
             {
                 "v": SCORING_VERSION,
                 "kind": "hf-seq-cls",
                 "model": self.source.identity,
                 "max_length": self.max_length,
                 "dtype": self.dtype,
-            }
+            },
+            keyed=True,
         )
 
     @property
@@ -213,7 +163,7 @@ class HFRewardScorer:
         from transformers import AutoModelForSequenceClassification
 
         self._device = pick_device(self._device)
-        self._amp = autocast_dtype(self._device, self.dtype)
+        self._amp = compute_dtype(self._device, self.dtype)
         # On a GPU keep the weights in the compute precision (half the memory); on a CPU keep fp32
         # weights and let autocast run the matmuls in bf16. Explicit: transformers may default to
         # the checkpoint's dtype, and bf16 weights on a CPU without bf16 units crawl.

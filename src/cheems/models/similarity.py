@@ -13,17 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning
 from cheems.models.backbones import ModelSource
-from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_text
-from cheems.models.hf import (
-    autocast,
-    autocast_dtype,
-    batch_token_budget,
-    collate,
-    effective_max_length,
-    load_tokenizer,
-    pick_device,
-)
+from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_text
+from cheems.models.hf import batch_token_budget, collate, effective_max_length, load_tokenizer
 from cheems.models.quiet import load_pretrained, missing_weights_text
+from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +46,7 @@ class SimilarityScorer:
 
     def fingerprint(self) -> str:
         """Hash of the encoder files' identity and the embedding settings (no weights read)."""
-        return "sim-" + digest(
+        return "sim-" + content_hash(
             {
                 "v": SCORING_VERSION,
                 "kind": "similarity",
@@ -61,7 +54,8 @@ class SimilarityScorer:
                 "model": self.source.identity,
                 "max_length": self.max_length,
                 "dtype": self.dtype,
-            }
+            },
+            keyed=True,
         )
 
     def _load(self) -> None:
@@ -70,7 +64,7 @@ class SimilarityScorer:
 
         self._tokenizer = load_tokenizer(self.source)
         self._device = pick_device(self._device)
-        self._amp = autocast_dtype(self._device, self.dtype)
+        self._amp = compute_dtype(self._device, self.dtype)
         model, _, missing = load_pretrained(
             AutoModel, self.source.location, revision=self.source.revision, dtype=torch.float32
         )

@@ -331,9 +331,9 @@ def _bf16_wanted(setting: bool | str, device: torch.device) -> bool:
     """
     if setting is True or setting is False:
         return setting
-    from cheems.models.hf import autocast_dtype
+    from cheems.runtime import compute_dtype
 
-    return autocast_dtype(str(device), "auto") is torch.bfloat16
+    return compute_dtype(str(device), "auto") is torch.bfloat16
 
 
 def latest_checkpoint(output: str | Path) -> Path | None:
