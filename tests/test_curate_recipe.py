@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cheems.cli.curate import judge_settings, judge_with_llm, score_with_model
 from cheems.cli.main import app
 from cheems.curate.merge import merge_subsets
 from cheems.curate.recipe import load_recipe, run_recipe
@@ -19,6 +18,7 @@ from cheems.data.io import read_records, write_records, write_scores
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
+from cheems.workflows.curation import judge_settings, llm_judgements, rm_scores
 from fault_server import FakeJudgeServer
 
 GOOD = "深度学习是机器学习的一个分支，它使用多层神经网络从数据中自动学习特征表示。"
@@ -184,7 +184,7 @@ def test_recipe_with_the_llm_judge_and_an_rm_model(tmp_path: Path):
         )
         recipe = load_recipe(tmp_path / "recipe.yaml", check_judge=judge_settings)
         assert recipe.judge["cache"] == str(tmp_path / "judge.sqlite")  # relative to the recipe
-        summary = run_recipe(recipe, judge=judge_with_llm, score=score_with_model)
+        summary = run_recipe(recipe, judge=lambda r, s: llm_judgements(r, s, print), score=rm_scores)
     assert summary.stage("judge").report == {"comparisons_by_source": {"judge": 6}}
     assert summary.stage("distant").report["by_source"]["judge"] == {
         "before": 6,

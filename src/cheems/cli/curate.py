@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.cli.console import report_skipped
 from cheems.cli.options import finite
 from cheems.errors import InputError
 
@@ -34,7 +35,6 @@ def _console() -> Any:
 
 
 def _read(path: Path, skip_invalid: bool) -> list:
-    from cheems.cli.main import report_skipped
     from cheems.data.io import read_records
 
     result = read_records(path, skip_invalid=skip_invalid)
@@ -170,6 +170,7 @@ def distant(
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
     from cheems.curate.distant import distant_supervision
     from cheems.data.io import read_scores
+    from cheems.workflows.curation import rm_scores
 
     if (scores is None) == (model is None):
         raise InputError(
@@ -181,7 +182,7 @@ def distant(
     if scores is not None:
         values, scores_path = read_scores(scores), str(scores)
     else:
-        values, scores_path = score_with_model(records, model or ""), model
+        values, scores_path = rm_scores(records, model or ""), model
     sources = None if all_sources else (source_name or ["judge"])
     out, report = distant_supervision(records, values, margin, sources, scores_path=scores_path)
     _write(output, out, report_json, report.to_dict())
@@ -248,13 +249,10 @@ def run(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Run a recipe: filter -> judge -> distant supervision -> debias -> merge with the human subset."""
-    from cheems.curate.recipe import load_recipe, run_recipe
+    from cheems.workflows.curation import run_curation
 
     console = _console()
-    loaded = load_recipe(recipe, check_judge=judge_settings)
-    summary = run_recipe(
-        loaded, judge=judge_with_llm, score=score_with_model, skip_invalid=skip_invalid, log=console.print
-    )
+    summary = run_curation(recipe, skip_invalid=skip_invalid, log=console.print)
     rows = [
         (
             s.name,
@@ -276,43 +274,3 @@ def run(
     )
     if summary.skipped:
         console.print(f"skipped: {', '.join(summary.skipped)}")
-
-
-def score_with_model(records: list, model: str) -> dict:
-    """Score every response with a reward model (the ``score`` a recipe's ``distant: {model: …}`` needs)."""
-    from cheems.models import load_scorer, score_records
-
-    return score_records(records, load_scorer(model))
-
-
-def judge_settings(settings: dict[str, Any]) -> Any:
-    """``JudgeSettings`` from a recipe's ``judge:`` mapping; unknown, missing or bad keys are InputErrors."""
-    import dataclasses
-
-    from cheems.annotate import JudgeSettings
-    from cheems.data.yamlfile import validate_config
-
-    fields = dataclasses.fields(JudgeSettings)
-    known = [f.name for f in fields]
-    for key in settings:
-        if key not in known:
-            raise InputError(f"unknown key '{key}'", field=key, hint=f"known keys: {', '.join(known)}")
-    for f in fields:
-        if f.name not in settings and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise InputError("is missing", field=f.name, hint="add it")
-    judge = validate_config(settings, JudgeSettings)  # types and finite numbers, as every config value
-    judge.check()
-    return judge
-
-
-def judge_with_llm(records: list, settings: dict[str, Any]) -> list:
-    """Run the LLM judge over the records (the ``judge`` a recipe's ``judge:`` stage needs)."""
-    from cheems.annotate import judge_records
-
-    result = judge_records(records, judge_settings(settings))
-    stats = result.stats
-    _console().print(
-        f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
-        f"{stats.failed_total} without a verdict, {stats.not_attempted} not attempted"
-    )
-    return result.records

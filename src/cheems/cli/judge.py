@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.cli.console import report_skipped
 from cheems.cli.options import finite
 from cheems.errors import InputError
 
@@ -111,7 +112,6 @@ def judge(
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
     from cheems.annotate import JudgeSettings, judge_records
     from cheems.annotate.cache import JudgeCache
-    from cheems.cli.main import report_skipped  # here, not at the top: main imports this module
     from cheems.data.io import read_records, write_json, write_jsonl, write_records
     from cheems.data.outputs import claim_outputs, together
 

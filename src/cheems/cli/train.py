@@ -117,7 +117,7 @@ def train(
 
 def _main() -> None:
     """``python -m cheems.cli.train``: the command alone, with the CLI's one-line errors and clean interrupts."""
-    from cheems.cli.main import run
+    from cheems.cli.console import run
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(train)
