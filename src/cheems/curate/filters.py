@@ -199,8 +199,11 @@ def non_chinese_share(text: str) -> tuple[float, int]:
     return (other / total if total else 0.0), total
 
 
-def prompt_text(record: Record) -> str:
-    """The prompt as one string (a chat list's contents joined)."""
+def prompt_contents(record: Record) -> str:
+    """The prompt's words alone: a chat list's contents joined, no role labels (for the language share).
+
+    Not :func:`cheems.models.base.prompt_text`, which formats a prompt for a model.
+    """
     if isinstance(record.input, str):
         return record.input
     return "\n".join(m.content for m in record.input)
@@ -306,7 +309,7 @@ def check_repetitive(content: str, config: FilterConfig) -> str | None:
 
 def prompt_is_exempt(record: Record, config: FilterConfig) -> bool:
     """Whether the prompt asks for a non-Chinese answer (pattern match, or mostly non-Chinese itself)."""
-    text = prompt_text(record)
+    text = prompt_contents(record)
     if config.exempt_prompt_pattern and re.search(config.exempt_prompt_pattern, text):
         return True
     if config.max_non_chinese_share is None:
