@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cheems.cli.curate import judge_settings, judge_with_llm, score_with_model
+from cheems.cli.curate import judge_with_llm, score_with_model
 from cheems.cli.main import app
 from cheems.curate.merge import merge_subsets
 from cheems.curate.recipe import load_recipe, run_recipe
@@ -182,8 +182,8 @@ def test_recipe_with_the_llm_judge_and_an_rm_model(tmp_path: Path):
             "distant: {model: length}\n",
             encoding="utf-8",
         )
-        recipe = load_recipe(tmp_path / "recipe.yaml", check_judge=judge_settings)
-        assert recipe.judge["cache"] == str(tmp_path / "judge.sqlite")  # relative to the recipe
+        recipe = load_recipe(tmp_path / "recipe.yaml")
+        assert recipe.judge.cache == str(tmp_path / "judge.sqlite")  # relative to the recipe
         summary = run_recipe(recipe, judge=judge_with_llm, score=score_with_model)
     assert summary.stage("judge").report == {"comparisons_by_source": {"judge": 6}}
     assert summary.stage("distant").report["by_source"]["judge"] == {
@@ -257,7 +257,7 @@ def test_bad_recipes_are_located_errors(project: Path, case: str):
     path = project / "bad.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InputError) as e:
-        load_recipe(path, check_judge=judge_settings)
+        load_recipe(path)
     assert str(e.value).startswith(str(path)) and expected in str(e.value), str(e.value)
 
 
@@ -287,4 +287,4 @@ def test_shipped_example_recipe_is_valid(tmp_path):
         (tmp_path / "data" / name).write_text("", encoding="utf-8")
     recipe = load_recipe(tmp_path / "configs" / "curate_recipe.yaml")
     assert recipe.filter is not None and recipe.distant.model and recipe.debias.seed == 0
-    assert recipe.judge["judge_model"] and recipe.output_dir.resolve() == (tmp_path / "curated").resolve()
+    assert recipe.judge.judge_model and recipe.output_dir.resolve() == (tmp_path / "curated").resolve()

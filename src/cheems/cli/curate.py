@@ -7,12 +7,16 @@ each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cheems.cli.options import finite
+from cheems.cli.options import finite, from_options, settings_options
+from cheems.curate.filters import FilterConfig
 from cheems.errors import InputError
+
+if TYPE_CHECKING:
+    from cheems.annotate.settings import JudgeSettings
 
 curate_app = typer.Typer(
     help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",
@@ -72,51 +76,35 @@ def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) ->
 
 
 @curate_app.command("filter")
+@settings_options(
+    FilterConfig,
+    "config",
+    "max_chars",
+    "max_length_ratio",
+    "long_min_chars",
+    "max_non_chinese_share",
+    "report_json",
+    "skip_invalid",
+)
 def filter_(
+    *,
     source: InPath,
     output: Output,
     config: Annotated[
         Optional[Path],
         typer.Option("--config", "-c", help="YAML with FilterConfig thresholds; the options below override it."),
     ] = None,
-    max_chars: Annotated[Optional[int], typer.Option(help="Absolute length cap in characters.")] = None,
-    max_length_ratio: Annotated[
-        Optional[float],
-        typer.Option(
-            help="Drop if longer than this × the siblings' median (and over --long-min-chars).", callback=finite()
-        ),
-    ] = None,
-    long_min_chars: Annotated[
-        Optional[int], typer.Option(help="The relative length check fires only above this many characters.")
-    ] = None,
-    max_non_chinese_share: Annotated[
-        Optional[float],
-        typer.Option(
-            help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.", callback=finite()
-        ),
-    ] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
+    settings: dict[str, Any],
 ) -> None:
     """Drop empty, over-long, non-Chinese, truncated and repetitive responses (with a report)."""
-    from pydantic import ValidationError
-
-    from cheems.curate.filters import FilterConfig, filter_records
+    from cheems.curate.filters import filter_records
     from cheems.data.yamlfile import load_yaml_model
 
     _claim(source, output, report_json, ("--config", config))
-    cfg = load_yaml_model(config, FilterConfig)[0] if config else FilterConfig()
-    overrides = {
-        "max_chars": max_chars,
-        "max_length_ratio": max_length_ratio,
-        "long_min_chars": long_min_chars,
-        "max_non_chinese_share": max_non_chinese_share,
-    }
-    try:
-        cfg = FilterConfig.model_validate(cfg.model_dump() | {k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as e:  # only an option can be wrong here: the file was checked above
-        first = e.errors()[0]
-        raise InputError(first["msg"], path="--" + str(first["loc"][0]).replace("_", "-")) from None
+    in_file = load_yaml_model(config, FilterConfig)[0].model_dump() if config else {}
+    cfg = from_options(FilterConfig, settings, in_file)
     records, report = filter_records(_read(source, skip_invalid), cfg)
     _write(output, records, report_json, report.to_dict())
     console = _console()
@@ -251,7 +239,7 @@ def run(
     from cheems.curate.recipe import load_recipe, run_recipe
 
     console = _console()
-    loaded = load_recipe(recipe, check_judge=judge_settings)
+    loaded = load_recipe(recipe)
     summary = run_recipe(
         loaded, judge=judge_with_llm, score=score_with_model, skip_invalid=skip_invalid, log=console.print
     )
@@ -285,31 +273,11 @@ def score_with_model(records: list, model: str) -> dict:
     return score_records(records, load_scorer(model))
 
 
-def judge_settings(settings: dict[str, Any]) -> Any:
-    """``JudgeSettings`` from a recipe's ``judge:`` mapping; unknown, missing or bad keys are InputErrors."""
-    import dataclasses
-
-    from cheems.annotate import JudgeSettings
-    from cheems.data.yamlfile import validate_config
-
-    fields = dataclasses.fields(JudgeSettings)
-    known = [f.name for f in fields]
-    for key in settings:
-        if key not in known:
-            raise InputError(f"unknown key '{key}'", field=key, hint=f"known keys: {', '.join(known)}")
-    for f in fields:
-        if f.name not in settings and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise InputError("is missing", field=f.name, hint="add it")
-    judge = validate_config(settings, JudgeSettings)  # types and finite numbers, as every config value
-    judge.check()
-    return judge
-
-
-def judge_with_llm(records: list, settings: dict[str, Any]) -> list:
+def judge_with_llm(records: list, settings: JudgeSettings) -> list:
     """Run the LLM judge over the records (the ``judge`` a recipe's ``judge:`` stage needs)."""
     from cheems.annotate import judge_records
 
-    result = judge_records(records, judge_settings(settings))
+    result = judge_records(records, settings)
     stats = result.stats
     _console().print(
         f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
