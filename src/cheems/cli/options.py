@@ -128,7 +128,7 @@ def setting_option(model: type[BaseModel], name: str, show_default: bool = False
         _py(name),
         inspect.Parameter.KEYWORD_ONLY,
         default=default,
-        annotation=Annotated[Optional[kind], option],  # noqa: UP045 - typer reads Optional
+        annotation=Annotated[Optional[kind], option],
     )
 
 
