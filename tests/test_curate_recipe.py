@@ -18,7 +18,7 @@ from cheems.data.io import read_records, write_records, write_scores
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
-from cheems.workflows.curation import judge_settings, llm_judgements, rm_scores
+from cheems.workflows.curation import llm_judgements, rm_scores
 from fault_server import FakeJudgeServer
 
 GOOD = "深度学习是机器学习的一个分支，它使用多层神经网络从数据中自动学习特征表示。"
@@ -182,8 +182,8 @@ def test_recipe_with_the_llm_judge_and_an_rm_model(tmp_path: Path):
             "distant: {model: length}\n",
             encoding="utf-8",
         )
-        recipe = load_recipe(tmp_path / "recipe.yaml", check_judge=judge_settings)
-        assert recipe.judge["cache"] == str(tmp_path / "judge.sqlite")  # relative to the recipe
+        recipe = load_recipe(tmp_path / "recipe.yaml")
+        assert recipe.judge.cache == str(tmp_path / "judge.sqlite")  # relative to the recipe
         summary = run_recipe(recipe, judge=lambda r, s: llm_judgements(r, s, print), score=rm_scores)
     assert summary.stage("judge").report == {"comparisons_by_source": {"judge": 6}}
     assert summary.stage("distant").report["by_source"]["judge"] == {
@@ -257,7 +257,7 @@ def test_bad_recipes_are_located_errors(project: Path, case: str):
     path = project / "bad.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InputError) as e:
-        load_recipe(path, check_judge=judge_settings)
+        load_recipe(path)
     assert str(e.value).startswith(str(path)) and expected in str(e.value), str(e.value)
 
 
@@ -287,4 +287,4 @@ def test_shipped_example_recipe_is_valid(tmp_path):
         (tmp_path / "data" / name).write_text("", encoding="utf-8")
     recipe = load_recipe(tmp_path / "configs" / "curate_recipe.yaml")
     assert recipe.filter is not None and recipe.distant.model and recipe.debias.seed == 0
-    assert recipe.judge["judge_model"] and recipe.output_dir.resolve() == (tmp_path / "curated").resolve()
+    assert recipe.judge.judge_model and recipe.output_dir.resolve() == (tmp_path / "curated").resolve()

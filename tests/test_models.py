@@ -292,3 +292,12 @@ def test_similarity_prefers_the_relevant_answer():
     rel, irr = scorer.score([(prompt, relevant), (prompt, irrelevant)])
     assert -1.0 <= irr < rel <= 1.0
     assert rel - irr > 0.1
+
+
+def test_one_encoder_check_reads_config_json_and_transformers_configs():
+    from transformers import Qwen2Config
+
+    from cheems.models.backbones import is_encoder_config
+
+    assert is_encoder_config({"model_type": "bert"}) and is_encoder_config(BertConfig())
+    assert not is_encoder_config({"model_type": "bert", "is_decoder": True}) and not is_encoder_config(Qwen2Config())

@@ -156,10 +156,9 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
 
     Pairs already judged by this judge (cache, or comparisons in the input from the same judge
     model and shown order) are not asked again. Each finished judgement is committed to the
-    cache at once, so an interrupted run resumes where it stopped. Raises ``InputError`` for bad
-    settings and for conditions that fail every request (bad key, wrong URL).
+    cache at once, so an interrupted run resumes where it stopped. Raises ``InputError`` for
+    conditions that fail every request (bad key, wrong URL); bad settings cannot be built.
     """
-    settings.check()
     criteria = load_criteria_map(settings.criteria)
     budget = RequestBudget(settings.max_requests)
     backend = make_backend(settings, budget)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated
 from urllib.parse import urlsplit
 
+from pydantic import Field, model_validator
+
+from cheems.data.settings import Cli, Settings, invalid, one_of, rule
 from cheems.errors import InputError
 
 BACKENDS = ("openai", "hf")
@@ -16,101 +18,101 @@ MAX_CONCURRENCY = 256  # more in flight only queues at the server and holds sock
 RAW_KEEP_CHARS = 2000  # of a judge's reply, what is stored (cache, failures file, output): head and tail
 
 
-@dataclass
-class JudgeSettings:
+_AT_LEAST_ONE = rule(lambda n: n >= 1, "must be at least 1, got {value}")
+_NOT_NEGATIVE = rule(lambda x: x >= 0, "must not be negative, got {value}")
+
+
+class JudgeSettings(Settings):
     """Everything ``judge_records`` needs. Only ``judge_model`` (and ``base_url`` for ``openai``) is required.
 
     - ``backend``: ``openai`` = any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, Ollama,
       DeepSeek/Qwen/GLM APIs); ``hf`` = a local Hugging Face causal LM (folder or hub id in ``judge_model``).
-    - ``api_key_env``: the environment variable holding the key (``api_key`` overrides it; never printed).
-    - ``concurrency``: requests in flight at once (``openai``); ``batch_size``: prompts per generate call (``hf``).
-    - ``seed``: fixes the shown order of each pair; ``both_orders``: ask each pair in both orders.
-    - ``cache``: the SQLite judgement cache (default ``$CHEEMS_CACHE_DIR/judge.sqlite``).
-    - ``timeout``: seconds per HTTP request; ``max_retries``: retries of a failed request (429, 5xx,
-      timeout, reset, malformed JSON) and, separately, re-asks after a reply with no A/B/C verdict.
-    - ``max_requests``: request budget for this run (``None`` = unlimited); a rerun resumes.
-    - ``criteria``: YAML/JSON file mapping category -> criterion groups, consulted before the defaults.
-    - ``price_in`` / ``price_out``: price per 1M input / output tokens, for the cost report.
-    - ``retry_failed``: ask again pairs whose cached outcome is a verdict failure.
-    - ``max_consecutive_failures``: stop the run after this many requests in a row (across all
-      workers) got no reply (connection refused or reset, timeout, HTTP 5xx): the server is down.
+    - ``api_key_env``: the environment variable holding the key (``api_key`` overrides it; never
+      printed, never in a dump).
+    - ``max_retries``: retries of a failed request (429, 5xx, timeout, reset, malformed JSON) and,
+      separately, re-asks after a reply with no A/B/C verdict.
+    - ``max_requests``: ``None`` = unlimited.
+    - ``max_consecutive_failures``: counted across all workers; no reply = connection refused or
+      reset, timeout, HTTP 5xx.
     - ``max_reply_bytes``: the most bytes read from one HTTP reply; a longer one is a failed request.
     """
 
-    judge_model: str
-    base_url: str | None = None
-    backend: Literal["openai", "hf"] = "openai"
-    api_key_env: str = "OPENAI_API_KEY"
-    api_key: str | None = field(default=None, repr=False)
-    concurrency: int = 8
-    seed: int = 0
-    both_orders: bool = False
-    cache: str | Path | None = None
-    timeout: float = 60.0
-    max_retries: int = 4
-    max_requests: int | None = None
-    criteria: str | Path | None = None
-    price_in: float = 0.0
-    price_out: float = 0.0
-    max_tokens: int = 64
-    temperature: float = 0.0
-    retry_temperature: float = 0.7  # re-asks sample: a deterministic judge would repeat the same bad reply
-    backoff_base: float = 0.5
-    backoff_max: float = 30.0
-    retry_failed: bool = False
-    batch_size: int = 8
-    device: str | None = None
-    max_consecutive_failures: int = 32
-    max_reply_bytes: int = 2 * 1024 * 1024
+    judge_model: Annotated[
+        str, rule(lambda name: name.strip(), "the judge model is empty", "e.g. --judge-model qwen2.5-72b-instruct")
+    ] = Field(description="Model name at the endpoint; with --backend hf, a causal LM folder or hub id.")
+    base_url: str | None = Field(
+        None,
+        description=(
+            "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM, SGLang), "
+            "http://localhost:11434/v1 (Ollama)."
+        ),
+    )
+    backend: Annotated[str, one_of(BACKENDS, "backend")] = Field(
+        "openai", description="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM)."
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    api_key: str | None = Field(None, repr=False, exclude=True)
+    concurrency: Annotated[
+        int,
+        _AT_LEAST_ONE,
+        rule(
+            lambda n: n <= MAX_CONCURRENCY,
+            f"must be at most {MAX_CONCURRENCY}, got {{value}}",
+            "more requests in flight only queue at the server; 8-64 suits most endpoints",
+        ),
+    ] = Field(8, description="Requests in flight at once (1-256).")
+    seed: int = Field(0, description="Fixes which response of each pair is shown first.")
+    both_orders: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Ask each pair in both orders and report their consistency."
+    )
+    cache: str | Path | None = Field(
+        None, description="Judgement cache (SQLite); default $CHEEMS_CACHE_DIR/judge.sqlite."
+    )
+    timeout: Annotated[float, rule(lambda x: x > 0, "must be positive, got {value}")] = Field(
+        60.0, description="Seconds per request."
+    )
+    max_retries: Annotated[int, rule(lambda n: n >= 0, "must be 0 or more, got {value}")] = Field(
+        4, description="Retries per request (429, 5xx, timeouts, resets) and re-asks after a reply without A/B/C."
+    )
+    max_requests: Annotated[int | None, rule(lambda n: n is None or n >= 0, "must be 0 or more, got {value}")] = Field(
+        None, description="Request budget for this run; a rerun resumes where it stopped."
+    )
+    criteria: str | Path | None = Field(
+        None,
+        description=(
+            "YAML/JSON file mapping category -> criterion groups (language, knowledge, reasoning, "
+            "code, safety, complex_instructions)."
+        ),
+    )
+    price_in: Annotated[float, _NOT_NEGATIVE] = Field(
+        0.0, description="Price per 1M input tokens, for the cost report."
+    )
+    price_out: Annotated[float, _NOT_NEGATIVE] = Field(0.0, description="Price per 1M output tokens.")
+    max_tokens: Annotated[int, _AT_LEAST_ONE] = Field(64, description="Most tokens the judge may reply with.")
+    temperature: Annotated[float, _NOT_NEGATIVE] = 0.0
+    # re-asks sample: a deterministic judge would repeat the same bad reply
+    retry_temperature: Annotated[float, _NOT_NEGATIVE] = 0.7
+    backoff_base: Annotated[float, _NOT_NEGATIVE] = 0.5
+    backoff_max: Annotated[float, _NOT_NEGATIVE] = 30.0
+    retry_failed: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Ask again pairs whose cached verdict failed."
+    )
+    batch_size: Annotated[int, _AT_LEAST_ONE] = Field(8, description="hf backend: prompts per generate call.")
+    device: str | None = Field(None, description="hf backend: cpu, cuda, cuda:1, ... (default: cuda if available).")
+    max_consecutive_failures: Annotated[int, _AT_LEAST_ONE] = Field(
+        32, description="Stop after this many requests in a row got no reply (server down); a rerun resumes."
+    )
+    max_reply_bytes: Annotated[int, _AT_LEAST_ONE] = 2 * 1024 * 1024
 
-    def check(self) -> None:
-        """Raise ``InputError`` for a setting that cannot work."""
-        if not self.judge_model or not self.judge_model.strip():
-            raise InputError(
-                "the judge model is empty", field="judge_model", hint="e.g. --judge-model qwen2.5-72b-instruct"
-            )
-        if self.backend not in BACKENDS:
-            raise InputError(
-                f"unknown backend '{self.backend}'", field="backend", hint=f"use one of {', '.join(BACKENDS)}"
-            )
+    @model_validator(mode="after")
+    def _endpoint(self) -> JudgeSettings:
+        """The openai backend needs a valid base URL."""
         if self.backend == "openai":
-            normalize_base_url(self.base_url)
-        positive = {
-            "concurrency": self.concurrency,
-            "batch_size": self.batch_size,
-            "max_tokens": self.max_tokens,
-            "max_consecutive_failures": self.max_consecutive_failures,
-            "max_reply_bytes": self.max_reply_bytes,
-        }
-        for name, value in positive.items():
-            if value < 1:
-                raise InputError(f"must be at least 1, got {value}", field=name)
-        if self.concurrency > MAX_CONCURRENCY:
-            raise InputError(
-                f"must be at most {MAX_CONCURRENCY}, got {self.concurrency}",
-                field="concurrency",
-                hint="more requests in flight only queue at the server; 8-64 suits most endpoints",
-            )
-        for name in (
-            "timeout",
-            "price_in",
-            "price_out",
-            "temperature",
-            "retry_temperature",
-            "backoff_base",
-            "backoff_max",
-        ):
-            if not math.isfinite(getattr(self, name)):
-                raise InputError(f"must be a finite number, got {getattr(self, name)}", field=name)
-        if self.timeout <= 0:
-            raise InputError(f"must be positive, got {self.timeout}", field="timeout")
-        if self.max_retries < 0:
-            raise InputError(f"must be 0 or more, got {self.max_retries}", field="max_retries")
-        if self.max_requests is not None and self.max_requests < 0:
-            raise InputError(f"must be 0 or more, got {self.max_requests}", field="max_requests")
-        for name in ("price_in", "price_out", "temperature", "retry_temperature", "backoff_base", "backoff_max"):
-            if getattr(self, name) < 0:
-                raise InputError(f"must not be negative, got {getattr(self, name)}", field=name)
+            try:
+                normalize_base_url(self.base_url)
+            except InputError as e:
+                raise invalid(e.message, e.hint, at=e.field) from None
+        return self
 
     def resolve_api_key(self) -> str:
         """The API key: ``api_key`` if given, else the environment variable ``api_key_env``."""

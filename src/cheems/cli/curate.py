@@ -12,7 +12,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cheems.cli.console import report_skipped
-from cheems.cli.options import finite
+from cheems.cli.options import finite, from_options, settings_options
+from cheems.curate.filters import FilterConfig
 from cheems.errors import InputError
 
 curate_app = typer.Typer(
@@ -72,51 +73,35 @@ def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) ->
 
 
 @curate_app.command("filter")
+@settings_options(
+    FilterConfig,
+    "config",
+    "max_chars",
+    "max_length_ratio",
+    "long_min_chars",
+    "max_non_chinese_share",
+    "report_json",
+    "skip_invalid",
+)
 def filter_(
+    *,
     source: InPath,
     output: Output,
     config: Annotated[
         Optional[Path],
         typer.Option("--config", "-c", help="YAML with FilterConfig thresholds; the options below override it."),
     ] = None,
-    max_chars: Annotated[Optional[int], typer.Option(help="Absolute length cap in characters.")] = None,
-    max_length_ratio: Annotated[
-        Optional[float],
-        typer.Option(
-            help="Drop if longer than this × the siblings' median (and over --long-min-chars).", callback=finite()
-        ),
-    ] = None,
-    long_min_chars: Annotated[
-        Optional[int], typer.Option(help="The relative length check fires only above this many characters.")
-    ] = None,
-    max_non_chinese_share: Annotated[
-        Optional[float],
-        typer.Option(
-            help="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.", callback=finite()
-        ),
-    ] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
+    settings: dict[str, Any],
 ) -> None:
     """Drop empty, over-long, non-Chinese, truncated and repetitive responses (with a report)."""
-    from pydantic import ValidationError
-
-    from cheems.curate.filters import FilterConfig, filter_records
+    from cheems.curate.filters import filter_records
     from cheems.data.yamlfile import load_yaml_model
 
     _claim(source, output, report_json, ("--config", config))
-    cfg = load_yaml_model(config, FilterConfig)[0] if config else FilterConfig()
-    overrides = {
-        "max_chars": max_chars,
-        "max_length_ratio": max_length_ratio,
-        "long_min_chars": long_min_chars,
-        "max_non_chinese_share": max_non_chinese_share,
-    }
-    try:
-        cfg = FilterConfig.model_validate(cfg.model_dump() | {k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as e:  # only an option can be wrong here: the file was checked above
-        first = e.errors()[0]
-        raise InputError(first["msg"], path="--" + str(first["loc"][0]).replace("_", "-")) from None
+    in_file = load_yaml_model(config, FilterConfig)[0].model_dump() if config else {}
+    cfg = from_options(FilterConfig, settings, in_file)
     records, report = filter_records(_read(source, skip_invalid), cfg)
     _write(output, records, report_json, report.to_dict())
     console = _console()

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import report_skipped
-from cheems.cli.options import finite
+from cheems.cli.options import from_options, settings_options
 from cheems.errors import InputError
 
 
@@ -27,7 +28,35 @@ def failures_path(output: Path) -> Path:
     )
 
 
+@settings_options(
+    JudgeSettings,
+    "output",
+    "base_url",
+    "judge_model",
+    "backend",
+    "api_key_env",
+    "concurrency",
+    "seed",
+    "both_orders",
+    "cache",
+    "timeout",
+    "max_retries",
+    "max_requests",
+    "max_consecutive_failures",
+    "criteria",
+    "price_in",
+    "price_out",
+    "max_tokens",
+    "batch_size",
+    "device",
+    "retry_failed",
+    "stats_json",
+    "skip_invalid",
+    "no_progress",
+    show_defaults=True,
+)
 def judge(
+    *,
     source: Annotated[
         Path, typer.Argument(metavar="IN", help="Records (canonical or official format) with 2+ responses each.")
     ],
@@ -35,72 +64,6 @@ def judge(
         Optional[Path],
         typer.Option("--output", "-o", help="Output JSONL: the records with the judge's comparisons appended."),
     ] = None,
-    base_url: Annotated[
-        Optional[str],
-        typer.Option(
-            "--base-url",
-            help=(
-                "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM, SGLang), "
-                "http://localhost:11434/v1 (Ollama)."
-            ),
-        ),
-    ] = None,
-    judge_model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--judge-model", help="Model name at the endpoint; with --backend hf, a causal LM folder or hub id."
-        ),
-    ] = None,
-    backend: Annotated[
-        str, typer.Option(help="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM).")
-    ] = "openai",
-    api_key_env: Annotated[
-        str, typer.Option("--api-key-env", help="Environment variable holding the API key.")
-    ] = "OPENAI_API_KEY",
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at once (1-256).")] = 8,
-    seed: Annotated[int, typer.Option(help="Fixes which response of each pair is shown first.")] = 0,
-    both_orders: Annotated[
-        bool, typer.Option("--both-orders", help="Ask each pair in both orders and report their consistency.")
-    ] = False,
-    cache: Annotated[
-        Optional[Path],
-        typer.Option("--cache", help="Judgement cache (SQLite); default $CHEEMS_CACHE_DIR/judge.sqlite."),
-    ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per request.", callback=finite())] = 60.0,
-    max_retries: Annotated[
-        int,
-        typer.Option(help="Retries per request (429, 5xx, timeouts, resets) and re-asks after a reply without A/B/C."),
-    ] = 4,
-    max_requests: Annotated[
-        Optional[int], typer.Option(help="Request budget for this run; a rerun resumes where it stopped.")
-    ] = None,
-    max_consecutive_failures: Annotated[
-        int, typer.Option(help="Stop after this many requests in a row got no reply (server down); a rerun resumes.")
-    ] = 32,
-    criteria: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--criteria",
-            help=(
-                "YAML/JSON file mapping category -> criterion groups (language, knowledge, reasoning, "
-                "code, safety, complex_instructions)."
-            ),
-        ),
-    ] = None,
-    price_in: Annotated[
-        float, typer.Option("--price-in", help="Price per 1M input tokens, for the cost report.", callback=finite())
-    ] = 0.0,
-    price_out: Annotated[
-        float, typer.Option("--price-out", help="Price per 1M output tokens.", callback=finite())
-    ] = 0.0,
-    max_tokens: Annotated[int, typer.Option(help="Most tokens the judge may reply with.")] = 64,
-    batch_size: Annotated[int, typer.Option(help="hf backend: prompts per generate call.")] = 8,
-    device: Annotated[
-        Optional[str], typer.Option(help="hf backend: cpu, cuda, cuda:1, ... (default: cuda if available).")
-    ] = None,
-    retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="Ask again pairs whose cached verdict failed.")
-    ] = False,
     stats_json: Annotated[
         Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")
     ] = None,
@@ -108,55 +71,35 @@ def judge(
         bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
     ] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    settings: dict[str, Any],
 ) -> None:
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
-    from cheems.annotate import JudgeSettings, judge_records
+    from cheems.annotate import judge_records
     from cheems.annotate.cache import JudgeCache
     from cheems.data.io import read_records, write_json, write_jsonl, write_records
     from cheems.data.outputs import claim_outputs, together
 
     if output is None:
         raise InputError("cheems judge needs an output file", field="output", hint="add -o judged.jsonl")
-    if not judge_model:
+    if not settings.get("judge_model"):
         raise InputError(
             "cheems judge needs --judge-model",
             field="judge_model",
             hint="the model name the endpoint serves, e.g. --judge-model qwen2.5-72b-instruct",
         )
-    settings = JudgeSettings(
-        judge_model=judge_model,
-        base_url=base_url,
-        backend=backend,
-        api_key_env=api_key_env,  # type: ignore[arg-type]
-        concurrency=concurrency,
-        seed=seed,
-        both_orders=both_orders,
-        cache=cache,
-        timeout=timeout,
-        max_retries=max_retries,
-        max_requests=max_requests,
-        criteria=criteria,
-        price_in=price_in,
-        price_out=price_out,
-        max_tokens=max_tokens,
-        batch_size=batch_size,
-        device=device,
-        retry_failed=retry_failed,
-        max_consecutive_failures=max_consecutive_failures,
-    )
-    settings.check()
-    if backend == "openai":
-        settings.resolve_api_key()  # a missing key is a user error before any file is read
+    cfg = from_options(JudgeSettings, settings)
+    if cfg.backend == "openai":
+        cfg.resolve_api_key()  # a missing key is a user error before any file is read
     side = failures_path(output)
-    cache_path = JudgeCache(cache).path
+    cache_path = JudgeCache(cfg.cache).path
     claim_outputs(
-        inputs=[("IN", source), ("--criteria", criteria), ("--cache", cache_path)],
+        inputs=[("IN", source), ("--criteria", cfg.criteria), ("--cache", cache_path)],
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished judgements are in {cache_path}; rerun the same command to resume",
     )
     result = read_records(source, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
-    judged = judge_records(result.records, settings, progress=not no_progress)
+    judged = judge_records(result.records, cfg, progress=not no_progress)
     with together():
         write_records(output, judged.records)
         if judged.failures:

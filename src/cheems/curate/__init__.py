@@ -1,8 +1,8 @@
 """Curating a preference set (paper part 2): quality filters, distant supervision, length debias, merging.
 
-Imports only ``cheems.data`` and ``cheems.ranking``: length debias works on
-``cheems.ranking.training_pairs`` (the pairs training would use), and the LLM judge and the RM
-scorer of a recipe are passed in by the caller.
+Imports only ``cheems.data``, ``cheems.ranking`` and the judge's settings model (a recipe's typed
+``judge:`` section): length debias works on ``cheems.ranking.training_pairs`` (the pairs training
+would use), and the LLM judge and the RM scorer of a recipe are passed in by the caller.
 """
 
 from cheems.curate.debias import DebiasReport, implied_pairs, length_debias

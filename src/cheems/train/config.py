@@ -1,48 +1,79 @@
 """Every knob of reward-model training, with the paper's defaults and a small-backbone preset.
 
-Precedence, lowest first: the dataclass defaults (the paper's Table 9, for large causal
-LMs) < the preset for the backbone (:meth:`TrainConfig.for_backbone`) < the YAML file <
-command-line overrides. The resolved config is written next to the model as
-``train_config.yaml`` and can be fed back with ``--config``.
+Precedence, lowest first: the field defaults (the paper's Table 9, for large causal LMs) < the
+preset for the backbone (:meth:`TrainConfig.for_backbone`) < the YAML file < command-line
+options. The resolved config is written next to the model as ``train_config.yaml`` and can be
+fed back with ``--config``.
+
+A setting is one field: its type and checks validate the YAML file and the options alike, its
+``description`` is the help of its ``cheems train`` option (when the command lists it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
-import types
-import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
-from cheems.data.yamlfile import line_of, read_yaml_mapping
-from cheems.errors import InputError
+from cheems.data.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
+from cheems.data.yamlfile import read_yaml_mapping, validate_config
 
 TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
 LOGGERS = ("csv", "tensorboard")
 PRESETS = ("auto", "paper", "small")
 MAX_EPOCHS = 1000
+# The small preset (m3e-small and other BERT-like encoders, trained on a CPU): lr 5e-5 (the top of
+# BERT's fine-tuning range: a 4-layer, 512-wide encoder with a freshly initialised head needs a
+# larger step than a 7B LM's 5e-6, and warm-up + cosine keep it stable), max_length 512 (BERT's
+# position table), 16 responses per step (a CPU forward of 16 x 512 tokens stays within seconds),
+# weight decay 0.01.
+SMALL_PRESET = {"lr": 5e-5, "max_length": 512, "batch_size": 16, "weight_decay": 0.01}
 
 
-@dataclass
-class LoraSettings:
+def at_least(low: int) -> AfterValidator:
+    """The value must be ``low`` or more."""
+    return rule(lambda value: value >= low, f"must be >= {low}, got {{value}}")
+
+
+def _auto_or_flag(value: Any) -> Any:
+    """``bf16``: true, false or auto (true/false/yes/no written as text count too)."""
+    if value == "auto" or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+        return value.lower() in ("true", "yes")
+    raise invalid(f"must be true, false or auto, got {value!r}")
+
+
+def _known_loggers(names: list[str]) -> list[str]:
+    """``logging``: any of :data:`LOGGERS`."""
+    for name in names:
+        if name not in LOGGERS:
+            raise invalid(f"unknown logger {name!r}", f"use any of {', '.join(LOGGERS)}")
+    return names
+
+
+class LoraSettings(Settings):
     """LoRA adapters through PEFT (``pip install peft``); the value head is always trained in full."""
 
-    enabled: bool = False
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
-    target_modules: str | list[str] = "all-linear"
+    enabled: Annotated[Flag, Cli("--lora")] = Field(False, description="Train LoRA adapters (needs peft).")
+    r: Whole = 16
+    alpha: Whole = 32
+    dropout: Number = 0.05
+    target_modules: Text | list[Text] = "all-linear"
     """Module names to adapt, or ``"all-linear"`` (every linear layer but the head)."""
 
+    @model_validator(mode="after")
+    def _workable(self) -> LoraSettings:
+        if self.r < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1:
+            raise invalid("needs r >= 1, alpha > 0 and 0 <= dropout < 1")
+        return self
 
-@dataclass
-class TrainConfig:
+
+class TrainConfig(Settings):
     """Reward-model training settings. Defaults are the paper's (Table 9) for large causal LMs.
 
     ``batch_size`` counts *responses* per optimizer micro-step per process (greedy
@@ -50,274 +81,142 @@ class TrainConfig:
     ``batch_size * grad_accum * processes`` responses (the paper: 256).
     """
 
-    data: list[str] = field(default_factory=list)
-    output: str = "cheems-rm"
-    model: str = "m3e-small"
-    preset: str = "auto"
+    data: Annotated[TextList, Cli("-d", path=True)] = Field(
+        default_factory=list, description="Training records (JSONL with rank or comparisons); repeat for more files."
+    )
+    output: Annotated[Text, rule(str.strip, "is empty", "name a folder"), Cli("-o", path=True)] = Field(
+        "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints."
+    )
+    model: Annotated[Text, rule(str.strip, "is empty", "name a backbone, e.g. m3e-small"), Cli("-m")] = Field(
+        "m3e-small", description="Backbone: a local folder or 'm3e-small' (the packaged one, default)."
+    )
+    preset: Annotated[Text, one_of(PRESETS, "preset")] = Field("auto", description="Defaults: auto, paper or small.")
     """``auto``: ``small`` for encoder backbones (BERT-like), ``paper`` for causal LMs."""
 
-    epochs: int = 2
-    lr: float = 5e-6
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.0
-    batch_size: int = 32
-    grad_accum: int = 1
-    max_grad_norm: float = 1.0
-    reg_coef: float = 0.1
-    max_length: int = 2048
-    truncation: str = "left_prompt"
+    epochs: Annotated[
+        Whole,
+        at_least(1),  # and at most MAX_EPOCHS: every epoch's plan is built up front
+        rule(lambda n: n <= MAX_EPOCHS, f"must be at most {MAX_EPOCHS}, got {{value}}", "the paper trains 2 epochs"),
+    ] = Field(2, description="Epochs (paper: 2).")
+    lr: Annotated[Number, rule(lambda x: x > 0, "must be > 0, got {value}")] = Field(
+        5e-6, description="Peak learning rate (paper: 5e-6; small preset: 5e-5)."
+    )
+    warmup_ratio: Annotated[Number, rule(lambda x: 0 <= x < 1, "must be in [0, 1), got {value}")] = Field(
+        0.1, description="Share of steps for linear warm-up."
+    )
+    weight_decay: Annotated[Number, at_least(0)] = 0.0
+    batch_size: Annotated[Whole, at_least(1)] = Field(32, description="Responses per micro-batch per process.")
+    grad_accum: Annotated[Whole, at_least(1)] = Field(1, description="Micro-batches per optimizer step.")
+    max_grad_norm: Annotated[Number, at_least(0)] = 1.0
+    reg_coef: Annotated[Number, at_least(0)] = Field(0.1, description="Gaussian prior weight on rewards (paper: 0.1).")
+    max_length: Annotated[Whole, at_least(1)] = Field(2048, description="Max tokens per (prompt, response).")
+    truncation: Annotated[Text, one_of(TRUNCATION, "policy")] = Field(
+        "left_prompt", description="left_prompt (cut the prompt's start) or drop (leave out over-long responses)."
+    )
     """``left_prompt``: cut the prompt from the left, keep the response (cut the response's
     end only when it alone is too long); ``drop``: leave out over-long responses (and their pairs)."""
-    pooling: str = "auto"
+    pooling: Annotated[Text, one_of(POOLING, "pooling")] = Field(
+        "auto", description="auto, last (causal LMs), cls or mean (encoders)."
+    )
     """``auto`` (= ``last`` for causal LMs, ``cls`` for encoders), ``last``, ``cls`` or ``mean`` (encoders)."""
-    bf16: bool | str = "auto"
+    bf16: Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_flag)] = Field(
+        "auto", description="bf16 autocast (default: auto)."
+    )
     """``auto``: bf16 autocast on CPU and on GPUs that support it, fp32 elsewhere."""
-    gradient_checkpointing: bool = False
-    chunk_tokens: int = -1
+    gradient_checkpointing: Flag = Field(False, description="Trade compute for memory.")
+    chunk_tokens: Annotated[
+        Whole, rule(lambda n: n >= -1, "must be -1 (auto), 0 (one pass) or a token count, got {value}")
+    ] = -1
     """Forward each batch in length-sorted chunks of at most this many padded tokens, with one
     loss and one backward over the whole batch (same pairs, same loss, far less padding).
     ``-1`` (auto): 1024 on a single CPU process (measured ~3.8x faster than one padded pass of
     16 oasst1_zh responses), one pass elsewhere; ``0``: always one padded pass."""
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    seed: int = 42
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    """A mapping of :class:`LoraSettings`, or ``true``/``false`` for ``{enabled: ...}``."""
+    seed: Annotated[Whole, rule(lambda n: 0 <= n < 2**32, "must be between 0 and 2**32 - 1, got {value}")] = Field(
+        42, description="Random seed."
+    )
 
-    eval_bench: list[str] = field(default_factory=list)
-    eval_every: int = 0
+    eval_bench: Annotated[TextList, Cli(path=True)] = Field(
+        default_factory=list, description="Bench file(s) to evaluate on during training; repeat for more."
+    )
+    eval_every: Annotated[Whole, at_least(0)] = Field(0, description="Evaluate every N steps (0: each epoch end).")
     """Evaluate on ``eval_bench`` every N optimizer steps; 0: at the end of each epoch."""
-    eval_batch_size: int = 32
-    save_every: int = 0
+    eval_batch_size: Annotated[Whole, at_least(1)] = 32
+    save_every: Annotated[Whole, at_least(0)] = Field(0, description="Checkpoint every N steps (0: never).")
     """Checkpoint (model, optimizer, scheduler, RNG, position) every N optimizer steps; 0: never."""
-    keep_checkpoints: int = 2
+    keep_checkpoints: Annotated[Whole, at_least(0)] = 2
     """How many of the latest checkpoints to keep; 0 keeps all."""
-    logging: list[str] = field(default_factory=lambda: ["csv"])
-    log_every: int = 1
-    progress: bool = True
-    resume: bool = False
-    """Continue from the latest checkpoint in ``output/checkpoints``."""
-    cpu: bool = False
-    """Train on the CPU even when a GPU is present."""
+    logging: Annotated[TextList, AfterValidator(_known_loggers)] = Field(default_factory=lambda: ["csv"])
+    log_every: Annotated[Whole, at_least(1)] = 1
+    progress: Flag = True
+    resume: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="Continue from the latest checkpoint in OUTPUT/checkpoints."
+    )
+    cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _lora_mapping(cls, value: Any) -> Any:
+        """``lora: true`` is ``lora: {enabled: true}``; an unknown key is named ``lora.<key>``."""
+        if isinstance(value, bool):
+            return {"enabled": value}
+        if isinstance(value, dict):
+            known = list(LoraSettings.model_fields)
+            for key in value:
+                if key not in known:
+                    raise invalid(f"unknown key 'lora.{key}'", f"known: {', '.join(known)}", at=key)
+        elif not isinstance(value, LoraSettings):
+            raise invalid(
+                f"expected a mapping of LoRA settings ({', '.join(LoraSettings.model_fields)}), got {value!r}"
+            )
+        return value
 
     # ------------------------------------------------------------------ presets
     @classmethod
-    def for_backbone(cls, model: str = "m3e-small", preset: str = "auto") -> "TrainConfig":
-        """Defaults for ``model``: the paper's for causal LMs, the ``small`` preset for encoders.
-
-        ``small`` (m3e-small and other BERT-like encoders, trained on a CPU): lr 5e-5 (the top
-        of BERT's fine-tuning range: a 4-layer, 512-wide encoder with a freshly initialised
-        head needs a larger step than a 7B LM's 5e-6, and warm-up + cosine keep it stable),
-        max_length 512 (BERT's position table), 16 responses per step (a CPU forward of
-        16 x 512 tokens stays within seconds), weight decay 0.01, 2 epochs.
-        """
-        if preset not in PRESETS:
-            raise InputError(f"unknown preset {preset!r}", field="preset", hint=f"use one of {', '.join(PRESETS)}")
-        cfg = cls(model=model, preset=preset)
+    def for_backbone(cls, model: str = "m3e-small", preset: str = "auto") -> TrainConfig:
+        """Defaults for ``model``: the paper's for causal LMs, :data:`SMALL_PRESET` for encoders (``auto``)."""
+        cfg = validate_config({"model": model, "preset": preset}, cls)
         if preset == "auto":
             preset = "small" if _is_encoder(model) else "paper"
-        if preset == "small":
-            cfg.lr, cfg.max_length, cfg.batch_size, cfg.weight_decay = 5e-5, 512, 16, 0.01
-        return cfg
+        return cfg.model_copy(update=SMALL_PRESET) if preset == "small" else cfg
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every setting, in field order (the keys of ``train_config.yaml``)."""
+        return self.model_dump()
 
     def save_yaml(self, path: str | Path) -> None:
+        """Write the settings as YAML (readable back with ``--config``)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(yaml.safe_dump(self.to_dict(), allow_unicode=True, sort_keys=False), encoding="utf-8")
 
-    def validate(self, source: str | None = None) -> "TrainConfig":
-        """Raise InputError on a value that cannot work; return self."""
-
-        def bad(name: str, msg: str, hint: str | None = None) -> InputError:
-            return InputError(msg, path=source, field=name, hint=hint)
-
-        for name in ("output", "model"):
-            if not getattr(self, name).strip():
-                raise bad(name, "is empty", "name a folder" if name == "output" else "name a backbone, e.g. m3e-small")
-        if self.epochs > MAX_EPOCHS:  # every epoch's plan is built up front
-            raise bad("epochs", f"must be at most {MAX_EPOCHS}, got {self.epochs}", "the paper trains 2 epochs")
-        if not 0 <= self.seed < 2**32:
-            raise bad("seed", f"must be between 0 and 2**32 - 1, got {self.seed}")
-        for name in ("epochs", "batch_size", "grad_accum", "max_length", "eval_batch_size", "log_every"):
-            if getattr(self, name) < 1:
-                raise bad(name, f"must be >= 1, got {getattr(self, name)}")
-        if self.chunk_tokens < -1:
-            raise bad("chunk_tokens", f"must be -1 (auto), 0 (one pass) or a token count, got {self.chunk_tokens}")
-        for name in ("eval_every", "save_every", "keep_checkpoints"):
-            if getattr(self, name) < 0:
-                raise bad(name, f"must be >= 0, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise bad("lr", f"must be > 0, got {self.lr}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise bad("warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
-        for name in ("weight_decay", "reg_coef", "max_grad_norm"):
-            if getattr(self, name) < 0:
-                raise bad(name, f"must be >= 0, got {getattr(self, name)}")
-        if self.truncation not in TRUNCATION:
-            raise bad("truncation", f"unknown policy {self.truncation!r}", f"use one of {', '.join(TRUNCATION)}")
-        if self.pooling not in POOLING:
-            raise bad("pooling", f"unknown pooling {self.pooling!r}", f"use one of {', '.join(POOLING)}")
-        if self.preset not in PRESETS:
-            raise bad("preset", f"unknown preset {self.preset!r}", f"use one of {', '.join(PRESETS)}")
-        if self.bf16 not in (True, False, "auto"):
-            raise bad("bf16", f"must be true, false or auto, got {self.bf16!r}")
-        for name in self.logging:
-            if name not in LOGGERS:
-                raise bad("logging", f"unknown logger {name!r}", f"use any of {', '.join(LOGGERS)}")
-        if self.lora.r < 1 or self.lora.alpha <= 0 or not 0 <= self.lora.dropout < 1:
-            raise bad("lora", "needs r >= 1, alpha > 0 and 0 <= dropout < 1")
+    def validate(self, source: str | None = None) -> TrainConfig:  # type: ignore[override]
+        """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
+        validate_config(self.to_dict(), type(self), source)
         return self
 
 
 def _is_encoder(model: str) -> bool:
-    """Whether ``model`` (a name resolvable to a local folder) is a BERT-like encoder."""
-    try:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    """Whether ``model`` (a local folder or a packaged alias) is a BERT-like encoder; a guess for defaults only."""
+    from cheems.models.backbones import is_encoder_config, resolve_backbone
 
-        path = _local_folder(model)
-        if path is None:
-            return False
-        model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
-        return model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    try:
+        config = json.loads((Path(resolve_backbone(model)) / "config.json").read_text(encoding="utf-8"))
+        return is_encoder_config(config)
     except Exception:  # noqa: BLE001 - a guess for defaults only; loading reports real errors
         return False
 
 
-def _local_folder(model: str) -> Path | None:
-    if Path(model, "config.json").is_file():
-        return Path(model)
-    try:
-        from cheems.models import resolve_backbone
-
-        path = Path(resolve_backbone(model))
-        return path if (path / "config.json").is_file() else None
-    except Exception:  # noqa: BLE001
-        return None
-
-
-# ---------------------------------------------------------------------- loading
-def _coerce(name: str, hint: Any, value: Any, source: str | None) -> Any:
-    """Check/convert one YAML or CLI value against the field's type annotation."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-
-    def fail(expected: str) -> InputError:
-        return InputError(f"expected {expected}, got {value!r}", path=source, field=name)
-
-    if hint is LoraSettings:
-        if isinstance(value, bool):
-            return LoraSettings(enabled=value)
-        if isinstance(value, LoraSettings):
-            return value
-        if not isinstance(value, dict):
-            raise fail("a mapping of LoRA settings (enabled, r, alpha, dropout, target_modules)")
-        known = {f.name: f for f in dataclasses.fields(LoraSettings)}
-        kwargs = {}
-        for key, v in value.items():
-            if key not in known:
-                raise InputError(
-                    f"unknown key 'lora.{key}'", path=source, field=f"lora.{key}", hint=f"known: {', '.join(known)}"
-                )
-            kwargs[key] = _coerce(f"lora.{key}", typing.get_type_hints(LoraSettings)[key], v, source)
-        return LoraSettings(**{**dataclasses.asdict(LoraSettings()), **kwargs})
-    if origin in (typing.Union, types.UnionType):
-        for option in args:
-            try:
-                return _coerce(name, option, value, source)
-            except InputError:
-                pass
-        raise fail(" or ".join(_type_name(a) for a in args))
-    if origin is list:
-        if isinstance(value, (str, Path)):
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise fail("a list")
-        return [_coerce(name, args[0], v, source) for v in value]
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
-            return value.lower() in ("true", "yes")
-        raise fail("true or false")
-    if hint is int:
-        if isinstance(value, bool):
-            raise fail("a whole number")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise fail("a whole number")
-    if hint is float:
-        if isinstance(value, bool):
-            raise fail("a number")
-        number = value if isinstance(value, (int, float)) else None
-        if isinstance(value, str):  # YAML 1.1 reads 5e-6 (no dot) as a string
-            try:
-                number = float(value)
-            except ValueError:
-                pass
-        if number is None or not math.isfinite(number):  # NaN would pass every range check below
-            raise fail("a finite number")
-        return float(number)
-    if hint is str:
-        if isinstance(value, (str, Path)):
-            return str(value)
-        raise fail("a string")
-    return value
-
-
-def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", str(hint))
-
-
-def apply_overrides(cfg: TrainConfig, values: dict[str, Any], source: str | None = None) -> TrainConfig:
-    """Set fields from ``values`` (type-checked); an unknown key is an InputError naming it and ``source``."""
-    hints = typing.get_type_hints(TrainConfig)
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    for key, value in values.items():
-        if key not in known:
-            raise InputError(
-                f"unknown key '{key}'", path=source, field=key, hint=f"known keys: {', '.join(sorted(known))}"
-            )
-        setattr(cfg, key, _coerce(key, hints[key], value, source))
-    return cfg
-
-
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Defaults < backbone preset < YAML file ``path`` < ``overrides`` (None values are ignored)."""
+    """Defaults < backbone preset < YAML file ``path`` < ``overrides`` (None values are ignored).
+
+    A bad value in the file is an error at its line even when an override replaces it.
+    """
     raw, lines = read_yaml_mapping(path, "config", allow_empty=True) if path is not None else ({}, {})
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    source = str(path) if path is not None else None
-    for key in ("model", "preset"):
-        for where, values in ((source, raw), (None, overrides)):
-            if key in values and not isinstance(values[key], str):
-                raise InputError(f"expected a string, got {values[key]!r}", path=where, field=key)
-
-    def in_file(e: InputError) -> InputError:
-        """``e`` at the line of the file's key, when the file gave the value that is wrong."""
-        key = e.field.split(".")[0] if e.field else None
-        if source is None or key not in raw or key in overrides:
-            return e
-        return InputError(
-            e.message, path=source, line=line_of(lines, tuple(e.field.split("."))), field=e.field, hint=e.hint
-        )
-
-    try:
-        cfg = TrainConfig.for_backbone(
-            overrides.get("model", raw.get("model", TrainConfig.model)),
-            overrides.get("preset", raw.get("preset", TrainConfig.preset)),
-        )
-    except InputError as e:
-        raise in_file(e) from None
-    try:
-        apply_overrides(cfg, raw, source)
-    except InputError as e:  # a bad value in the file is an error even when an option overrides it
-        raise e.located(line=line_of(lines, tuple(e.field.split(".")) if e.field else ())) from None
-    apply_overrides(cfg, overrides, None)
-    try:
-        return cfg.validate()
-    except InputError as e:
-        raise in_file(e) from None
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    validate_config(raw, TrainConfig, None if path is None else str(path), lines)
+    validate_config(given, TrainConfig)
+    fields = TrainConfig.model_fields
+    model, preset = (given.get(k, raw.get(k, fields[k].default)) for k in ("model", "preset"))
+    return validate_config(merged(TrainConfig.for_backbone(model, preset).to_dict(), raw, given), TrainConfig)

@@ -30,17 +30,9 @@ import torch
 from torch import nn
 
 from cheems.errors import CheemsWarning, InputError
+from cheems.models.backbones import is_encoder_config
 
 POOLING_KEY = "cheems_pooling"
-
-
-def is_encoder_config(config: Any) -> bool:
-    """BERT-like encoders (bidirectional, first-token classification); everything else is causal."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
-    return getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(
-        config, "is_decoder", False
-    )
 
 
 def resolve_pooling(pooling: str, encoder: bool) -> str:

@@ -1,0 +1,177 @@
+"""Settings mapped to command-line options in one place (cheems.cli.options): a field with a description
+is an option with that help; an option not given is not an override; a bad value is one error line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import pytest
+import typer
+from pydantic import Field, model_validator
+from typer.testing import CliRunner
+
+from cheems.cli.main import run
+from cheems.cli.options import from_options, given_settings, settings_options
+from cheems.data.settings import Cli, Settings, Text, TextList, invalid, rule
+from cheems.errors import InputError
+
+
+class Inner(Settings):
+    enabled: Annotated[bool, Cli("--inner")] = Field(False, description="Switch the inner part on.")
+    size: int = 3
+
+
+class Toy(Settings):
+    files: Annotated[TextList, Cli("-f", path=True)] = Field(default_factory=list, description="Input files.")
+    name: Text = Field("toy", description="A name.")
+    count: Annotated[int, rule(lambda n: n >= 1, "must be >= 1, got {value}", "count from 1")] = Field(
+        2, description="How many times."
+    )
+    rate: float = Field(0.5, description="A rate.")
+    fast: bool = Field(False, description="Go fast.")
+    quiet: Annotated[bool, Cli(flag=True)] = Field(False, description="Say nothing.")
+    hidden: int = 7  # not listed by the command: no option
+    inner: Inner = Field(default_factory=Inner)
+
+
+class Pair(Settings):
+    low: int = 0
+    high: int = 1
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Pair:
+        if self.high < self.low:
+            raise invalid("is below low", at="high")
+        return self
+
+
+seen: list[dict[str, Any]] = []
+
+
+def make_app(show_defaults: bool = False) -> typer.Typer:
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.command()
+    @settings_options(
+        Toy, "files", "config", "name", "count", "rate", "fast", "quiet", "inner.enabled", show_defaults=show_defaults
+    )
+    def toy(
+        *,
+        source: Annotated[Path, typer.Argument(metavar="IN", help="The input.")],
+        config: Annotated[Optional[Path], typer.Option("--config", "-c", help="A config file.")] = None,
+        settings: dict[str, Any],
+    ) -> None:
+        """A toy command."""
+        seen.append({"source": source, "config": config, "settings": settings, "toy": from_options(Toy, settings)})
+
+    return app
+
+
+def help_text(app: typer.Typer) -> str:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def invoke(app: typer.Typer, *args: str) -> dict[str, Any]:
+    seen.clear()
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return seen[-1]
+
+
+def test_each_listed_field_is_an_option_with_its_description_as_help():
+    text = help_text(make_app())
+    for line in (
+        "--files",
+        "-f",
+        "Input files.",
+        "--name",
+        "A name.",
+        "--count",
+        "How many times.",
+        "--rate",
+        "--fast",
+        "--no-fast",
+        "Go fast.",
+        "--quiet",
+        "Say nothing.",
+        "--inner",
+        "--no-inner",
+        "Switch the inner part on.",
+    ):
+        assert line in text, line
+    assert "--no-quiet" not in text and "--hidden" not in text and "--size" not in text
+    assert "<list[Path]>" in text and "<float>" in text and "<int>" in text  # types from the annotations
+    # the command's own parameters keep their place in the listed order
+    assert text.index("IN") < text.index("--files") < text.index("--config") < text.index("--name")
+    assert "[default:" not in text  # a config file or preset decides: no default shown
+    assert "[default: 2]" in help_text(make_app(show_defaults=True))
+
+
+def test_an_option_not_given_is_no_override():
+    call = invoke(make_app(), "in.jsonl")
+    assert call["settings"] == {} and call["toy"] == Toy()
+    assert call["source"] == Path("in.jsonl") and call["config"] is None
+    call = invoke(make_app(), "in.jsonl", "--count", "5", "-f", "a.jsonl", "-f", "b.jsonl", "--quiet", "--inner")
+    assert call["settings"] == {
+        "count": 5,
+        "files": [Path("a.jsonl"), Path("b.jsonl")],
+        "quiet": True,
+        "inner": {"enabled": True},
+    }
+    toy = call["toy"]
+    assert toy.files == ["a.jsonl", "b.jsonl"] and toy.count == 5 and toy.inner == Inner(enabled=True)
+    assert invoke(make_app(), "in.jsonl", "--no-fast")["settings"] == {"fast": False}  # False is given, None is not
+    # with the model's defaults shown, every option has a value: the same settings
+    assert invoke(make_app(show_defaults=True), "in.jsonl")["toy"] == Toy()
+
+
+def test_given_settings_drops_none_and_nests_dotted_names():
+    assert given_settings({"a": None, "b": 0, "c.d": False, "c.e": None}) == {"b": 0, "c": {"d": False}}
+
+
+def test_options_go_over_a_base_key_by_key():
+    toy = from_options(Toy, {"inner": {"enabled": True}}, base={"name": "file", "inner": {"size": 9}})
+    assert (toy.name, toy.inner.enabled, toy.inner.size) == ("file", True, 9)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--count", "0"], "--count: field 'count': must be >= 1, got 0 — count from 1"),
+        (["--rate", "nan"], "--rate: must be a finite number, got nan"),  # floats are checked while parsing
+        (["--count", "many"], "Invalid value for '--count'"),
+    ],
+)
+def test_a_bad_option_value_is_one_error_line(monkeypatch, capsys, args, words):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(sys, "argv", ["toy", "in.jsonl", *args])
+    with pytest.raises(SystemExit) as e:
+        run(make_app())
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and words in err, err
+
+
+def test_an_error_in_a_setting_not_given_names_no_option():
+    with pytest.raises(InputError) as e:
+        from_options(Pair, {"low": 5})
+    assert e.value.path is None and e.value.field == "high" and "is below low" in str(e.value)
+
+
+def test_the_train_judge_and_filter_options_come_from_their_settings():
+    """The shipped commands read their help from the models (here: one option each)."""
+    from cheems.annotate.settings import JudgeSettings
+    from cheems.cli.main import app
+    from cheems.curate.filters import FilterConfig
+    from cheems.train.config import TrainConfig
+
+    for args, model, field, flag in [
+        (["train"], TrainConfig, "warmup_ratio", "--warmup-ratio"),
+        (["judge"], JudgeSettings, "max_consecutive_failures", "--max-consecutive-failures"),
+        (["curate", "filter"], FilterConfig, "long_min_chars", "--long-min-chars"),
+    ]:
+        result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "250", "NO_COLOR": "1"})
+        assert flag in result.output and model.model_fields[field].description in result.output
