@@ -205,3 +205,23 @@ def folder_files(folder: Path) -> dict[str, list[int]]:
             st = p.stat()
             files[p.name] = [st.st_size, st.st_mtime_ns]
     return files
+
+
+# ---------------------------------------------------------------- lazy package exports
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Any:
+    """A module ``__getattr__`` (PEP 562) for ``package``: ``exports`` maps each public name to the
+    submodule holding it, imported on first use.
+
+    Importing one submodule (the CLI reads the settings models at start-up) then costs that module
+    alone, not every sibling the package re-exports (networkx, the judge, torch).
+    """
+    import importlib
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+
+    return __getattr__

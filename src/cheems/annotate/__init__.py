@@ -6,34 +6,34 @@ prompt and category-specific criteria, parses the one-letter verdict strictly, c
 judgement on disk as it completes, and appends ``source: "judge"`` comparisons to the records.
 
 Nothing here imports httpx, torch or transformers at import time.
+
+Names are imported on first use (:func:`cheems.runtime.lazy_exports`), so reading the settings
+model at CLI start-up does not import every stage.
 """
 
-from cheems.annotate.cache import JudgeCache
-from cheems.annotate.judge import FailedPair, JudgeResult, JudgeStats, judge_records, reason_text
-from cheems.annotate.plan import PairTask, plan_pairs, shown_order
-from cheems.annotate.prompt import CRITERIA, TEMPLATE_VERSION, CriteriaMap, build_messages, load_criteria_map
-from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget
-from cheems.annotate.verdict import FAILURE_REASONS, Verdict, parse_verdict
+from cheems.runtime import lazy_exports
 
-__all__ = [
-    "CRITERIA",
-    "FAILURE_REASONS",
-    "TEMPLATE_VERSION",
-    "CriteriaMap",
-    "FailedPair",
-    "JudgeCache",
-    "JudgeResult",
-    "JudgeSettings",
-    "JudgeStats",
-    "Outcome",
-    "PairTask",
-    "RequestBudget",
-    "Verdict",
-    "build_messages",
-    "judge_records",
-    "load_criteria_map",
-    "parse_verdict",
-    "plan_pairs",
-    "reason_text",
-    "shown_order",
-]
+_EXPORTS = {
+    "CRITERIA": "prompt",
+    "CriteriaMap": "prompt",
+    "FAILURE_REASONS": "verdict",
+    "FailedPair": "judge",
+    "JudgeCache": "cache",
+    "JudgeResult": "judge",
+    "JudgeSettings": "settings",
+    "JudgeStats": "judge",
+    "Outcome": "settings",
+    "PairTask": "plan",
+    "RequestBudget": "settings",
+    "TEMPLATE_VERSION": "prompt",
+    "Verdict": "verdict",
+    "build_messages": "prompt",
+    "judge_records": "judge",
+    "load_criteria_map": "prompt",
+    "parse_verdict": "verdict",
+    "plan_pairs": "plan",
+    "reason_text": "judge",
+    "shown_order": "plan",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

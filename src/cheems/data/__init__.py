@@ -1,16 +1,21 @@
-"""The record format: schema, reading and writing, importers, statistics."""
+"""The record format: schema, reading and writing, importers, statistics.
 
-from cheems.data.io import ReadResult, read_records, read_scores, write_records, write_scores
-from cheems.data.schema import Comparison, Message, Record, Response
+Names are imported on first use (:func:`cheems.runtime.lazy_exports`), so reading a settings model
+at CLI start-up does not import the readers and writers.
+"""
 
-__all__ = [
-    "Comparison",
-    "Message",
-    "ReadResult",
-    "Record",
-    "Response",
-    "read_records",
-    "read_scores",
-    "write_records",
-    "write_scores",
-]
+from cheems.runtime import lazy_exports
+
+_EXPORTS = {
+    "Comparison": "schema",
+    "Message": "schema",
+    "ReadResult": "io",
+    "Record": "schema",
+    "Response": "schema",
+    "read_records": "io",
+    "read_scores": "io",
+    "write_records": "io",
+    "write_scores": "io",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

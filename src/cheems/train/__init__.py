@@ -1,38 +1,21 @@
 """Reward-model training: greedy prompt-grouped batching, listwise BT loss (pairs come from cheems.ranking).
 
-Importing the package does not import torch (the CLI reads ``TrainConfig`` at start-up):
-``listwise_bt_loss`` is imported when first asked for.
+Names are imported on first use (:func:`cheems.runtime.lazy_exports`): the CLI reads ``TrainConfig``
+at start-up, which must not import torch or networkx.
 """
 
-from typing import Any
+from cheems.runtime import lazy_exports
 
-from cheems.train.batching import (
-    EpochPlan,
-    Item,
-    PromptGroup,
-    batch_pairs,
-    greedy_batches,
-    plan_epoch,
-    prompt_groups,
-    shard_batches,
-)
-
-__all__ = [
-    "EpochPlan",
-    "Item",
-    "PromptGroup",
-    "batch_pairs",
-    "greedy_batches",
-    "listwise_bt_loss",
-    "plan_epoch",
-    "prompt_groups",
-    "shard_batches",
-]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "listwise_bt_loss":
-        from cheems.train.loss import listwise_bt_loss
-
-        return listwise_bt_loss
-    raise AttributeError(f"module 'cheems.train' has no attribute {name!r}")
+_EXPORTS = {
+    "EpochPlan": "batching",
+    "Item": "batching",
+    "PromptGroup": "batching",
+    "batch_pairs": "batching",
+    "greedy_batches": "batching",
+    "listwise_bt_loss": "loss",
+    "plan_epoch": "batching",
+    "prompt_groups": "batching",
+    "shard_batches": "batching",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
