@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING, Any
 from cheems.errors import CheemsWarning
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, digest, length_batches, prompt_text
+from cheems.models.encoding import collate, effective_max_length, load_tokenizer
 from cheems.models.hf import (
     autocast,
     autocast_dtype,
     batch_token_budget,
-    collate,
-    effective_max_length,
-    load_tokenizer,
     pick_device,
 )
 from cheems.models.quiet import load_pretrained, missing_weights_text
