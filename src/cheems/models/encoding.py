@@ -72,46 +72,57 @@ class RewardEncoder:
 
     def features(self, items: Sequence[ScoreItem]) -> list[Features]:
         """Token ids (and token type ids for text pairs) of each item, truncated: what the model reads."""
-        return [e.features for e in self.encode(items)]
-
-    def encode(self, items: Sequence[ScoreItem]) -> list[Encoded]:
-        """Each item's features with its untruncated length (for training's truncation policy)."""
         if not items:
             return []
-        tok = self.tokenizer
-        # verbose=False and quiet: lengths past the model's limit are the point here, no warnings
-        with quiet_libraries():
-            responses = [r for _, r in items]
-            response_len = [len(x) for x in tok(responses, add_special_tokens=False, verbose=False)["input_ids"]]
-            if tok.chat_template:
-                return self._encode_chat(items, response_len)
-            return self._encode_pairs(items, response_len)
+        if self.tokenizer.chat_template:
+            return [(ids[-self.limit :], None) for ids in self._chat_ids(items)]
+        prompts, responses = [prompt_text(p) for p, _ in items], [r for _, r in items]
+        return self._pair_features(prompts, responses, self._lengths(responses))
 
-    def _encode_chat(self, items: Sequence[ScoreItem], response_len: list[int]) -> list[Encoded]:
-        """The chat template, with no special tokens on top (it already writes BOS and role markers).
+    def encode(self, items: Sequence[ScoreItem]) -> list[Encoded]:
+        """Each item's :meth:`features` with its untruncated length (for training's truncation policy)."""
+        if not items:
+            return []
+        responses = [r for _, r in items]
+        response_len = self._lengths(responses)
+        if self.tokenizer.chat_template:
+            return [
+                Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
+                for ids, n in zip(self._chat_ids(items), response_len)
+            ]
+        prompts = [prompt_text(p) for p, _ in items]
+        specials = self.tokenizer.num_special_tokens_to_add(pair=True)
+        features = self._pair_features(prompts, responses, response_len)
+        return [
+            Encoded(f, p + r + specials, r >= self.limit - specials)
+            for f, p, r in zip(features, self._lengths(prompts), response_len)
+        ]
 
-        The ids are cut from the left: the end (the response and its last turns) is kept.
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Tokens of each text alone, untruncated (verbose=False: past the model's limit is no error here)."""
+        return [len(x) for x in self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+
+    def _chat_ids(self, items: Sequence[ScoreItem]) -> list[list[int]]:
+        """Untruncated ids of the chat template with the response as the assistant's turn.
+
+        No special tokens on top: the template already writes BOS and role markers. Callers keep
+        the last ``limit`` ids (the response and the last turns).
         """
         tok = self.tokenizer
         texts = [
             tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
             for p, r in items
         ]
-        ids = tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
-        return [Encoded((x[-self.limit :], None), len(x), n >= self.limit) for x, n in zip(ids, response_len)]
+        return tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
 
-    def _encode_pairs(self, items: Sequence[ScoreItem], response_len: list[int]) -> list[Encoded]:
-        """(prompt, response) as a text pair; the prompt is cut first so the response survives."""
+    def _pair_features(self, prompts: list[str], responses: list[str], response_len: list[int]) -> list[Features]:
+        """(prompt, response) as a text pair cut to ``limit``; the prompt is cut first so the response survives."""
         tok = self.tokenizer
-        prompts = [prompt_text(p) for p, _ in items]
-        responses = [r for _, r in items]
-        specials = tok.num_special_tokens_to_add(pair=True)
-        room = self.limit - specials
-        prompt_len = [len(x) for x in tok(prompts, add_special_tokens=False, verbose=False)["input_ids"]]
-        features: list[Features] = [([], None)] * len(items)
+        room = self.limit - tok.num_special_tokens_to_add(pair=True)
+        features: list[Features] = [([], None)] * len(prompts)
         # only_first needs one prompt token left; a response too long even alone is cut too.
         for strategy, keep in (("only_first", True), ("longest_first", False)):
-            idx = [i for i in range(len(items)) if (response_len[i] < room) == keep]
+            idx = [i for i in range(len(prompts)) if (response_len[i] < room) == keep]
             if not idx:
                 continue
             enc = tok(
@@ -120,9 +131,7 @@ class RewardEncoder:
             types = enc.get("token_type_ids")
             for j, i in enumerate(idx):
                 features[i] = (enc["input_ids"][j], types[j] if types is not None else None)
-        return [
-            Encoded(f, p + r + specials, r >= room) for f, p, r in zip(features, prompt_len, response_len, strict=True)
-        ]
+        return features
 
 
 def collate(rows: Sequence[Features], pad_id: int, device: str) -> dict[str, "torch.Tensor"]:
