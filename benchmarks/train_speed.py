@@ -39,6 +39,8 @@ from cheems.data.schema import Record
 from cheems.data.split import split_records
 from cheems.evaluate import evaluate
 from cheems.models import load_scorer, score_records
+from cheems.models.backbones import locate_model
+from cheems.models.encoding import RewardEncoder
 from cheems.ranking.pairs import training_pairs
 from cheems.train.config import load_config
 from cheems.train.trainer import train
@@ -110,12 +112,12 @@ def pairwise_dataset(records: list[Record], max_length: int) -> "datasets.Datase
     """Every (chosen, rejected) pair the ranks imply, as cheems' token ids and token type ids."""
     import datasets
 
-    scorer = load_scorer(MODEL, max_length=max_length)
+    encoder = RewardEncoder(locate_model(MODEL), max_length)
     rows = []
     for record in records:
         pairs = training_pairs(record)
         ids = sorted({rid for pair in pairs for rid in pair})
-        encoded = dict(zip(ids, scorer.encode([(record.input, record.response(rid).content) for rid in ids])))
+        encoded = dict(zip(ids, encoder.features([(record.input, record.response(rid).content) for rid in ids])))
         for chosen, rejected in pairs:
             (c_ids, c_types), (r_ids, r_types) = encoded[chosen], encoded[rejected]
             rows.append(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.ranking import merge_same_prompts, training_pairs
-from cheems.train.trainer import read_training_records
+from cheems.train.data import read_training_records
 from helpers import write_jsonl
 
 

@@ -18,8 +18,10 @@ from cheems.data.schema import Record
 from cheems.models import ScoreCache, load_scorer, score_records
 from cheems.models.backbones import locate_model
 from cheems.models.base import item_digest, prompt_text
+from cheems.models.encoding import RewardEncoder
+from cheems.train.data import build_training_set
+from cheems.train.forward import score_in_memory
 from cheems.train.model import load_reward_model
-from cheems.train.trainer import RewardEncoder, build_training_set, score_with_model
 
 SYSTEM = "你是一位严谨的数学老师，只用一句话回答。"
 QUESTION = "1+1等于几？"
@@ -86,7 +88,7 @@ def test_training_sees_the_sys_prompt_as_the_scorer_does(models, kind):
     }
     assert features["sys_prompt"] == features["explicit"] != features["plain"]
     model, _ = load_reward_model(source.location)
-    scores = {k: score_with_model(model, encoder, [record(k)]) for k in ("plain", "sys_prompt", "explicit")}
+    scores = {k: score_in_memory(model, encoder, [record(k)]) for k in ("plain", "sys_prompt", "explicit")}
     assert scores["sys_prompt"] == pytest.approx(scores["explicit"]) and scores["sys_prompt"] != scores["plain"]
     scorer = load_scorer(str(models[kind]))
     assert scores["sys_prompt"] == pytest.approx(

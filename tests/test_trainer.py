@@ -21,9 +21,13 @@ from safetensors.torch import load_file
 
 from cheems.data.io import read_records
 from cheems.models.backbones import locate_model
+from cheems.models.encoding import RewardEncoder
 from cheems.ranking.pairs import training_pairs
+from cheems.train.checkpoint import latest_checkpoint
 from cheems.train.config import load_config
-from cheems.train.trainer import RewardEncoder, build_training_set, latest_checkpoint, score_with_model, train
+from cheems.train.data import build_training_set
+from cheems.train.forward import score_in_memory
+from cheems.train.trainer import train
 
 tiny_models = pytest.importorskip("tiny_models")
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +98,7 @@ def config(model: Path, data: Path, output: Path, **kw):
 
 
 def pair_loss(model, encoder, records) -> float:
-    scores = score_with_model(model, encoder, records)
+    scores = score_in_memory(model, encoder, records)
     losses = [
         -F.logsigmoid(torch.tensor(scores[r.id, w] - scores[r.id, l])) for r in records for w, l in training_pairs(r)
     ]
@@ -223,7 +227,7 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     tol = 1e-5 if compute_dtype("cpu", "auto") is None else 3e-2
     records = read_records(bench).records
     theirs = score_records(records, load_scorer(str(out)), progress=False)
-    ours = score_with_model(result.model, RewardEncoder(locate_model(str(out)), 512), records)
+    ours = score_in_memory(result.model, RewardEncoder(locate_model(str(out)), 512), records)
     assert theirs.keys() == ours.keys()
     for key in ours:
         assert math.isclose(ours[key], theirs[key], abs_tol=tol), (key, ours[key], theirs[key])
@@ -281,7 +285,7 @@ def test_causal_lm_path_trains_and_scores_as_the_scorer(tiny_qwen, data, tmp_pat
     saved = json.loads((tmp_path / "rm" / "config.json").read_text())
     assert saved["architectures"] == ["Qwen2ForSequenceClassification"] and saved["pad_token_id"] is not None
     records = read_records(data).records
-    ours = score_with_model(result.model, RewardEncoder(locate_model(str(tmp_path / "rm")), 128), records)
+    ours = score_in_memory(result.model, RewardEncoder(locate_model(str(tmp_path / "rm")), 128), records)
     scorer = load_scorer(str(tmp_path / "rm"), max_length=128, dtype="fp32", device="cpu")
     keys = list(ours)
     theirs = scorer.score(
@@ -412,8 +416,8 @@ def test_two_process_cpu_run_matches_one_process_with_accumulation(tiny_bert, tm
 
 # ---------------------------------------------------------------- chunked forward
 def test_chunked_forward_gives_the_same_rewards_and_gradients(tiny_bert):
+    from cheems.train.forward import chunk_budget, forward_rewards
     from cheems.train.model import load_reward_model
-    from cheems.train.trainer import chunk_budget, forward_rewards
 
     source = locate_model(str(tiny_bert))
     encoder = RewardEncoder(source, 512)
@@ -435,3 +439,22 @@ def test_chunked_forward_gives_the_same_rewards_and_gradients(tiny_bert):
     assert chunk_budget(-1, torch.device("cpu"), 2) == 0  # one pass under DDP
     assert chunk_budget(-1, torch.device("cuda"), 1) == 0
     assert chunk_budget(256, torch.device("cuda"), 4) == 256
+
+
+def test_two_process_run_ends_cleanly_when_its_last_step_was_evaluated(tiny_bert, tmp_path):
+    """Only the main process keeps the evaluations: all processes must agree that the end needs no other one
+    (rank 1 used to wait at one barrier more and fail once rank 0 had finished)."""
+    accelerate = Path(sys.executable).parent / "accelerate"
+    if not accelerate.exists():
+        pytest.skip("the accelerate launcher is not installed next to this Python")
+    data = write_records(tmp_path / "train.jsonl", 9)  # 7 batches of 4: 4 steps on 2 processes
+    bench = write_records(tmp_path / "open.jsonl", 4, seed=1)
+    out = tmp_path / "rm"
+    launch = [str(accelerate), "launch", "--config_file", str(REPO / "configs" / "accelerate_ddp.yaml")]
+    options = ["--data", str(data), "--model", str(tiny_bert), "--output", str(out), "--epochs", "1"]
+    options += ["--batch-size", "4", "--eval-bench", str(bench), "--eval-every", "2", "--no-progress", "--no-bf16"]
+    cmd = [*launch, "--num_processes", "2", "--main_process_port", str(free_port()), *cli_module(), *options]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-4000:])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["global_step"] == 4 and [e["step"] for e in metrics["evals"]] == [2, 4]

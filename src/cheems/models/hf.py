@@ -7,13 +7,15 @@ it stay cheap, and a run whose scores all come from the cache never imports them
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
-from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages, prompt_text
-from cheems.models.quiet import load_pretrained, missing_weights_text, quiet_libraries
+from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches
+from cheems.models.encoding import Features, RewardEncoder, collate
+from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
 if TYPE_CHECKING:
@@ -33,48 +35,33 @@ def batch_token_budget(device: str, batch_size: int, max_length: int) -> int:
     return CPU_BATCH_TOKENS if torch.device(device).type == "cpu" else batch_size * max_length
 
 
-def collate(rows: Sequence[tuple[list[int], list[int] | None]], pad_id: int, device: str) -> dict[str, "torch.Tensor"]:
-    """Right-pad token ids (and token type ids) into tensors with an attention mask."""
-    import torch
-
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    types = torch.zeros((len(rows), width), dtype=torch.long) if rows[0][1] is not None else None
-    for r, (ids, tt) in enumerate(rows):
-        input_ids[r, : len(ids)] = torch.tensor(ids)
-        mask[r, : len(ids)] = 1
-        if types is not None and tt is not None:
-            types[r, : len(tt)] = torch.tensor(tt)
-    batch = {"input_ids": input_ids, "attention_mask": mask}
-    if types is not None:
-        batch["token_type_ids"] = types
-    return {k: v.to(device) for k, v in batch.items()}
-
-
-def load_tokenizer(source: ModelSource) -> Any:
-    """The model's tokenizer, with a clear error when the folder has none."""
-    from transformers import AutoTokenizer
-
-    try:
-        with quiet_libraries():
-            return AutoTokenizer.from_pretrained(source.location, revision=source.revision)
-    except (OSError, ValueError) as e:
-        raise InputError(
-            f"cannot load the tokenizer of model '{source.spec}': {e}",
-            hint="the model folder needs its tokenizer files (tokenizer.json / vocab)",
-        ) from None
-
-
-def effective_max_length(max_length: int, tokenizer: Any, config: dict[str, Any]) -> int:
-    """``max_length`` capped by what the model can take (position embeddings, tokenizer limit)."""
-    limits = [max_length, tokenizer.model_max_length]
-    if isinstance(config.get("max_position_embeddings"), int):
-        limits.append(config["max_position_embeddings"])
-    return min(limits)
-
-
 # ---------------------------------------------------------------- the reward model scorer
+
+
+def batched_rewards(
+    forward: Callable[[dict[str, "torch.Tensor"]], "torch.Tensor"],
+    rows: Sequence[Features],
+    batches: Sequence[Sequence[int]],
+    pad_id: int,
+    device: str,
+    precision: Callable[[], AbstractContextManager] | None = None,
+) -> list[float]:
+    """The one batched scoring loop: the reward of each row (in the order of ``rows``).
+
+    Each batch (indices into ``rows``) is padded (:func:`collate`) and run through ``forward``
+    (inputs -> one reward per row), inside a fresh ``precision()`` context when given. The
+    caller chooses the batches and the grad mode (``torch.inference_mode`` for a scorer,
+    ``torch.no_grad`` for a model that trains on). Reports each batch to :func:`advance`.
+    """
+    scores = [0.0] * len(rows)
+    for batch in batches:
+        inputs = collate([rows[i] for i in batch], pad_id, device)
+        with precision() if precision is not None else nullcontext():
+            values = forward(inputs)
+        for i, value in zip(batch, values.float().cpu().tolist()):
+            scores[i] = value
+        advance(len(batch))
+    return scores
 
 
 def has_reward_head(source: ModelSource) -> bool:
@@ -128,7 +115,7 @@ class HFRewardScorer:
         self._device = device
         self._amp: Any = None  # autocast dtype, resolved with the device when the model loads
         self._trained_head = has_reward_head(source)
-        self._tokenizer: Any = None
+        self._encoder: RewardEncoder | None = None
         self._model: Any = None
 
     def fingerprint(self) -> str:
@@ -145,11 +132,16 @@ class HFRewardScorer:
         )
 
     @property
+    def encoder(self) -> RewardEncoder:
+        """The model's encoding of (prompt, response), with its tokenizer (loaded on first use)."""
+        if self._encoder is None:
+            self._encoder = RewardEncoder(self.source, self.max_length)
+        return self._encoder
+
+    @property
     def tokenizer(self) -> Any:
         """The tokenizer (loaded on first use)."""
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.source)
-        return self._tokenizer
+        return self.encoder.tokenizer
 
     @property
     def model(self) -> Any:
@@ -186,39 +178,9 @@ class HFRewardScorer:
         model.config.use_cache = False  # no KV cache needed to read one reward
         return model.eval().to(self._device)
 
-    def encode(self, items: Sequence[ScoreItem]) -> list[tuple[list[int], list[int] | None]]:
+    def encode(self, items: Sequence[ScoreItem]) -> list[Features]:
         """Token ids (and token type ids for text pairs) of each (prompt, response), truncated."""
-        tok = self.tokenizer
-        limit = effective_max_length(self.max_length, tok, self.source.config)
-        if tok.chat_template:
-            # The template already writes BOS and role markers: add no special tokens on top.
-            texts = [
-                tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
-                for p, r in items
-            ]
-            ids = tok(texts, add_special_tokens=False, verbose=False)["input_ids"]  # cut below, from the left
-            return [(x[-limit:], None) for x in ids]  # keep the end: the response and its last turns
-        return self._encode_pairs(items, limit)
-
-    def _encode_pairs(self, items: Sequence[ScoreItem], limit: int) -> list[tuple[list[int], list[int] | None]]:
-        """(prompt, response) as a text pair; the prompt is cut first so the response survives."""
-        tok = self.tokenizer
-        prompts = [prompt_text(p) for p, _ in items]
-        responses = [r for _, r in items]
-        room = limit - tok.num_special_tokens_to_add(pair=True)
-        # verbose=False: these lengths may exceed the model limit on purpose (no warning needed)
-        response_len = [len(x) for x in tok(responses, add_special_tokens=False, verbose=False)["input_ids"]]
-        out: list[tuple[list[int], list[int] | None]] = [([], None)] * len(items)
-        # only_first needs one prompt token left; a response too long even alone is cut too.
-        for strategy, keep in (("only_first", True), ("longest_first", False)):
-            idx = [i for i in range(len(items)) if (response_len[i] < room) == keep]
-            if not idx:
-                continue
-            enc = tok([prompts[i] for i in idx], [responses[i] for i in idx], truncation=strategy, max_length=limit)
-            types = enc.get("token_type_ids")
-            for j, i in enumerate(idx):
-                out[i] = (enc["input_ids"][j], types[j] if types is not None else None)
-        return out
+        return self.encoder.features(items)
 
     def score(self, items: Sequence[ScoreItem]) -> list[float]:
         """Rewards for (prompt, response) items, batched by length, in the order given."""
@@ -230,17 +192,14 @@ class HFRewardScorer:
         encoded = self.encode(items)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
-        scores = [0.0] * len(items)
+
+        def forward(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+            return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
+
         budget = batch_token_budget(self._device, self.batch_size, self.max_length)
         batches = length_batches([len(ids) for ids, _ in encoded], self.batch_size, budget)
         with torch.inference_mode(), autocast(self._device, self._amp):
-            for batch in batches:
-                inputs = collate([encoded[i] for i in batch], pad_id, self._device)
-                values = self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
-                for i, v in zip(batch, values.float().tolist()):
-                    scores[i] = v
-                advance(len(batch))
-        return scores
+            return batched_rewards(forward, encoded, batches, pad_id, self._device)
 
     @staticmethod
     def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":

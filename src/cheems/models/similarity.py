@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from cheems.errors import CheemsWarning
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_text
-from cheems.models.hf import batch_token_budget, collate, effective_max_length, load_tokenizer
+from cheems.models.encoding import collate, effective_max_length, load_tokenizer
+from cheems.models.hf import batch_token_budget
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
