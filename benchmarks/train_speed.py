@@ -4,7 +4,7 @@ Same run, same machine, same data, backbone, max length, learning-rate schedule 
 
 - data: the oasst1_zh training split (``cheems.data.split``, 20% of prompts held out, seed 0),
   by default only prompts with 4+ ranked replies (``--min-responses``);
-- cheems: :func:`cheems.train.trainer.train` (what ``cheems train`` runs): every response
+- cheems: :func:`cheems.train.trainer.train_reward_model` (what ``cheems train`` runs): every response
   forwarded once per epoch, all pairs of a prompt from one batch of ``--batch-size`` responses,
   each batch forwarded in length-sorted chunks (``chunk_tokens``, auto on a CPU) with one loss;
 - TRL: ``RewardTrainer`` on the pairwise expansion of the same rankings (every pair the ranks
@@ -43,7 +43,7 @@ from cheems.models.backbones import locate_model
 from cheems.models.encoding import RewardEncoder
 from cheems.ranking.pairs import training_pairs
 from cheems.train.config import load_config
-from cheems.train.trainer import train
+from cheems.train.trainer import train_reward_model
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst1_zh" / "oaast_rm_zh.json"
 MODEL = "m3e-small"
@@ -94,7 +94,7 @@ def run_cheems(records: list[Record], args: argparse.Namespace, folder: Path) ->
         },
     )
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    result = train(config)
+    result = train_reward_model(config)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     ends = [row["seconds"] for row in result.history if float(row["epoch"]).is_integer()]
     walls = [b - a for a, b in zip([0.0] + ends, ends)]

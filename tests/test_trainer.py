@@ -27,7 +27,7 @@ from cheems.train.checkpoint import latest_checkpoint
 from cheems.train.config import load_config
 from cheems.train.data import build_training_set
 from cheems.train.forward import score_in_memory
-from cheems.train.trainer import train
+from cheems.train.trainer import train_reward_model
 
 tiny_models = pytest.importorskip("tiny_models")
 REPO = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def test_loss_decreases_on_tiny_bert(tiny_bert, data, tmp_path):
 
     before_model, _ = load_reward_model(tiny_bert)
     before = pair_loss(before_model, encoder, records)
-    result = train(config(tiny_bert, data, tmp_path / "rm", epochs=3, warmup_ratio=0.0, lr=5e-3))
+    result = train_reward_model(config(tiny_bert, data, tmp_path / "rm", epochs=3, warmup_ratio=0.0, lr=5e-3))
     after = pair_loss(result.model, encoder, records)
     assert after < before - 0.2, (before, after)
     assert len(result.history) == result.global_step > 0
@@ -198,7 +198,9 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     from cheems.runtime import compute_dtype
 
     bench = write_records(tmp_path / "open.jsonl", 6, seed=1)
-    result = train(config(tiny_bert, data, tmp_path / "rm", eval_bench=[str(bench)], save_every=2, max_length=512))
+    result = train_reward_model(
+        config(tiny_bert, data, tmp_path / "rm", eval_bench=[str(bench)], save_every=2, max_length=512)
+    )
     out = tmp_path / "rm"
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
     assert latest_checkpoint(out) is not None
@@ -248,7 +250,7 @@ def test_resume_from_mid_run_checkpoint_gives_the_same_weights(tiny_bert, data, 
     # 7 batches of 4 per epoch: windows of 2, 2, 2, 1 micro-batches; checkpoints at steps 3 and 6
     data = write_records(tmp_path / "train.jsonl", 9)
     kw = {"epochs": 2, "batch_size": 4, "grad_accum": 2, "save_every": 3, "keep_checkpoints": 0}
-    full = train(config(tiny_bert, data, tmp_path / "a", **kw))
+    full = train_reward_model(config(tiny_bert, data, tmp_path / "a", **kw))
     assert full.global_step == 8
     checkpoints = sorted((tmp_path / "a" / "checkpoints").iterdir())
     states = [json.loads((c / "trainer_state.json").read_text()) for c in checkpoints]
@@ -256,7 +258,7 @@ def test_resume_from_mid_run_checkpoint_gives_the_same_weights(tiny_bert, data, 
     chosen = checkpoints[0]  # mid-epoch, and the resumed run crosses an epoch boundary
     (tmp_path / "b" / "checkpoints").mkdir(parents=True)
     shutil.copytree(chosen, tmp_path / "b" / "checkpoints" / chosen.name)
-    resumed = train(config(tiny_bert, data, tmp_path / "b", **kw, resume=True))
+    resumed = train_reward_model(config(tiny_bert, data, tmp_path / "b", **kw, resume=True))
     assert resumed.global_step == full.global_step
     a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
     assert a.keys() == b.keys()
@@ -273,14 +275,14 @@ def test_checkpoints_of_an_earlier_run_are_not_overwritten_without_resume(tiny_b
     old.mkdir(parents=True)
     (old / "trainer_state.json").write_text('{"global_step": 3, "epoch": 0, "micro": 3}')
     with pytest.raises(InputError, match="--resume"):
-        train(config(tiny_bert, data, tmp_path / "rm"))
+        train_reward_model(config(tiny_bert, data, tmp_path / "rm"))
     assert (old / "trainer_state.json").exists()
 
 
 def test_causal_lm_path_trains_and_scores_as_the_scorer(tiny_qwen, data, tmp_path):
     from cheems.models import load_scorer
 
-    result = train(config(tiny_qwen, data, tmp_path / "rm", max_length=128))
+    result = train_reward_model(config(tiny_qwen, data, tmp_path / "rm", max_length=128))
     assert result.model.pooling == "last" and result.global_step > 0
     saved = json.loads((tmp_path / "rm" / "config.json").read_text())
     assert saved["architectures"] == ["Qwen2ForSequenceClassification"] and saved["pad_token_id"] is not None
@@ -407,7 +409,7 @@ def test_two_process_cpu_run_matches_one_process_with_accumulation(tiny_bert, tm
     assert sum(int(r["responses"]) for r in log_rows(out)) == plan["forward_passes"]
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
 
-    single = train(config(model, data, tmp_path / "one", batch_size=4, grad_accum=2))
+    single = train_reward_model(config(model, data, tmp_path / "one", batch_size=4, grad_accum=2))
     assert single.global_step == 4
     a, b = weights(out), weights(tmp_path / "one")
     for name in a:

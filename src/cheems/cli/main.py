@@ -328,9 +328,9 @@ def demo(
     run_demo(output, model, console, train=not no_train)
 
 
-from cheems.cli.train import train  # noqa: E402 - the command lives in its own module
+from cheems.cli.train import train_command  # noqa: E402 - the command lives in its own module
 
-app.command()(train)
+app.command("train")(train_command)
 
 from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
 

@@ -1,6 +1,6 @@
 """``cheems train``: train a reward model (listwise Bradley–Terry, greedy prompt-grouped batches).
 
-Registered in :mod:`cheems.cli.main` as ``app.command()(train)``. Also runs on its own as
+Registered in :mod:`cheems.cli.main` as ``app.command("train")(train_command)``. Also runs on its own as
 ``python -m cheems.cli.train ...`` (and under ``accelerate launch -m cheems train ...``).
 """
 
@@ -43,7 +43,7 @@ from cheems.train.config import TrainConfig, load_config
     "no_progress",
     "resume",
 )
-def train(
+def train_command(
     *,
     config: Annotated[
         Optional[Path], typer.Option("--config", "-c", help="YAML config; command-line options override it.")
@@ -66,9 +66,9 @@ def train(
         folders=[("--output", cfg.output, ())],
         note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
     )
-    from cheems.train.trainer import train as run_training  # torch: only once the config is known to be good
+    from cheems.train.trainer import train_reward_model  # torch: only once the config is known to be good
 
-    run_training(cfg)
+    train_reward_model(cfg)
 
 
 def _main() -> None:
@@ -76,7 +76,7 @@ def _main() -> None:
     from cheems.cli.console import run
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(train)
+    app.command("train")(train_command)
     run(app)
 
 

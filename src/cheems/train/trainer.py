@@ -105,7 +105,7 @@ class _Run:
 
 
 # ---------------------------------------------------------------------- train
-def train(config: TrainConfig, *, console: Any = None) -> TrainResult:
+def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResult:
     """Train a reward model as ``config`` says; save it to ``config.output`` as a Hugging Face folder.
 
     Runs as one process or as one of many under ``accelerate launch`` / ``torchrun``.

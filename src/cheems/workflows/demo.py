@@ -57,12 +57,12 @@ def score_and_evaluate(model: str, bench_files: list[Path], output: Path, consol
 def train_on_open(bench_files: list[Path], output: Path, console: Console) -> str:
     """Train m3e-small on the ``open`` subset (``human`` stays held out); return the model folder."""
     from cheems.train.config import load_config
-    from cheems.train.trainer import train
+    from cheems.train.trainer import train_reward_model
 
     console.rule("step 4 · train a reward model on the open subset (human is held out)")
     folder = output / "rm"
     config = load_config(None, {"data": [str(bench_files[0])], "output": str(folder), "max_length": 256, "epochs": 2})
-    train(config, console=console)
+    train_reward_model(config, console=console)
     return str(folder)
 
 
