@@ -4,7 +4,7 @@ All responses of a prompt go into one batch when they fit, so the Bradley–Terr
 every pair of that prompt while each response is forwarded once per epoch (pairwise
 training forwards a response once per pair it is in).
 
-Invariants of :func:`greedy_batches` (tested in ``tests/test_batching.py``):
+Invariants of :func:`greedy_batches` (tested in ``tests/test_train_batching.py``):
 
 1. Every response of every group is in exactly one batch; no batch holds more than
    ``batch_size`` items; every batch but the last holds exactly ``batch_size``.

@@ -1,6 +1,6 @@
 """Strict verdict parsing: hand cases and properties (never a label from reasoning, never a guess).
 
-The realistic corpus and its coverage figure are in test_verdict_corpus.py.
+The realistic corpus and its coverage figure are in test_annotate_verdict_corpus.py.
 """
 
 from __future__ import annotations
