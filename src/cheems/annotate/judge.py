@@ -83,6 +83,12 @@ class JudgeStats:
     consistency: dict[str, Any] | None = None  # with both orders: pairs, consistent, rate
     budget_exhausted: bool = False
 
+    def add_spend(self, outcome: Outcome) -> None:
+        """Count the requests and tokens one question used."""
+        self.requests += outcome.requests
+        self.prompt_tokens += outcome.prompt_tokens
+        self.completion_tokens += outcome.completion_tokens
+
     @property
     def failed_total(self) -> int:
         """Questions with no verdict, whatever the reason."""
@@ -167,12 +173,9 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
     items = [content_hash(_question(records[t.index], t, criteria)) for t in tasks]
 
     stats = JudgeStats(settings.judge_model, pairs=len(tasks))
-    outcomes: dict[str, Outcome] = {}
     new: set[str] = set()
     with JudgeCache(settings.cache) as cache:
-        for item, cached in cache.get_many(judge, items).items():
-            if cached.label is not None or not settings.retry_failed:
-                outcomes[item] = _from_cache(cached)
+        outcomes = _cached_outcomes(cache, judge, items, settings.retry_failed)
         first_task: dict[str, PairTask] = {}
         for task, item in zip(tasks, items):
             if item not in outcomes:
@@ -195,25 +198,9 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
             outcome.raw = clip_reply(outcome.raw)  # what the cache, failures file and output keep
             outcomes[item] = outcome
             new.add(item)
-            stats.requests += outcome.requests
-            stats.prompt_tokens += outcome.prompt_tokens
-            stats.completion_tokens += outcome.completion_tokens
+            stats.add_spend(outcome)
             if outcome.final:
-                t = first_task[item]
-                cache.put(
-                    judge,
-                    item,
-                    CachedJudgement(
-                        outcome.label,
-                        outcome.failure,
-                        outcome.raw,
-                        outcome.prompt_tokens,
-                        outcome.completion_tokens,
-                        outcome.requests,
-                    ),
-                    judge_model=settings.judge_model,
-                    pair=(t.prompt_id, t.a, t.b, t.shown),
-                )
+                _store(cache, judge, item, outcome, first_task[item], settings.judge_model)
             bar.advance()
 
         try:
@@ -223,10 +210,7 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
             saved = sum(outcomes[item].final for item in new)
             if not saved:
                 raise
-            saved_in = f"{saved} judgement(s) of this run are saved in {cache.path}"
-            raise InputError(
-                e.message, path=e.path, line=e.line, field=e.field, hint=f"{e.hint}; {saved_in}" if e.hint else saved_in
-            ) from None
+            raise _with_saved_note(e, f"{saved} judgement(s) of this run are saved in {cache.path}") from None
         finally:
             bar.close()
     stats.cost = (stats.prompt_tokens * settings.price_in + stats.completion_tokens * settings.price_out) / 1e6
@@ -234,6 +218,40 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
         item not in outcomes or outcomes[item].not_attempted for item in first_task
     )
     return _assemble(records, tasks, items, outcomes, new, settings, stats)
+
+
+def _cached_outcomes(cache: JudgeCache, judge: str, items: list[str], retry_failed: bool) -> dict[str, Outcome]:
+    """The questions this judge has answered before (cached verdict failures too, unless asked again)."""
+    return {
+        item: _from_cache(cached)
+        for item, cached in cache.get_many(judge, items).items()
+        if cached.label is not None or not retry_failed
+    }
+
+
+def _store(cache: JudgeCache, judge: str, item: str, outcome: Outcome, task: PairTask, judge_model: str) -> None:
+    """Commit one final outcome to the cache (at once: an interrupted run resumes from here)."""
+    cache.put(
+        judge,
+        item,
+        CachedJudgement(
+            outcome.label,
+            outcome.failure,
+            outcome.raw,
+            outcome.prompt_tokens,
+            outcome.completion_tokens,
+            outcome.requests,
+        ),
+        judge_model=judge_model,
+        pair=(task.prompt_id, task.a, task.b, task.shown),
+    )
+
+
+def _with_saved_note(e: InputError, saved_in: str) -> InputError:
+    """``e`` with a note that the judgements finished before it are not lost."""
+    return InputError(
+        e.message, path=e.path, line=e.line, field=e.field, hint=f"{e.hint}; {saved_in}" if e.hint else saved_in
+    )
 
 
 def _assemble(
