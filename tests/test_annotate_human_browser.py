@@ -1,0 +1,332 @@
+"""The annotation pages in a real headless Chromium (Playwright) against a real ``cheems annotate serve``.
+
+An annotator logs in with a token, scores with clicks and keys, compares equal scores, marks a
+span, sees the live warning when the ranking contradicts the scores and submits with the override;
+the answer is then in the project file. Hostile text in prompts and responses shows as text and
+never runs. Screenshots go to ``tests/artifacts/`` (gitignored).
+
+Skipped, with the reason, where the ``playwright`` package or a Chromium binary is missing
+(``.ci/run`` installs Debian's ``chromium`` when it can).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="the playwright package is not installed (pip install -e '.[test]')"
+)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium binary on PATH (Debian: apt-get install chromium fonts-noto-cjk)"
+)
+
+from annotate_server import Server, make_project, team  # noqa: E402
+
+from cheems.data.schema import Record  # noqa: E402
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+WAIT_MS = 10_000
+
+CHAT = Record.model_validate(
+    {
+        "id": "chat-1",
+        "input": [
+            {"role": "user", "content": "用 Python 写一个函数，返回列表中的最大值。"},
+            {"role": "assistant", "content": "可以用内置的 `max`。要我写成完整的函数吗？"},
+            {"role": "user", "content": "要，顺便说明空列表怎么处理。"},
+        ],
+        "category": ["代码"],
+        "reference": "```python\ndef biggest(xs):\n    return max(xs) if xs else None\n```",
+        "responses": [
+            {
+                "id": "r1",
+                "content": "```python\ndef biggest(xs):\n    if not xs:\n        return None\n    return max(xs)\n```\n\n"
+                "| 输入 | 输出 |\n|---|---|\n| [3, 1, 2] | 3 |\n| [] | None |",
+            },
+            {"id": "r2", "content": "直接 `max(xs)` 就行，空列表会报错。"},
+            {"id": "r3", "content": "先排序再取最后一个😀，第二句是错的：sorted 会改变原列表。"},
+        ],
+    }
+)
+
+HOSTILE = Record.model_validate(
+    {
+        "id": "xss-1",
+        "input": "<img src=x onerror=\"window.__xss='prompt'\"> 请回答",
+        "category": ["安全<b>"],
+        "reference": "<script>window.__xss='reference'</script>",
+        "responses": [
+            {"id": "h1", "content": "<img src=x onerror=\"window.__xss='img'\">图片"},
+            {"id": "h2", "content": "<script>window.__xss='script'</script>脚本"},
+            {"id": "h3", "content": "[点我](javascript:window.__xss='link') 和 <JAVASCRIPT:window.__xss='auto'>"},
+        ],
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        args = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium refuses its sandbox as root
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args, timeout=WAIT_MS * 3)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """Make a project of ``records`` (one annotator, one reviewer, one admin) and serve it; yields the tokens."""
+    servers: list[Server] = []
+
+    def start(records: list[Record]) -> tuple[Server, dict[str, str], Path]:
+        folder = tmp_path / "project"
+        _, tokens = make_project(folder, records, team(annotators=1), review_rate=1.0)
+        server = Server(folder).start()
+        servers.append(server)
+        return server, tokens, folder
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    opened.dialogs = []  # an alert() from a payload would land here
+    opened.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))
+    opened.errors = []
+    opened.on("pageerror", lambda e: opened.errors.append(str(e)))
+    yield opened
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    where = page.evaluate("[window.scrollX, window.scrollY]")
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    # A full-page shot resizes the viewport for a moment and Chromium moves the scroll back only at the next
+    # input: a click right after would land 80 px off. Scroll back now.
+    page.evaluate("([x, y]) => window.scrollTo(x, y)", where)
+
+
+def login(page, server: Server, token: str, lands_on: str) -> None:
+    page.goto(server.url + "/login")
+    page.fill("#token", token)
+    page.click("form[action='/login'] button[type=submit]")
+    page.wait_for_url(server.url + lands_on)
+
+
+def key_of(page, text: str) -> str:
+    """The key (A, B, C) under which this page shows the response containing ``text``."""
+    return page.locator(".response", has_text=text).get_attribute("data-key")
+
+
+SELECT_TEXT = """([key, needle]) => {
+  const root = document.querySelector(`.response-body[data-key="${key}"]`);
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const at = node.data.indexOf(needle);
+    if (at === -1) continue;
+    const range = document.createRange();
+    range.setStart(node, at);
+    range.setEnd(node, at + needle.length);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    return true;
+  }
+  return false;
+}"""
+
+
+def test_annotator_scores_sees_the_contradiction_overrides_and_submits(serve, page):
+    server, tokens, folder = serve([CHAT])
+    login(page, server, tokens["ann-01"], "/annotate")
+    assert "今日已完成 0 项" in page.text_content("#progress")
+    assert page.locator(".turn").count() == 3
+    key = {rid: key_of(page, text) for rid, text in (("r1", "def biggest"), ("r2", "直接"), ("r3", "先排序"))}
+    assert sorted(key.values()) == ["A", "B", "C"]
+    assert page.locator(f'.response[data-key="{key["r1"]}"] table').count() == 1  # Markdown table rendered
+    assert page.locator(f'.response[data-key="{key["r1"]}"] pre code').count() == 1
+    assert page.text_content(f'.response[data-key="{key["r3"]}"] .count') == "32 字符"  # Python's len: 😀 is one
+    shot(page, "annotate-start")
+
+    # r1: 4 and r3: 4 by click, r2: 2 by key (pick with Shift+digit, then the score)
+    page.click(f'.score-button[data-key="{key["r1"]}"][data-score="4"]')
+    page.click(f'.score-button[data-key="{key["r3"]}"][data-score="4"]')
+    page.keyboard.press("Shift+" + str("ABC".index(key["r2"]) + 1))
+    page.keyboard.press("2")
+    assert page.get_attribute(f'.score-button[data-key="{key["r2"]}"][data-score="2"]', "aria-pressed") == "true"
+    first, second = sorted([key["r1"], key["r3"]])
+    assert page.input_value("#ranking") == f"{first}={second}>{key['r2']}"
+    assert page.is_disabled("#submit")  # the equal scores are not compared yet
+    assert page.text_content(".pair-label") == f"{first} 对比 {second}（同为 4 分）"
+    page.keyboard.press("g" if first == key["r1"] else "b")  # r1 is better than r3
+    assert page.input_value("#ranking") == f"{key['r1']}>{key['r3']}>{key['r2']}"
+    assert page.is_enabled("#submit")
+
+    # a span marked in the rendered text: offsets count code points of the raw text (😀 is one)
+    assert page.evaluate(SELECT_TEXT, [key["r3"], "第二句是错的"])
+    page.dispatch_event(f'.response-body[data-key="{key["r3"]}"]', "mouseup")
+    page.click('#span-menu .span-label-button[data-label="factual"]')
+    assert page.text_content(f'.span-list[data-key="{key["r3"]}"] li .span-tag') == "事实错误"
+    page.check(f'.flag-box[data-key="{key["r2"]}"][value="unusable"]')
+    page.fill("#note", "r2 没有处理空列表")
+
+    # a ranking that puts the 2-point r2 first contradicts the scores: live warning, submit blocked until override
+    page.fill("#ranking", f"{key['r2']}>{key['r1']}>{key['r3']}")
+    assert page.is_visible("#contradiction")
+    assert page.text_content("#contradiction-text") == (
+        f"{first}（4 分）排在 {key['r2']}（2 分）之后；{second}（4 分）排在 {key['r2']}（2 分）之后"
+    )
+    assert page.is_disabled("#submit")
+    shot(page, "annotate-contradiction")
+    page.check("#override")
+    assert page.is_enabled("#submit")
+    page.click("#submit")
+    page.wait_for_url(server.url + "/annotate")
+    assert "队列已空" in page.text_content("h1")
+    assert "今日已完成 1 项" in page.text_content("#progress")
+    assert page.dialogs == [] and page.errors == []
+
+    from cheems.annotate.human.store import Project
+
+    [answer] = Project.open(folder).snapshot().answers
+    assert answer.person == "ann-01"
+    assert answer.scores == {"r1": 4, "r2": 2, "r3": 4}
+    assert answer.levels == [["r2"], ["r1"], ["r3"]]
+    text = CHAT.responses[2].content
+    start = text.index("第二句是错的")
+    assert start == 11
+    assert answer.spans == [
+        {
+            "key": key["r3"],
+            "response": "r3",
+            "start": start,
+            "end": start + 6,
+            "label": "factual",
+            "text": "第二句是错的",
+            "comment": "",
+        }
+    ]
+    assert answer.flags == {"r2": ["unusable"]}
+    assert answer.note == "r2 没有处理空列表"
+
+
+def test_fixing_the_ranking_clears_the_warning_and_a_raw_view_span_maps_exactly(serve, page):
+    server, tokens, folder = serve([CHAT])
+    login(page, server, tokens["ann-01"], "/annotate")
+    key = {rid: key_of(page, text) for rid, text in (("r1", "def biggest"), ("r2", "直接"), ("r3", "先排序"))}
+    for rid, score in (("r1", 5), ("r2", 1), ("r3", 3)):
+        page.click(f'.score-button[data-key="{key[rid]}"][data-score="{score}"]')
+    page.fill("#ranking", f"{key['r3']}>{key['r1']}>{key['r2']}")
+    assert page.is_visible("#contradiction") and page.is_disabled("#submit")
+    page.fill("#ranking", f"{key['r1'].lower()}＞{key['r3']}＞{key['r2']}")  # full-width and lower case are read too
+    assert page.input_value("#ranking") == f"{key['r1']}>{key['r3']}>{key['r2']}"
+    assert page.is_hidden("#contradiction") and page.is_enabled("#submit")
+
+    # the raw view: select 😀 and the two characters after it
+    card = f'.response[data-key="{key["r3"]}"]'
+    page.click(f"{card} .view-toggle")
+    raw = f'.response-raw[data-key="{key["r3"]}"]'
+    assert page.text_content(raw) == CHAT.responses[2].content
+    page.evaluate(
+        """(sel) => { const node = document.querySelector(sel).firstChild; const r = document.createRange();
+        const at = node.data.indexOf("😀"); r.setStart(node, at); r.setEnd(node, at + 4);
+        getSelection().removeAllRanges(); getSelection().addRange(r); }""",
+        raw,
+    )
+    page.dispatch_event(raw, "mouseup")
+    page.click('#span-menu .span-label-button[data-label="garbled"]')
+    assert page.text_content(f"{raw} mark") == "😀，第"
+    shot(page, "annotate-raw-span")
+    page.click("#submit")
+    page.wait_for_url(server.url + "/annotate")
+
+    from cheems.annotate.human.store import Project
+
+    [answer] = Project.open(folder).snapshot().answers
+    assert answer.levels == [["r1"], ["r3"], ["r2"]]
+    assert [(s["start"], s["end"], s["text"], s["label"]) for s in answer.spans] == [(9, 12, "😀，第", "garbled")]
+
+
+def test_hostile_text_is_shown_as_text_and_never_runs(serve, page):
+    server, tokens, _ = serve([HOSTILE])
+    login(page, server, tokens["ann-01"], "/annotate")
+    page.click(".reference summary")
+    for box in page.locator(".response-body").all():
+        box.click()  # a click on text, not on a link: none is there
+    shot(page, "annotate-hostile")
+    assert page.evaluate("window.__xss") is None
+    assert page.dialogs == []
+    # the only script in the page body is the task's data, which a browser never runs
+    assert page.locator("main script").evaluate_all("all => all.map(s => [s.id, s.type])") == [
+        ["task-data", "application/json"]
+    ]
+    assert page.locator("main img, .md a, [onerror], [onload]").count() == 0
+    assert page.locator("a[href^='javascript' i]").count() == 0
+    text = page.text_content(".responses")
+    assert "<img src=x onerror=\"window.__xss='img'\">图片" in text
+    assert "<script>window.__xss='script'</script>脚本" in text
+    assert "[点我](javascript:window.__xss='link')" in text
+    assert "<img src=x onerror=" in page.text_content(".prompt")
+    assert "<script>window.__xss='reference'</script>" in page.text_content(".reference")
+    assert page.text_content(".prompt .tag") == "安全<b>"
+    # the raw view too
+    for card in page.locator(".response").all():
+        card.locator(".view-toggle").click()
+    assert page.locator(".response-raw script, .response-raw img").count() == 0
+    assert page.evaluate("window.__xss") is None and page.errors == []
+
+
+def test_reviewer_rejects_with_a_reason_and_the_task_returns_to_its_annotator(serve, page):
+    server, tokens, folder = serve([CHAT])
+    login(page, server, tokens["ann-01"], "/annotate")
+    key = {rid: key_of(page, text) for rid, text in (("r1", "def biggest"), ("r2", "直接"), ("r3", "先排序"))}
+    for rid, score in (("r1", 5), ("r2", 2), ("r3", 3)):
+        page.click(f'.score-button[data-key="{key[rid]}"][data-score="{score}"]')
+    page.click("#submit")
+    page.wait_for_url(server.url + "/annotate")
+    page.click("form[action='/logout'] button")
+    page.wait_for_url(server.url + "/login")
+
+    login(page, server, tokens["rev-01"], "/review")  # review_rate 1: every submission is reviewed
+    # single-blind: the reviewer sees the annotator's answer, in the same keys
+    assert page.text_content(".ranking-text") == f"{key['r1']}>{key['r3']}>{key['r2']}"
+    assert page.text_content(f'.response[data-key="{key["r1"]}"] .given-score') == "5 分"
+    shot(page, "review")
+    page.click("#reject")  # the reason is required: the browser does not send the form
+    assert page.url == server.url + "/review"
+    page.fill("#reason", "r3 的错误没有标出来")
+    page.click("#reject")
+    page.wait_for_url(server.url + "/review")
+    assert "队列已空" in page.text_content("h1")
+
+    from cheems.annotate.human.store import Project
+
+    annotate = [i for i in Project.open(folder).snapshot().items if i.kind == "annotate"]
+    assert [(i.person, i.state) for i in annotate] == [("ann-01", "open")]
+    page.click("form[action='/logout'] button")
+    login(page, server, tokens["ann-01"], "/annotate")
+    assert "r3 的错误没有标出来" in page.text_content(".notice")
+
+
+def test_admin_dashboard_and_annotator_refused(serve, page):
+    server, tokens, _ = serve([CHAT, HOSTILE])
+    login(page, server, tokens["ann-01"], "/annotate")
+    response = page.goto(server.url + "/dashboard")
+    assert response.status == 403
+    assert "没有权限" in page.text_content("h1")
+    page.goto(server.url + "/annotate")
+    page.click("form[action='/logout'] button")
+    login(page, server, tokens["lead"], "/dashboard")
+    assert page.text_content(".tile-number") == "2"  # two prompts of three responses: one task each
+    assert page.locator("#by-person tr").count() == 4  # header + ann-01, rev-01, lead
+    shot(page, "dashboard")
