@@ -54,7 +54,9 @@ class ProjectSettings(Settings):
     review_rate: Annotated[
         Number, Field(ge=0.0, le=1.0, description="Share of submitted tasks sent to review (seeded).")
     ] = 0.3
-    seed: Annotated[Whole, Cli("--seed"), Field(description="Seed of the response order, assignment and review draw.")] = 0
+    seed: Annotated[
+        Whole, Cli("--seed"), Field(description="Seed of the response order, assignment and review draw.")
+    ] = 0
     agreement_target: Annotated[
         Number,
         Field(gt=0.0, le=1.0, description="Overlapping answers agreeing on fewer pairs than this go to adjudication."),
