@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
-from annotate_server import Server, make_project, prompt, team
-from helpers import run_cheems
 
+from annotate_server import Server, make_project, prompt, team
 from cheems.annotate.human.store import Project
+from helpers import run_cheems
 
 
 def ids_of(task: dict) -> dict[str, str]:

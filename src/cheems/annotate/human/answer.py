@@ -57,6 +57,7 @@ def parse_answer(body: object) -> Answer:
 
 def parse_ranking(text: str, keys: Sequence[str]) -> list[list[str]]:
     """``"A>C=B"`` as levels, best first (``[["A"], ["C", "B"]]``); every key exactly once."""
+    keys = list(keys)  # a string of keys would find "" and "AB" in "ABC"
     levels = [[k.strip() for k in level.split("=")] for level in text.split(">")]
     named = [k for level in levels for k in level]
     for k in named:
@@ -88,6 +89,7 @@ def check_answer(answer: Answer, keys: Sequence[str], texts: Mapping[str, str] |
 
     ``texts`` (key -> response text) lets spans be checked against the text they mark.
     """
+    keys = list(keys)
     for k in answer.scores:
         if k not in keys:
             raise AnswerError(f"scores name {k!r}, which is not a response of this task — use {', '.join(keys)}")

@@ -36,7 +36,9 @@ class People(Settings):
         seen: set[str] = set()
         for i, person in enumerate(self.people):
             if person.name in seen:
-                raise invalid(f"'{person.name}' is listed twice", "give every person a unique name", at=f"{i}.name")
+                raise invalid(
+                    f"'{person.name}' is listed twice", "give every person a unique name", at=("people", i, "name")
+                )
             seen.add(person.name)
         if not any(p.role == "annotator" for p in self.people):
             raise invalid("no annotator", "add at least one person with role: annotator")
