@@ -40,6 +40,7 @@ DB_NAME = "project.sqlite3"
 TOKENS_NAME = "tokens.txt"
 FORMAT = "cheems-annotate/1"
 SESSION_DAYS = 7
+RECORD_CACHE = 4096  # parsed prompts kept in memory by a server
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -169,6 +170,12 @@ class Project:
         self.path = folder / DB_NAME
         self.settings = settings
         self._local = threading.local()
+        # Writers of this process take turns here rather than in SQLite, whose busy handler sleeps
+        # (1, 2, 5, ... 100 ms) between retries: under 50 concurrent submitters that sleep was most
+        # of the latency (benchmarks/annotate_load.py).
+        self._writer = threading.Lock()
+        self._team: dict[str, Person] | None = None
+        self._records: dict[str, Record] = {}
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -256,16 +263,17 @@ class Project:
     def _write(self, new: bool = False) -> Iterator[sqlite3.Connection]:
         """One write transaction; committed when the block ends, rolled back on any error."""
         db = self._conn()
-        if not new:
-            db.execute("BEGIN IMMEDIATE")  # take the write lock now: no upgrade deadlock between two writers
-        try:
-            yield db
-        except BaseException:
+        with self._writer:
+            if not new:
+                db.execute("BEGIN IMMEDIATE")  # take the write lock now: no upgrade deadlock between two writers
+            try:
+                yield db
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
             if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        if db.in_transaction:
-            db.execute("COMMIT")
+                db.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -382,9 +390,14 @@ class Project:
 
     def person_by_token(self, token: str) -> Person | None:
         """The person a login token belongs to (tokens are stored only as hashes)."""
-        with self._read() as db:
-            row = db.execute("SELECT * FROM people WHERE token_hash = ?", (_hash(token),)).fetchone()
-        return _person(row) if row else None
+        return self._people().get(_hash(token))
+
+    def _people(self) -> dict[str, Person]:
+        """Token hash -> person, read once: the team does not change after init (every request asks)."""
+        if self._team is None:
+            with self._read() as db:
+                self._team = {r["token_hash"]: _person(r) for r in db.execute("SELECT * FROM people")}
+        return self._team
 
     def new_session(self, name: str) -> tuple[str, str]:
         """A browser session for ``name``: (cookie value, CSRF token)."""
@@ -575,8 +588,14 @@ class Project:
         return TaskRow(row["id"], row["prompt_id"], json.loads(row["responses"]), bool(row["gold"]))
 
     def _record(self, db: sqlite3.Connection, prompt_id: str) -> Record:
-        row = db.execute("SELECT record FROM prompts WHERE id = ?", (prompt_id,)).fetchone()
-        return Record.model_validate_json(row["record"])
+        """A prompt's record, parsed once (prompts never change after init; parsing was a tenth of a request)."""
+        record = self._records.get(prompt_id)
+        if record is None:
+            if len(self._records) >= RECORD_CACHE:
+                self._records.clear()
+            row = db.execute("SELECT record FROM prompts WHERE id = ?", (prompt_id,)).fetchone()
+            record = self._records[prompt_id] = Record.model_validate_json(row["record"])
+        return record
 
     def _texts(self, db: sqlite3.Connection, task_id: str, shown: Sequence[str]) -> dict[str, str]:
         record = self._record(db, self._task(db, task_id).prompt_id)
