@@ -12,6 +12,8 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from annotate_server import make_project, prompt, team
+from cheems.annotate.human.answer import KEYS, Answer
 from cheems.annotate.human.people import Person, ProjectSettings
 from cheems.annotate.human.quality import ordinal_alpha, status_report
 from cheems.annotate.human.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
@@ -129,7 +131,7 @@ def test_progress_by_category_prompt_and_person():
             item("m1#t1", "ann-01", "submitted"),
             item("m1#t1", "ann-02", "approved"),
             item("m2#t1", "ann-01", "approved"),
-            item("m2#t1", "ann-02", "rejected"),
+            item("m2#t1", "ann-02", "open"),  # returned: open with an earlier answer
             item("c1#t1", "ann-02", "open"),
             item("g1#t1", "ann-01", "open", gold=True),
             item("m1#t1", "rev-01", "done", kind="review"),
@@ -137,9 +139,11 @@ def test_progress_by_category_prompt_and_person():
             item("g1#t1", "rev-01", "open", kind="review", gold=True),
             item("m2#t1", "lead", "open", kind="adjudicate"),
         ],
+        answers=[answer("m2#t1", "ann-02", "b>a", current=False), answer("g1#t1", "ann-01", "a>b", current=False)],
     )
     progress = report_of(snap)["progress"]
-    # 5 annotate items: 1 submitted + 2 approved done (3/5), open = 1 open + 1 returned
+    # 5 annotate items: 1 submitted + 2 approved done (3/5), 2 open of which 1 returned (the open gold item of
+    # ann-01 has an earlier answer too, but gold never counts)
     assert {k: progress[k] for k in ("tasks", "tasks_done", "items", "open", "submitted", "approved", "returned")} == {
         "tasks": 3,
         "tasks_done": 1,
@@ -192,22 +196,24 @@ def test_per_day_and_today_use_the_local_calendar():
             # rejected, then answered again: both submissions are work done on 05-02 (+8)
             answer("p2#t1", "ann-01", "b>a", at=datetime(2024, 5, 2, 1, 0, tzinfo=timezone.utc), current=False),
             answer("p2#t1", "ann-01", "a>b", at=datetime(2024, 5, 2, 2, 0, tzinfo=timezone.utc)),
-            # neither an adjudication nor a gold answer counts per day; the adjudication counts in "today"
+            # an adjudication is no annotate answer (it counts in "today"); a gold answer is work like any other
             answer("p1#t1", "lead", "a>b", kind="adjudicate", at=datetime(2024, 5, 2, 3, 0, tzinfo=timezone.utc)),
             answer("g1#t1", "ann-01", "a>b", at=datetime(2024, 5, 2, 3, 0, tzinfo=timezone.utc)),
         ],
         reviews=[
             ReviewRow("rv1", "x", "rev-01", True, "", False, None, datetime(2024, 5, 2, 4, 0, tzinfo=timezone.utc)),
             ReviewRow("rv2", "y", "rev-01", True, "", False, None, datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)),
+            ReviewRow("rv3", None, "rev-01", False, "x", True, True, datetime(2024, 5, 2, 5, 0, tzinfo=timezone.utc)),
         ],
     )
     report = report_of(snap)
-    assert report["per_day"] == {"2024-05-01": 1, "2024-05-02": 3}
+    assert report["per_day"] == {"2024-05-01": 1, "2024-05-02": 4}
     # the same answers on the UTC calendar: 15:30 and 16:30 both fall on 05-01
-    assert status_report(snap, now=NOW.astimezone(timezone.utc))["per_day"] == {"2024-05-01": 2, "2024-05-02": 2}
+    assert status_report(snap, now=NOW.astimezone(timezone.utc))["per_day"] == {"2024-05-01": 2, "2024-05-02": 3}
     today = {name: p["today"] for name, p in report["progress"]["by_person"].items()}
-    # since 2024-05-01 16:00 UTC: ann-01 the two p2 submissions, ann-02 one, lead one adjudication, rev-01 one review
-    assert today == {"ann-01": 2, "ann-02": 1, "ann-03": 0, "rev-01": 1, "lead": 1}
+    # since 2024-05-01 16:00 UTC: ann-01 the two p2 submissions and the gold answer, ann-02 one, lead one
+    # adjudication, rev-01 one review and one planted gold review (rv2 was the day before)
+    assert today == {"ann-01": 3, "ann-02": 1, "ann-03": 0, "rev-01": 2, "lead": 1}
 
 
 def agreement_snapshot() -> Snapshot:
@@ -383,12 +389,13 @@ def printed(snap: Snapshot) -> str:
 
 def test_print_status_shows_the_key_numbers():
     snap = ring_snapshot()
-    snap.items.extend([item("p1#t1", "ann-01", "approved"), item("q#t1", "ann-02", "rejected")])
+    snap.items.extend([item("p1#t1", "ann-01", "approved"), item("q#t1", "ann-02", "open")])
+    snap.answers.append(answer("q#t1", "ann-02", "s3>s2>s1", current=False))  # returned to ann-02
     text = printed(snap)
     flat = " ".join(text.split())
     assert "items done │ 1 / 2 (50.0%) │" in flat
     assert "items open (returned) │ 1 (1) │" in flat
-    assert "answers on 2024-05-01 │ 6 │" in flat
+    assert "answers on 2024-05-01 │ 7 │" in flat  # six current answers and the returned one
     assert "数学 │ 4 │ 1 │ 25.0% │" in flat and "代码 │ 1 │ 0 │ 0.0% │" in flat
     assert "pairwise agreement │ 0.0% │" in flat
     assert "conflicts / comparisons │ 9 / 18 │" in flat and "conflict ratio │ 50.0% │" in flat
@@ -401,6 +408,58 @@ def test_print_status_shows_the_key_numbers():
 
 def test_print_status_shows_gold_accuracy_per_person():
     flat = " ".join(printed(gold_snapshot()).split())
-    assert "ann-01 │ annotator │ 0 │ 0 │ 0 │ 0 │ 0/0 │ 0 │ 0 │ 75.0% (4 pairs) │" in flat
-    assert "rev-01 │ reviewer │ 0 │ 0 │ 0 │ 0 │ 0/0 │ 0 │ 0 │ 66.7% (3 verdicts) │" in flat
-    assert "ann-02 │ annotator │ 0 │ 0 │ 0 │ 0 │ 0/0 │ 0 │ 0 │ - │" in flat
+    assert "ann-01 │ 0 │ 0 │ 0 │ 0 │ 0 │ 75.0% (4) │" in flat
+    assert "ann-02 │ 0 │ 0 │ 0 │ 0 │ 0 │ - │" in flat
+    assert "rev-01 │ reviewer │ 0 │ 0 │ 0 │ 0 │ 66.7% (3) │" in flat
+    assert "lead │ admin │ 0 │ 0 │ 0 │ 0 │ - │" in flat
+
+
+def test_print_status_fits_80_columns():
+    console = Console(record=True, width=80, color_system=None)
+    print_status(report_of(gold_snapshot()), console)
+    text = console.export_text()
+    assert "…" not in text  # no header or name cut short
+    assert max(cell_len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_real_project_through_the_store(tmp_path):
+    # One prompt, one task, two annotators who disagree on every pair, every submission reviewed (rate 1).
+    project, _ = make_project(tmp_path / "p", [prompt("p1")], team(annotators=2), overlap=2, review_rate=1.0)
+
+    def submit(name: str, ranking_by_id: str) -> None:
+        item = project.next_item(name)
+        key = {rid: KEYS[i] for i, rid in enumerate(item.shown)}
+        levels = [[key[r] for r in level.split("=")] for level in ranking_by_id.split(">")]
+        scores = {k: 5 - i for i, level in enumerate(levels) for k in level}
+        project.submit(item.item_id, name, Answer(scores=scores, ranking=">".join("=".join(x) for x in levels)))
+
+    submit("ann-01", "r1>r2>r3")
+    submit("ann-02", "r3>r2>r1")
+    report = report_of(project.snapshot())
+    assert (report["agreement"]["tasks"], report["agreement"]["pairwise_agreement"]) == (1, 0.0)
+    assert report["agreement"]["below_target"] == 1
+    assert report["conflicts"]["by_prompt"][0] == {
+        "prompt_id": "p1",
+        "comparisons": 6,
+        "conflicts": 6,
+        "conflict_ratio": 1.0,
+        "cycles": [["r1", "r2", "r3"]],
+    }
+    assert report["queues"] == {"reviews_open": 2, "adjudications_open": 1, "returned_open": 0}
+    assert sum(report["per_day"].values()) == 2
+
+    submit("rev-01", "r1>r2=r3")  # the adjudication comes first in the reviewer's queue
+    items = project.snapshot().items
+    annotated = {i.item_id: i.person for i in items if i.kind == "annotate"}
+    for review in (i for i in items if i.kind == "review"):
+        approve = annotated[review.reviews] == "ann-01"
+        project.review(review.item_id, "rev-01", approve, "" if approve else "r3 不是最好的")
+    report = report_of(project.snapshot())
+    progress = report["progress"]
+    assert (progress["items"], progress["open"], progress["returned"], progress["approved"]) == (2, 1, 1, 1)
+    assert progress["by_person"]["ann-02"]["returned"] == 1
+    assert report["queues"] == {"reviews_open": 0, "adjudications_open": 0, "returned_open": 1}
+    assert report["agreement"]["tasks"] == 0  # ann-02's answer no longer stands
+    # the consensus r1 > r2 = r3 stands for the task: three comparisons, none in conflict
+    assert report["conflicts"]["by_prompt"][0]["comparisons"] == 3
+    assert report["conflicts"]["conflicts"] == 0

@@ -22,6 +22,13 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _gold_cell(gold: dict | None) -> str:
+    """Gold accuracy with what it counts: pairs for an annotator, verdicts for a reviewer."""
+    if gold is None or gold["accuracy"] is None:
+        return "-"
+    return f"{_share(gold['accuracy'])} ({gold['pairs'] if 'pairs' in gold else gold['verdicts']})"
+
+
 def _cycle(cycle: list[str]) -> str:
     return " > ".join([*cycle, cycle[0]])
 
@@ -52,37 +59,37 @@ def print_status(report: dict, console: Any) -> None:
         categories.add_row(name, str(c["tasks"]), str(c["done"]), _share(c["share_done"]))
     console.print(categories)
 
-    console.print(_people_table(progress["by_person"], report["gold"]))
-    console.print(_agreement_table(report["agreement"]))
-    for table in _conflicts_tables(report["conflicts"]):
+    tables = [
+        *_people_tables(progress["by_person"], report["gold"]),
+        _agreement_table(report["agreement"]),
+        *_conflicts_tables(report["conflicts"]),
+    ]
+    for table in tables:
         console.print(table)
 
 
-def _people_table(people: dict[str, dict], gold: dict[str, dict]) -> Any:
-    """One row per person: their queue, today's work and gold accuracy."""
+def _people_tables(people: dict[str, dict], gold: dict[str, dict]) -> list[Any]:
+    """Annotators (their tasks, today's work, gold accuracy over pairs), then reviewers and admins."""
     from rich.table import Table
 
-    table = Table(title="by person")
-    table.add_column("person")
-    table.add_column("role")
-    for name in ("assigned", "done", "open", "returned", "reviews done/open", "adjud. open", "today", "gold"):
-        table.add_column(name, justify="right")
+    annotators = Table(title="annotators")
+    reviewers = Table(title="reviewers and admins")
+    annotators.add_column("person", no_wrap=True)
+    reviewers.add_column("person", no_wrap=True)
+    reviewers.add_column("role")
+    for name in ("tasks", "done", "open", "returned", "today", "gold (pairs)"):
+        annotators.add_column(name, justify="right")
+    for name in ("reviewed", "open", "adjud.", "today", "gold (verdicts)"):
+        reviewers.add_column(name, justify="right")
     for name, p in people.items():
-        g = gold.get(name)
-        seen = "" if g is None else f" ({g['pairs']} pairs)" if "pairs" in g else f" ({g['verdicts']} verdicts)"
-        table.add_row(
-            name,
-            p["role"],
-            str(p["assigned"]),
-            str(p["done"]),
-            str(p["open"]),
-            str(p["returned"]),
-            f"{p['reviews_done']}/{p['reviews_open']}",
-            str(p["adjudications_open"]),
-            str(p["today"]),
-            "-" if g is None or g["accuracy"] is None else _share(g["accuracy"]) + seen,
-        )
-    return table
+        accuracy = _gold_cell(gold.get(name))
+        if p["role"] == "annotator":
+            row = (p["assigned"], p["done"], p["open"], p["returned"], p["today"])
+            annotators.add_row(name, *map(str, row), accuracy)
+        else:
+            row = (p["reviews_done"], p["reviews_open"], p["adjudications_open"], p["today"])
+            reviewers.add_row(name, p["role"], *map(str, row), accuracy)
+    return [annotators, reviewers]
 
 
 def _agreement_table(agreement: dict) -> Any:

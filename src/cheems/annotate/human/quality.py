@@ -7,12 +7,14 @@ Algorithm 1 with its preference cycles named, and the open queues.
 
 Words used throughout:
 
-- a *done* annotate item is one in state ``submitted`` or ``approved``; a *returned* one is in state
-  ``rejected`` (a reviewer sent it back: it is open again for its annotator);
+- a *done* annotate item is one in state ``submitted`` or ``approved``; a *returned* one is open
+  again after a reviewer rejected it: an open annotate item that already has an answer (submitting
+  is the only way an item leaves ``open``, a rejection the only way back);
 - a *current* answer is an :class:`~cheems.annotate.human.snapshot.AnswerRow` with ``current`` set
   (the latest answer of an item that stands);
-- gold items, tasks and answers never count in progress, per-day counts, agreement, conflicts or
-  queues: they only feed the gold accuracy;
+- gold items, tasks and answers never count in progress, agreement, conflicts or queues; as work
+  done they count in ``per_day`` and a person's ``today`` (they look like any other task to the
+  annotator, whose own page counts them too);
 - a share (``share_done``, accuracies, ratios, alphas) is ``null`` when there is nothing to divide by,
   never NaN.
 """
@@ -34,7 +36,6 @@ from cheems.data.schema import Comparison, Record
 from cheems.ranking.resolve import preference_graph, resolve_record
 
 DONE = ("submitted", "approved")
-RETURNED = "rejected"
 CYCLES_SEARCHED = 100
 """Simple cycles looked at per strongly connected component when naming its longest cycle (their
 number can grow exponentially with the component; the first ones found are enough to name one)."""
@@ -65,6 +66,16 @@ def _share(part: int, whole: int) -> float | None:
 
 def _gold_tasks(snapshot: Snapshot) -> set[str]:
     return {t.task_id for t in snapshot.tasks if t.gold}
+
+
+def _returned(snapshot: Snapshot) -> set[str]:
+    """Ids of the non-gold annotate items a reviewer returned (open, with an earlier answer)."""
+    answered = {a.item_id for a in snapshot.answers}
+    return {
+        i.item_id
+        for i in snapshot.items
+        if i.kind == "annotate" and i.state == "open" and not i.gold and i.item_id in answered
+    }
 
 
 def _current(snapshot: Snapshot, kind: str) -> list[AnswerRow]:
@@ -102,15 +113,15 @@ def progress(snapshot: Snapshot, now: datetime) -> dict:
         cat["done"] += done
     for cat in by_category.values():
         cat["share_done"] = _share(cat["done"], cat["tasks"])
-    count = {state: sum(i.state == state for i in annotate) for state in ("open", "submitted", "approved", RETURNED)}
+    count = {state: sum(i.state == state for i in annotate) for state in ("open", "submitted", "approved")}
     return {
         "tasks": sum(not t.gold for t in snapshot.tasks),
         "tasks_done": len(done_tasks),
         "items": len(annotate),
-        "open": count["open"] + count[RETURNED],
+        "open": count["open"],
         "submitted": count["submitted"],
         "approved": count["approved"],
-        "returned": count[RETURNED],
+        "returned": len(_returned(snapshot)),
         "share_done": _share(count["submitted"] + count["approved"], len(annotate)),
         "by_category": by_category,
         "by_person": person_progress(snapshot, now),
@@ -131,14 +142,15 @@ def person_progress(snapshot: Snapshot, now: datetime) -> dict[str, dict]:
 
     ``assigned``/``done``/``open``/``returned``: annotate items (open counts returned ones too);
     ``reviews_done``/``reviews_open``, ``adjudications_open``: their review and adjudication items;
-    ``today``: the answers (annotate and adjudicate, current or since replaced) and review verdicts
-    they gave since local midnight of ``now``.
+    ``today``: the answers (annotate and adjudicate, current or since replaced, gold included) and
+    review verdicts they gave since local midnight of ``now``, as their own page counts them.
     """
-    gold = _gold_tasks(snapshot)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    today = Counter(a.person for a in snapshot.answers if a.task_id not in gold and a.submitted_at >= midnight)
-    today.update(r.person for r in snapshot.reviews if not r.gold and r.at >= midnight)
+    today = Counter(a.person for a in snapshot.answers if a.submitted_at >= midnight)
+    today.update(r.person for r in snapshot.reviews if r.at >= midnight)
     count = Counter((i.person, i.kind, i.state) for i in snapshot.items if not i.gold)
+    back = _returned(snapshot)
+    returned = Counter(i.person for i in snapshot.items if i.item_id in back)
 
     def n(name: str, kind: str, *states: str) -> int:
         return sum(count[(name, kind, state)] for state in states)
@@ -146,10 +158,10 @@ def person_progress(snapshot: Snapshot, now: datetime) -> dict[str, dict]:
     return {
         p.name: {
             "role": p.role,
-            "assigned": n(p.name, "annotate", "open", RETURNED, *DONE),
+            "assigned": n(p.name, "annotate", "open", *DONE),
             "done": n(p.name, "annotate", *DONE),
-            "open": n(p.name, "annotate", "open", RETURNED),
-            "returned": n(p.name, "annotate", RETURNED),
+            "open": n(p.name, "annotate", "open"),
+            "returned": returned[p.name],
             "reviews_done": n(p.name, "review", "done"),
             "reviews_open": n(p.name, "review", "open"),
             "adjudications_open": n(p.name, "adjudicate", "open"),
@@ -162,13 +174,12 @@ def person_progress(snapshot: Snapshot, now: datetime) -> dict[str, dict]:
 def per_day(snapshot: Snapshot, zone: tzinfo | None) -> dict[str, int]:
     """Annotate answers per calendar day (the date of ``submitted_at`` in ``zone``), oldest day first.
 
-    Every submission is a unit of work, so every annotate answer counts: current ones and those
-    replaced since (an answer a reviewer rejected, then the resubmission). Gold answers do not count.
+    Every submission is a unit of work, so every annotate answer counts: current ones, those replaced
+    since (an answer a reviewer rejected, then the resubmission) and answers to gold tasks.
     """
-    gold = _gold_tasks(snapshot)
     days: defaultdict[str, int] = defaultdict(int)
     for a in snapshot.answers:
-        if a.kind == "annotate" and a.task_id not in gold:
+        if a.kind == "annotate":
             days[a.submitted_at.astimezone(zone).date().isoformat()] += 1
     return dict(sorted(days.items()))
 
@@ -374,5 +385,5 @@ def queues(snapshot: Snapshot) -> dict[str, int]:
     return {
         "reviews_open": sum(i.kind == "review" and i.state == "open" for i in items),
         "adjudications_open": sum(i.kind == "adjudicate" and i.state == "open" for i in items),
-        "returned_open": sum(i.kind == "annotate" and i.state == RETURNED for i in items),
+        "returned_open": len(_returned(snapshot)),
     }
