@@ -200,6 +200,11 @@ def test_gold_is_planted_invisibly_for_annotators_and_reviewers(server):
     gold_answer = [a for a in snap.answers if a.task_id.startswith("g1#")]
     assert len(gold_answer) == 1  # stored, but never exported
     assert "g1" not in snap.prompts and "g1" in snap.gold
+    report = s.client(tokens["lead"]).get("/api/status").json()
+    # gold r1 > r2 > r3 answered r2 > r1 > r3: (r1, r2) wrong, (r1, r3) and (r2, r3) right
+    assert report["gold"]["ann-01"]["accuracy"] == pytest.approx(2 / 3)
+    assert report["gold"]["rev-01"]["accuracy"] == float(gold_review[0].correct)
+    assert report["progress"]["tasks"] == 2  # gold tasks are not progress
 
 
 def test_acknowledged_submissions_survive_sigkill_and_restart(server):
