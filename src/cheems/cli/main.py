@@ -340,6 +340,10 @@ from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in it
 
 app.add_typer(curate_app, name="curate")
 
+from cheems.cli.annotate import annotate_app  # noqa: E402 - the sub-app lives in its own module
+
+app.add_typer(annotate_app, name="annotate")
+
 
 def main() -> None:
     """Entry point of the ``cheems`` command."""

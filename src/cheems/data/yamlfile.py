@@ -324,7 +324,8 @@ def located_validation_error(
     """
     first = e.errors()[0]
     context = first.get("ctx") or {}
-    loc = tuple(first["loc"]) + ((context["at"],) if context.get("at") else ())
+    at = context.get("at")
+    loc = tuple(first["loc"]) + (tuple(at) if isinstance(at, (list, tuple)) else (at,) if at else ())
     field = ".".join(str(x) for x in loc) or None
     line = line_of(lines, loc)
     if first["type"] == "extra_forbidden":

@@ -57,6 +57,7 @@ def parse_answer(body: object) -> Answer:
 
 def parse_ranking(text: str, keys: Sequence[str]) -> list[list[str]]:
     """``"A>C=B"`` as levels, best first (``[["A"], ["C", "B"]]``); every key exactly once."""
+    keys = list(keys)  # a string of keys would find "" and "AB" in "ABC"
     levels = [[k.strip() for k in level.split("=")] for level in text.split(">")]
     named = [k for level in levels for k in level]
     for k in named:
@@ -80,12 +81,7 @@ def format_ranking(levels: Sequence[Sequence[str]]) -> str:
 def contradictions(scores: Mapping[str, int], levels: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
     """(x, y) where x scored higher than y yet is ranked below y."""
     level_of = {k: i for i, level in enumerate(levels) for k in level}
-    return [
-        (x, y)
-        for x in scores
-        for y in scores
-        if scores[x] > scores[y] and level_of[x] > level_of[y]
-    ]
+    return [(x, y) for x in scores for y in scores if scores[x] > scores[y] and level_of[x] > level_of[y]]
 
 
 def check_answer(answer: Answer, keys: Sequence[str], texts: Mapping[str, str] | None = None) -> list[list[str]]:
@@ -93,6 +89,7 @@ def check_answer(answer: Answer, keys: Sequence[str], texts: Mapping[str, str] |
 
     ``texts`` (key -> response text) lets spans be checked against the text they mark.
     """
+    keys = list(keys)
     for k in answer.scores:
         if k not in keys:
             raise AnswerError(f"scores name {k!r}, which is not a response of this task — use {', '.join(keys)}")
@@ -143,7 +140,9 @@ def by_key(stored: Mapping, shown: Sequence[str]) -> dict:
     return {
         "scores": {key[r]: s for r, s in stored["scores"].items()},
         "ranking": format_ranking([[key[r] for r in level] for level in stored["levels"]]),
-        "spans": [{**{k: v for k, v in s.items() if k != "response"}, "key": key[s["response"]]} for s in stored["spans"]],
+        "spans": [
+            {**{k: v for k, v in s.items() if k != "response"}, "key": key[s["response"]]} for s in stored["spans"]
+        ],
         "flags": {key[r]: v for r, v in stored["flags"].items()},
         "note": stored["note"],
     }

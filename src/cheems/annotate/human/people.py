@@ -36,7 +36,9 @@ class People(Settings):
         seen: set[str] = set()
         for i, person in enumerate(self.people):
             if person.name in seen:
-                raise invalid(f"'{person.name}' is listed twice", "give every person a unique name", at=f"{i}.name")
+                raise invalid(
+                    f"'{person.name}' is listed twice", "give every person a unique name", at=("people", i, "name")
+                )
             seen.add(person.name)
         if not any(p.role == "annotator" for p in self.people):
             raise invalid("no annotator", "add at least one person with role: annotator")
@@ -54,7 +56,9 @@ class ProjectSettings(Settings):
     review_rate: Annotated[
         Number, Field(ge=0.0, le=1.0, description="Share of submitted tasks sent to review (seeded).")
     ] = 0.3
-    seed: Annotated[Whole, Cli("--seed"), Field(description="Seed of the response order, assignment and review draw.")] = 0
+    seed: Annotated[
+        Whole, Cli("--seed"), Field(description="Seed of the response order, assignment and review draw.")
+    ] = 0
     agreement_target: Annotated[
         Number,
         Field(gt=0.0, le=1.0, description="Overlapping answers agreeing on fewer pairs than this go to adjudication."),

@@ -32,7 +32,7 @@ class ItemRow:
     task_id: str
     person: str
     state: str
-    """annotate: open, submitted, approved or rejected (a rejected item is open again, with a reason);
+    """annotate: open, submitted or approved (a rejected item is open again, its earlier answers kept);
     review and adjudicate: open or done."""
     gold: bool
     shown: list[str]
