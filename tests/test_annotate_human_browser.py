@@ -25,9 +25,9 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium binary on PATH (Debian: apt-get install chromium fonts-noto-cjk)"
 )
 
-from annotate_server import Server, make_project, team  # noqa: E402
-
+from annotate_server import Server, make_project, prompt, team  # noqa: E402
 from cheems.data.schema import Record  # noqa: E402
+from test_annotate_human_api import answer  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 WAIT_MS = 10_000
@@ -45,8 +45,8 @@ CHAT = Record.model_validate(
         "responses": [
             {
                 "id": "r1",
-                "content": "```python\ndef biggest(xs):\n    if not xs:\n        return None\n    return max(xs)\n```\n\n"
-                "| 输入 | 输出 |\n|---|---|\n| [3, 1, 2] | 3 |\n| [] | None |",
+                "content": "```python\ndef biggest(xs):\n    if not xs:\n        return None\n"
+                "    return max(xs)\n```\n\n| 输入 | 输出 |\n|---|---|\n| [3, 1, 2] | 3 |\n| [] | None |",
             },
             {"id": "r2", "content": "直接 `max(xs)` 就行，空列表会报错。"},
             {"id": "r3", "content": "先排序再取最后一个😀，第二句是错的：sorted 会改变原列表。"},
@@ -80,12 +80,13 @@ def browser():
 
 @pytest.fixture
 def serve(tmp_path):
-    """Make a project of ``records`` (one annotator, one reviewer, one admin) and serve it; yields the tokens."""
+    """Make a project of ``records`` and serve it: by default one annotator, one reviewer, one admin, and
+    every submission reviewed."""
     servers: list[Server] = []
 
-    def start(records: list[Record]) -> tuple[Server, dict[str, str], Path]:
+    def start(records: list[Record], annotators: int = 1, **settings) -> tuple[Server, dict[str, str], Path]:
         folder = tmp_path / "project"
-        _, tokens = make_project(folder, records, team(annotators=1), review_rate=1.0)
+        _, tokens = make_project(folder, records, team(annotators=annotators), **{"review_rate": 1.0, **settings})
         server = Server(folder).start()
         servers.append(server)
         return server, tokens, folder
@@ -318,15 +319,59 @@ def test_reviewer_rejects_with_a_reason_and_the_task_returns_to_its_annotator(se
     assert "r3 的错误没有标出来" in page.text_content(".notice")
 
 
-def test_admin_dashboard_and_annotator_refused(serve, page):
-    server, tokens, _ = serve([CHAT, HOSTILE])
+def test_adjudication_discussion_and_dashboard_after_a_disagreement(serve, page):
+    # two annotators on every task (overlap 2): they agree on p1 and disagree on two of p2's three pairs
+    server, tokens, _ = serve([prompt("p1"), prompt("p2"), prompt("p3")], annotators=2, overlap=2, review_rate=0.0)
+    rankings = {"ann-01": {"p1": "r1>r2>r3", "p2": "r1>r2>r3"}, "ann-02": {"p1": "r1>r2>r3", "p2": "r3>r1>r2"}}
+    for person, mine in rankings.items():
+        with server.client(tokens[person]) as api:
+            for _ in range(3):
+                task = api.get("/api/next").json()
+                pid = task["responses"][0]["content"].split(" ")[0]
+                if pid in mine:
+                    ok = api.post(f"/api/tasks/{task['task_id']}/submit", json=answer(task, mine[pid]))
+                    assert ok.status_code == 200, ok.text
+
+    login(page, server, tokens["ann-01"], "/annotate")
+    assert page.locator("h2", has_text="任务").count() == 0  # p3 is still in the queue
+    page.goto(server.url + "/discussions")
+    [discussion] = page.locator(".discussion").all()
+    assert "等待裁决" in discussion.text_content()
+    titles = discussion.locator(".answer-summary h3").all_text_contents()
+    assert titles == ["您的答案", "另一位标注员的答案"] or titles == ["另一位标注员的答案", "您的答案"]
+    assert "ann-02" not in discussion.text_content()  # double-blind: the other annotator stays unnamed
+    shot(page, "discussions")
+    page.click("form[action='/logout'] button")
+
+    login(page, server, tokens["rev-01"], "/review")  # adjudications come first in the queue
+    assert "裁决：标注员的答案分歧较大" in page.text_content(".adjudicate h2")
+    assert page.locator(".adjudicate .answer-summary").count() == 2
+    shot(page, "adjudicate")
+    page.click("form[action='/logout'] button")
+
+    login(page, server, tokens["lead"], "/dashboard")
+    tiles = page.locator(".tile").all_inner_texts()
+    assert [" ".join(t.split()) for t in tiles] == [
+        "3 任务",
+        "66.7% 标注完成（4/6）",
+        "0 待审核",
+        "1 待裁决",
+        "0 退回待改",
+        "50.0% 冲突率（6/12）",  # p2: every response in one cycle, so all 6 of its strict comparisons conflict
+    ]
+    assert page.text_content("#conflicts .cycle") == "r1 > r2 > r3 > r1"
+    agreement = dict(
+        zip(page.locator("#agreement th").all_text_contents(), page.locator("#agreement td").all_text_contents())
+    )
+    assert agreement["成对一致率"] == "66.7%"  # p1 3 of 3 pairs, p2 1 of 3
+    assert agreement["低于一致性目标的任务"] == "1"
+    shot(page, "dashboard")
+
+
+def test_an_annotator_cannot_open_the_dashboard(serve, page):
+    server, tokens, _ = serve([CHAT])
     login(page, server, tokens["ann-01"], "/annotate")
     response = page.goto(server.url + "/dashboard")
     assert response.status == 403
     assert "没有权限" in page.text_content("h1")
-    page.goto(server.url + "/annotate")
-    page.click("form[action='/logout'] button")
-    login(page, server, tokens["lead"], "/dashboard")
-    assert page.text_content(".tile-number") == "2"  # two prompts of three responses: one task each
-    assert page.locator("#by-person tr").count() == 4  # header + ann-01, rev-01, lead
-    shot(page, "dashboard")
+    assert page.locator("a[href='/dashboard']").count() == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -62,10 +63,10 @@ DIMENSIONS = [
     ),
 ]
 SHORTCUTS = [
-    ("Shift+1…3、←/→ 或点击", "选中回答 A、B、C"),
-    ("0…5", "给选中的回答打分（随后跳到下一个未打分的回答）"),
+    ("Shift+1…3 / ← →", "选中回答（或点击）"),
+    ("0…5", "给选中的回答打分，随后跳到下一个"),
     ("g / b / s", "当前比较：前者更好 / 后者更好 / 一样好"),
-    ("选中文字", "标记问题片段（事实错误、有害、乱码、离题、其他）"),
+    ("选中文字", "标记问题片段"),
     ("Esc", "关闭标记菜单"),
 ]
 # No resource from elsewhere and no inline script: a response that slipped past the escaping still could not run.
@@ -181,8 +182,9 @@ def login(request: Request, token: str = Form(""), csrf: str = Form(""), next: s
 
 
 def _local(target: str) -> str:
-    # only a path of this site: "//evil.example" or "https://..." would send the browser away after login
-    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else ""
+    # Only a plain path of this site: "//evil.example", "https://...", "/\\evil" or "/\t/evil" (a browser drops
+    # the tab) would send the browser elsewhere after login.
+    return target if re.fullmatch(r"/(?![/\\])[\w/-]*", target) else ""
 
 
 def _https(request: Request) -> bool:
@@ -291,7 +293,8 @@ def submit(item_id: str, request: Request, csrf: str = Form(""), answer: str = F
         return _task_page(viewer, project, item, 422, error=str(e), draft=body if isinstance(body, dict) else None)
     except (NotYours, NotFound, Conflict) as e:
         return _refused(viewer, e)
-    return RedirectResponse("/annotate", status_code=303)
+    # the next item of the same queue (an adjudicator's is the review queue)
+    return RedirectResponse("/annotate" if viewer.person.role == "annotator" else "/review", status_code=303)
 
 
 @router.post("/tasks/{item_id}/review")

@@ -249,6 +249,40 @@
       });
       drawRaw(key);
     }
+    highlightRendered();
+  }
+
+  // The rendered view marks spans too, where the browser has the CSS Custom Highlight API: ranges over
+  // the existing text, so the rendered HTML is never rebuilt. A span is found by its text, as it was chosen.
+  function highlightRendered() {
+    if (!(window.CSS && CSS.highlights && window.Highlight)) return;
+    const byLabel = {};
+    for (const span of state.spans) {
+      const root = $(`.response-body[data-key="${span.key}"]`);
+      const range = rangeOfText(root, span.text);
+      if (range) (byLabel[span.label] = byLabel[span.label] || []).push(range);
+    }
+    for (const label of Object.keys(data.span_labels)) {
+      CSS.highlights.set("span-" + label, new Highlight(...(byLabel[label] || [])));
+    }
+  }
+
+  function rangeOfText(root, text) {
+    const nodes = [];
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) nodes.push(node);
+    const whole = nodes.map((n) => n.data).join("");
+    const at = whole.indexOf(text);
+    if (at === -1 || !text) return null;
+    const range = document.createRange();
+    let seen = 0;
+    for (const node of nodes) {
+      const end = seen + node.data.length;
+      if (seen <= at && at < end) range.setStart(node, at - seen);
+      if (seen < at + text.length && at + text.length <= end) range.setEnd(node, at + text.length - seen);
+      seen = end;
+    }
+    return range;
   }
 
   // The raw view: the response's exact text, marked spans highlighted.
