@@ -11,6 +11,7 @@ Skipped, with the reason, where the ``playwright`` package or a Chromium binary 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -256,6 +257,34 @@ def test_fixing_the_ranking_clears_the_warning_and_a_raw_view_span_maps_exactly(
     [answer] = Project.open(folder).snapshot().answers
     assert answer.levels == [["r1"], ["r3"], ["r2"]]
     assert [(s["start"], s["end"], s["text"], s["label"]) for s in answer.spans] == [(9, 12, "😀，第", "garbled")]
+
+
+def test_a_refused_answer_comes_back_filled_in(serve, page):
+    server, tokens, folder = serve([CHAT])
+    login(page, server, tokens["ann-01"], "/annotate")
+    # what an out-of-date page could send: a ranking against the scores, no override (the server says no)
+    sent = {"scores": {"A": 5, "B": 1, "C": 3}, "ranking": "C>B>A", "flags": {"B": ["garbled"]}, "note": "旧页面"}
+    page.evaluate(
+        "(answer) => { document.getElementById('answer').value = answer; HTMLFormElement.prototype.submit.call("
+        "document.getElementById('answer-form')); }",
+        json.dumps(sent),
+    )
+    page.wait_for_selector("#server-error")
+    assert "override" in page.text_content("#server-error")
+    for k, score in sent["scores"].items():
+        assert page.get_attribute(f'.score-button[data-key="{k}"][data-score="{score}"]', "aria-pressed") == "true"
+    assert page.input_value("#ranking") == "C>B>A"
+    assert page.is_checked('.flag-box[data-key="B"][value="garbled"]')
+    assert page.input_value("#note") == "旧页面"
+    assert page.is_visible("#contradiction") and page.is_disabled("#submit")
+    page.check("#override")
+    page.click("#submit")
+    page.wait_for_url(server.url + "/annotate")
+
+    from cheems.annotate.human.store import Project
+
+    [answer_row] = Project.open(folder).snapshot().answers
+    assert answer_row.note == "旧页面" and list(answer_row.flags.values()) == [["garbled"]]
 
 
 def test_hostile_text_is_shown_as_text_and_never_runs(serve, page):
