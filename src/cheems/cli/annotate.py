@@ -62,6 +62,11 @@ def init(
             f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap than annotators:"
             " some annotators get two tasks of one prompt (add annotators to avoid it)"
         )
+    if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
+        err.print(
+            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
+            " (add a person with role: reviewer)"
+        )
     console.print(
         f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"
         f" ({plan.gold_items} gold), overlap {cfg.overlap}, review rate {cfg.review_rate:g}"
