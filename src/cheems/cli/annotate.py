@@ -89,8 +89,16 @@ def serve(
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]warning:[/] listening on {host}: anyone who can reach it sees the login page")
-    console.print(f"serving {project} at http://{host}:{port}/ — log in with a token from {project / TOKENS_NAME}")
-    run_server(project, host, port)
+    address = f"[{host}]" if ":" in host else host
+    run_server(
+        project,
+        host,
+        port,
+        ready=lambda: console.print(
+            f"serving {project} at http://{address}:{port}/ — log in with a token from {project / TOKENS_NAME}",
+            soft_wrap=True,
+        ),
+    )
 
 
 @annotate_app.command()
