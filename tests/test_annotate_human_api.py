@@ -232,3 +232,15 @@ def test_a_second_server_of_the_same_project_is_refused(server):
     proc = run_cheems("annotate", "serve", s.folder, "--port", "1", timeout=60)
     assert proc.returncode == 2
     assert "already being served" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_taken_port_is_a_one_line_error(tmp_path):
+    import socket
+
+    make_project(tmp_path / "project", [prompt("p1", 3)], team(annotators=1))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = run_cheems("annotate", "serve", tmp_path / "project", "--port", taken.getsockname()[1], timeout=60)
+    assert proc.returncode == 2 and "--port" in proc.stderr and "Traceback" not in proc.stderr
+    assert "serving" not in proc.stdout

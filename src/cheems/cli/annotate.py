@@ -62,6 +62,11 @@ def init(
             f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap than annotators:"
             " some annotators get two tasks of one prompt (add annotators to avoid it)"
         )
+    if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
+        err.print(
+            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
+            " (add a person with role: reviewer)"
+        )
     console.print(
         f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"
         f" ({plan.gold_items} gold), overlap {cfg.overlap}, review rate {cfg.review_rate:g}"
@@ -84,8 +89,16 @@ def serve(
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]warning:[/] listening on {host}: anyone who can reach it sees the login page")
-    console.print(f"serving {project} at http://{host}:{port}/ — log in with a token from {project / TOKENS_NAME}")
-    run_server(project, host, port)
+    address = f"[{host}]" if ":" in host else host
+    run_server(
+        project,
+        host,
+        port,
+        ready=lambda: console.print(
+            f"serving {project} at http://{address}:{port}/ — log in with a token from {project / TOKENS_NAME}",
+            soft_wrap=True,
+        ),
+    )
 
 
 @annotate_app.command()

@@ -12,8 +12,11 @@ store's SQLite calls block. Every write is committed before its response is sent
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -165,10 +168,33 @@ class ServeLock:
             self.fd = None
 
 
-def serve(folder: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Serve the project until interrupted (one server per project folder)."""
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (a one-line InputError when the address is taken or wrong)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        raise InputError(
+            f"cannot listen on {host}:{port}: {e.strerror or e}",
+            path="--port" if getattr(e, "errno", None) == errno.EADDRINUSE else "--host",
+            hint="choose another --port, or stop the program that uses it"
+            if getattr(e, "errno", None) == errno.EADDRINUSE
+            else "give an address of this machine, e.g. 127.0.0.1",
+        ) from None
+    return sock
+
+
+def serve(
+    folder: str | Path, host: str = "127.0.0.1", port: int = 8000, ready: Callable[[], None] | None = None
+) -> None:
+    """Serve the project until interrupted (one server per project folder); ``ready`` runs once it listens."""
     import uvicorn
 
     app = create_app(folder)
     with ServeLock(folder):
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        sock = listening_socket(host, port)  # bound here, so a taken port is our one-line error, not uvicorn's
+        if ready is not None:
+            ready()
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
