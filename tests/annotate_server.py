@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -99,3 +100,16 @@ class Server:
     def client(self, token: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=10)
+
+
+def ids_of(task: dict) -> dict[str, str]:
+    """Key -> response id, read from the responses' texts (``... 的回答 3`` is r3)."""
+    return {r["key"]: "r" + re.search(r"回答 (\d+)$", r["content"]).group(1) for r in task["responses"]}
+
+
+def answer(task: dict, ranking_by_id: str, override: bool = False) -> dict:
+    """An answer in the task's keys from a ranking by id (``"r1>r2=r3"``); scores follow the ranking."""
+    key = {rid: k for k, rid in ids_of(task).items()}
+    levels = [[key[r] for r in level.split("=")] for level in ranking_by_id.split(">")]
+    scores = {k: 5 - i for i, level in enumerate(levels) for k in level}
+    return {"scores": scores, "ranking": ">".join("=".join(level) for level in levels), "override": override}

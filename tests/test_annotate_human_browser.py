@@ -26,9 +26,8 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium binary on PATH (Debian: apt-get install chromium fonts-noto-cjk)"
 )
 
-from annotate_server import Server, make_project, prompt, team  # noqa: E402
+from annotate_server import Server, answer, make_project, prompt, team  # noqa: E402
 from cheems.data.schema import Record  # noqa: E402
-from test_annotate_human_api import answer  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 WAIT_MS = 10_000

@@ -10,9 +10,8 @@ import re
 import httpx
 import pytest
 
-from annotate_server import Server, make_project, prompt, team
+from annotate_server import Server, answer, ids_of, make_project, prompt, team
 from cheems.annotate.human.store import Project
-from test_annotate_human_api import answer, ids_of
 
 
 @pytest.fixture

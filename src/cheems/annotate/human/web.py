@@ -128,7 +128,14 @@ def _add_api(app: FastAPI) -> None:
     @app.get("/api/discussions")
     def discussions(request: Request, person: Caller) -> list:
         """The adjudications of the caller's tasks: every answer side by side, and the consensus."""
-        return [{**d.item.api(), "consensus": d.consensus} for d in project_of(request).discussions(person.name)]
+        out = []
+        for d in project_of(request).discussions(person.name):
+            body = d.item.api()
+            # Double-blind stays: the caller sees the other answers, not who gave them.
+            for a in body["answers"]:
+                a["annotator"] = "you" if a["annotator"] == person.name else "other"
+            out.append({**body, "consensus": d.consensus})
+        return out
 
     @app.get("/api/status")
     def status(request: Request, person: Annotated[Person, Depends(admin)]) -> dict:
