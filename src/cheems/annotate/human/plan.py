@@ -5,7 +5,7 @@ responses around a ring: for 5, (1,2,3) (2,3,4) (3,4,5) (4,5,1) (5,1,2). Three r
 task, two make one pairwise task, one makes none. Each task goes to ``overlap`` different
 annotators (double-blind), and the tasks of one prompt to different annotators where the team is
 large enough. Among the allowed annotators the choice prefers those whose declared categories hold
-the prompt's main category, then the least loaded, then a seeded draw.
+the prompt's main category, then the least loaded, then a draw seeded by the task.
 
 Every random choice is a seeded hash of what it is about (never a generator's running state), so
 the plan of a prompt does not depend on the other prompts in the file.
@@ -115,13 +115,17 @@ def _choose(
     seed: int,
 ) -> list[str]:
     """``overlap`` distinct annotators for one task: new to the prompt, then category match, then least load."""
-    draw = {p.name: seeded(seed, "assign", task.task_id, p.name).random() for p in annotators}
     chosen: list[str] = []
+
+    def rank(p: Person) -> tuple[bool, bool, int]:
+        return p.name in on_prompt, category not in p.categories, load[p.name]
+
+    draw = seeded(seed, "assign", task.task_id)  # one generator per task: a hash per annotator was most of init
     for _ in range(overlap):
-        best = min(
-            (p for p in annotators if p.name not in chosen),
-            key=lambda p: (p.name in on_prompt, category not in p.categories, load[p.name], draw[p.name]),
-        )
+        pool = [p for p in annotators if p.name not in chosen]
+        first = min(map(rank, pool))
+        tied = [p for p in pool if rank(p) == first]
+        best = tied[draw.randrange(len(tied))]
         chosen.append(best.name)
         on_prompt.add(best.name)
         load[best.name] += 1
