@@ -12,6 +12,7 @@ turns the comparisons into ranks and reports the conflict ratio.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cheems.annotate.human.answer import format_ranking, pair_labels
@@ -63,7 +64,7 @@ def export_records(snapshot: Snapshot) -> tuple[list[Record], ExportStats]:
         comparisons, notes = [], []
         for task_id in tasks_of[prompt_id]:
             for a in by_task.get(task_id, []):
-                comparisons += _comparisons(a, [r for r in order if r in a.scores], shown[a.item_id])
+                comparisons += answer_comparisons(a, [r for r in order if r in a.scores], shown[a.item_id])
                 notes.append(_annotation(a))
                 n_answers += 1
                 n_adjudicated += a.kind == "adjudicate"
@@ -75,23 +76,18 @@ def export_records(snapshot: Snapshot) -> tuple[list[Record], ExportStats]:
     return out, stats
 
 
-def _comparisons(answer: AnswerRow, order: list[str], shown: list[str]) -> list[Comparison]:
-    """One comparison per pair of the task's responses (``a`` before ``b`` in the record's order)."""
-    extra = {"task_id": answer.task_id}
+def answer_comparisons(answer: AnswerRow, order: Sequence[str], shown: Sequence[str] | None = None) -> list[Comparison]:
+    """One comparison per pair of the task's responses (``a`` before ``b`` in ``order``, the record's order),
+    with ``shown`` (``"ab"``/``"ba"``) when the order the annotator saw is given."""
+    extra: dict = {"task_id": answer.task_id}
     if answer.kind == "adjudicate":
         extra["adjudicated"] = True
-    return [
-        Comparison(
-            a=a,
-            b=b,
-            label=label,
-            annotator=answer.person,
-            source="human",
-            shown="ab" if shown.index(a) < shown.index(b) else "ba",
-            **extra,
-        )
-        for (a, b), label in pair_labels(answer.levels, order).items()
-    ]
+    comparisons = []
+    for (a, b), label in pair_labels(answer.levels, order).items():
+        if shown is not None:
+            extra["shown"] = "ab" if shown.index(a) < shown.index(b) else "ba"
+        comparisons.append(Comparison(a=a, b=b, label=label, annotator=answer.person, source="human", **extra))
+    return comparisons
 
 
 def _annotation(answer: AnswerRow) -> dict:

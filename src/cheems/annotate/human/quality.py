@@ -31,6 +31,7 @@ import krippendorff
 import networkx as nx
 
 from cheems.annotate.human.answer import pair_labels
+from cheems.annotate.human.export import answer_comparisons, standing_answers
 from cheems.annotate.human.snapshot import AnswerRow, Snapshot, TaskRow
 from cheems.data.schema import Comparison, Record
 from cheems.ranking.resolve import preference_graph, resolve_record
@@ -294,25 +295,18 @@ def gold_accuracy(snapshot: Snapshot) -> dict[str, dict]:
 
 
 def prompt_comparisons(
-    record: Record, tasks: Sequence[TaskRow], answers: dict[str, list[AnswerRow]]
+    record: Record, tasks: Sequence[TaskRow], standing: dict[str, list[AnswerRow]]
 ) -> list[Comparison]:
-    """The comparisons one prompt's current answers imply (``answers``: task id -> its answers, oldest first),
-    each pair (a, b) in the record's response order.
-
-    Per task, the latest current adjudication (the consensus) stands for the task when there is one;
-    otherwise every current annotate answer counts.
-    """
-    position = {r.id: i for i, r in enumerate(record.responses)}
-    comparisons = []
-    for task in tasks:
-        mine = answers.get(task.task_id, [])
-        consensus = [a for a in mine if a.kind == "adjudicate"]
-        chosen = consensus[-1:] or [a for a in mine if a.kind == "annotate"]
-        order = sorted(task.responses, key=position.__getitem__)
-        for a in chosen:
-            for (x, y), label in pair_labels(a.levels, order).items():
-                comparisons.append(Comparison(a=x, b=y, label=label, annotator=a.person, source="human"))
-    return comparisons
+    """The comparisons one prompt's standing answers imply (``standing``: from
+    :func:`~cheems.annotate.human.export.standing_answers`, the consensus where a task was adjudicated),
+    each pair (a, b) in the record's response order: the comparisons ``cheems annotate export`` writes."""
+    order = [r.id for r in record.responses]
+    return [
+        c
+        for task in tasks
+        for a in standing.get(task.task_id, [])
+        for c in answer_comparisons(a, [r for r in order if r in task.responses])
+    ]
 
 
 def preference_cycles(record: Record, comparisons: Sequence[Comparison]) -> list[list[str]]:
@@ -349,13 +343,11 @@ def conflicts(snapshot: Snapshot) -> dict:
     ``by_prompt`` lists the prompts with comparisons (file order), with their named
     :func:`preference_cycles`; the pooled ``conflict_ratio`` is all conflicts / all comparisons.
     """
-    answers: defaultdict[str, list[AnswerRow]] = defaultdict(list)
-    for a in sorted(_current(snapshot, "annotate") + _current(snapshot, "adjudicate"), key=lambda a: a.submitted_at):
-        answers[a.task_id].append(a)
+    standing = standing_answers(snapshot)
     tasks_of = _tasks_by_prompt(snapshot)
     by_prompt = []
     for pid, record in snapshot.prompts.items():
-        comparisons = prompt_comparisons(record, tasks_of[pid], answers)
+        comparisons = prompt_comparisons(record, tasks_of[pid], standing)
         if not comparisons:
             continue
         resolution = resolve_record(record.model_copy(update={"comparisons": comparisons}))
