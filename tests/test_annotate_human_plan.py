@@ -12,9 +12,9 @@ from annotate_server import prompt, team
 from cheems.annotate.human.answer import (
     Answer,
     AnswerError,
+    agreement,
     check_answer,
     contradictions,
-    disagreement,
     pair_labels,
     parse_ranking,
 )
@@ -153,15 +153,15 @@ def test_spans_must_lie_in_the_response():
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=3, max_size=3), st.lists(st.integers(0, 3), min_size=3, max_size=3))
-def test_disagreement_is_the_share_of_pairs_labelled_differently(x, y):
+def test_agreement_is_the_share_of_pairs_labelled_alike(x, y):
     order = ["r1", "r2", "r3"]
 
     def levels(values):
         return [[r for r, v in zip(order, values) if v == k] for k in sorted(set(values))]
 
     one, two = pair_labels(levels(x), order), pair_labels(levels(y), order)
-    expected = sum(one[p] != two[p] for p in one) / 3
-    assert disagreement(levels(x), levels(y), order) == expected
+    expected = sum(one[p] == two[p] for p in one) / 3
+    assert agreement(levels(x), levels(y), order) == expected
     for (a, b), label in one.items():  # lower value = better
         i, j = order.index(a), order.index(b)
         assert label == ("tie" if x[i] == x[j] else "a" if x[i] < x[j] else "b")

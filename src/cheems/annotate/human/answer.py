@@ -148,6 +148,12 @@ def by_key(stored: Mapping, shown: Sequence[str]) -> dict:
     }
 
 
+def rank_levels(rank: dict[str, int], order: Sequence[str]) -> list[list[str]]:
+    """The responses of ``order`` that ``rank`` ranks, as levels best first (rank 1, then 2, ...)."""
+    ranked = [r for r in order if r in rank]
+    return [[r for r in ranked if rank[r] == v] for v in sorted({rank[r] for r in ranked})]
+
+
 def pair_labels(levels: Sequence[Sequence[str]], order: Sequence[str]) -> dict[tuple[str, str], str]:
     """``a``/``b``/``tie`` for every pair (a, b) of ``order`` with a before b, as the levels imply."""
     level_of = {r: i for i, level in enumerate(levels) for r in level}
@@ -158,7 +164,11 @@ def pair_labels(levels: Sequence[Sequence[str]], order: Sequence[str]) -> dict[t
     return labels
 
 
-def disagreement(levels1: Sequence[Sequence[str]], levels2: Sequence[Sequence[str]], order: Sequence[str]) -> float:
-    """Share of the pairs of ``order`` on which two rankings give different labels (0 when no pair)."""
+def agreement(levels1: Sequence[Sequence[str]], levels2: Sequence[Sequence[str]], order: Sequence[str]) -> float:
+    """Share of the pairs of ``order`` on which two rankings give the same label (1 when no pair).
+
+    Adjudication and the dashboard both test ``agreement < target``; the same rule written as
+    ``disagreement > 1 - target`` differs in floats (``1 - 0.9`` is 0.09999999999999998).
+    """
     one, two = pair_labels(levels1, order), pair_labels(levels2, order)
-    return sum(one[p] != two[p] for p in one) / len(one) if one else 0.0
+    return sum(one[p] == two[p] for p in one) / len(one) if one else 1.0

@@ -30,7 +30,7 @@ from itertools import combinations, islice
 import krippendorff
 import networkx as nx
 
-from cheems.annotate.human.answer import pair_labels
+from cheems.annotate.human.answer import pair_labels, rank_levels
 from cheems.annotate.human.export import answer_comparisons, standing_answers
 from cheems.annotate.human.snapshot import AnswerRow, Snapshot, TaskRow
 from cheems.data.schema import Comparison, Record
@@ -217,7 +217,7 @@ def agreement(snapshot: Snapshot) -> dict:
             same = sum(one[pair] == two[pair] for pair in one)
             equal += same
             compared += len(one)
-            # agreed share < target, not disagreement > 1 - target: 1 - 0.9 is 0.09999999999999998 in floats
+            # the adjudication rule, as in answer.agreement: agreed share < target
             task_below |= same / len(one) < target
         below += task_below
     return {
@@ -243,12 +243,6 @@ def ordinal_alpha(units: Iterable[dict[Hashable, int]]) -> float | None:
     coders = sorted({c for u in pairable for c in u}, key=str)
     matrix = [[u.get(c, math.nan) for u in pairable] for c in coders]
     return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
-
-
-def rank_levels(rank: dict[str, int], order: Sequence[str]) -> list[list[str]]:
-    """The responses of ``order`` that ``rank`` ranks, as levels best first (rank 1, then 2, ...)."""
-    ranked = [r for r in order if r in rank]
-    return [[r for r in ranked if rank[r] == v] for v in sorted({rank[r] for r in ranked})]
 
 
 def gold_accuracy(snapshot: Snapshot) -> dict[str, dict]:

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from cheems.annotate.human.answer import KEYS, Answer, AnswerError, by_id, by_key, check_answer, disagreement
+from cheems.annotate.human.answer import KEYS, Answer, AnswerError, agreement, by_id, by_key, check_answer, rank_levels
 from cheems.annotate.human.people import People, Person, ProjectSettings
 from cheems.annotate.human.plan import PlannedTask, plan_tasks, prompt_tasks, seeded, shown_order
 from cheems.annotate.human.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
@@ -554,8 +554,8 @@ class Project:
             return
         task = self._task(db, task_id)
         levels = [self._latest_answer(db, c["id"])["levels"] for c in copies]
-        worst = max(disagreement(x, y, task.responses) for i, x in enumerate(levels) for y in levels[i + 1 :])
-        if worst > 1 - self.settings.agreement_target + 1e-12:
+        least = min(agreement(x, y, task.responses) for i, x in enumerate(levels) for y in levels[i + 1 :])
+        if least < self.settings.agreement_target:
             who = self._least_loaded(db, ("reviewer", "admin"))
             if who is not None:
                 self._add_item(db, "adjudicate", task, who)
@@ -709,8 +709,7 @@ def _item_row(r: sqlite3.Row) -> ItemRow:
 def _planted_answer(record: Record, task: PlannedTask, correct: bool) -> dict:
     """A plausible answer to a gold task: the gold order of its responses, or that order turned upside down."""
     assert record.rank is not None
-    ranks = sorted({record.rank[r] for r in task.responses})
-    levels = [[r for r in task.responses if record.rank[r] == k] for k in ranks]
+    levels = rank_levels(record.rank, task.responses)
     if not correct:
         levels = levels[::-1] if len(levels) > 1 else [levels[0][:1], levels[0][1:]]
     scores = {r: max(0, 5 - i) for i, level in enumerate(levels) for r in level}
