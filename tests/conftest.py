@@ -25,3 +25,22 @@ def qwen2_tokenizer_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"Qwen2 tokenizer not found at {path}")
     return path
+
+
+@pytest.fixture
+def serve_project(tmp_path):
+    """``serve_project(records, people=None, gold=(), **settings) -> (Server, tokens)``: a new project in
+    ``tmp_path / "project"`` served by a real ``cheems annotate serve`` on loopback, stopped after the test."""
+    from annotate_server import Server, make_project
+
+    servers = []
+
+    def start(records, people=None, gold=(), **settings):
+        _, tokens = make_project(tmp_path / "project", records, people, gold, **settings)
+        server = Server(tmp_path / "project").start()
+        servers.append(server)
+        return server, tokens
+
+    yield start
+    for server in servers:
+        server.stop()

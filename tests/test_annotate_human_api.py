@@ -11,23 +11,8 @@ from cheems.annotate.human.store import Project
 from helpers import run_cheems
 
 
-@pytest.fixture
-def server(tmp_path):
-    servers = []
-
-    def start(records, people=None, gold=(), **settings):
-        _, tokens = make_project(tmp_path / "project", records, people, gold, **settings)
-        s = Server(tmp_path / "project").start()
-        servers.append(s)
-        return s, tokens
-
-    yield start
-    for s in servers:
-        s.stop()
-
-
-def test_auth_roles_and_every_422(server):
-    s, tokens = server([prompt("p1", 3)], team(annotators=2), review_rate=0.0)
+def test_auth_roles_and_every_422(serve_project):
+    s, tokens = serve_project([prompt("p1", 3)], team(annotators=2), review_rate=0.0)
     assert s.client(None).get("/api/next").status_code == 401
     assert s.client("not-a-token").get("/api/next").status_code == 401
     ann, other = s.client(tokens["ann-01"]), s.client(tokens["ann-02"])
@@ -63,8 +48,8 @@ def test_auth_roles_and_every_422(server):
     assert ann.get("/api/next").status_code == 204
 
 
-def test_review_reject_returns_the_task_and_the_answer_again_is_reviewed_again(server):
-    s, tokens = server([prompt("p1", 3)], team(annotators=1, reviewers=1), review_rate=1.0)
+def test_review_reject_returns_the_task_and_the_answer_again_is_reviewed_again(serve_project):
+    s, tokens = serve_project([prompt("p1", 3)], team(annotators=1, reviewers=1), review_rate=1.0)
     ann, rev = s.client(tokens["ann-01"]), s.client(tokens["rev-01"])
     task = ann.get("/api/next").json()
     assert ann.post(f"/api/tasks/{task['task_id']}/submit", json=answer(task, "r1>r2=r3")).status_code == 200
@@ -89,10 +74,10 @@ def test_review_reject_returns_the_task_and_the_answer_again_is_reviewed_again(s
     assert [(r.approve, r.reason) for r in snap.reviews] == [(False, "r2 有事实错误"), (True, "")]
 
 
-def test_export_then_resolve_gives_the_expected_ranks(server, tmp_path):
+def test_export_then_resolve_gives_the_expected_ranks(serve_project, tmp_path):
     # 5 responses: 5 ring tasks, 5 annotators, each answers the true order r1 > r2 > r3 > r4 > r5 ...
     # ... except the annotator of the task holding r4 and r5 adjacent in plan order, who ties them.
-    s, tokens = server([prompt("p1", 5)], team(annotators=5), review_rate=0.0)
+    s, tokens = serve_project([prompt("p1", 5)], team(annotators=5), review_rate=0.0)
     answered = 0
     for name in (f"ann-{i:02d}" for i in range(1, 6)):
         client = s.client(tokens[name])
@@ -113,8 +98,8 @@ def test_export_then_resolve_gives_the_expected_ranks(server, tmp_path):
     assert json.loads(ranked.read_text(encoding="utf-8"))["rank"] == {f"r{i}": i for i in range(1, 6)}
 
 
-def test_shown_order_is_per_annotator_and_exported(server, tmp_path):
-    s, tokens = server([prompt(f"p{i}", 3) for i in range(8)], team(annotators=2), overlap=2, review_rate=0.0)
+def test_shown_order_is_per_annotator_and_exported(serve_project, tmp_path):
+    s, tokens = serve_project([prompt(f"p{i}", 3) for i in range(8)], team(annotators=2), overlap=2, review_rate=0.0)
     orders = {}
     for name in ("ann-01", "ann-02"):
         client = s.client(tokens[name])
@@ -132,8 +117,8 @@ def test_shown_order_is_per_annotator_and_exported(server, tmp_path):
             assert c["shown"] == ("ab" if shown.index(c["a"]) < shown.index(c["b"]) else "ba")
 
 
-def test_adjudication_when_overlapping_answers_disagree(server, tmp_path):
-    s, tokens = server([prompt("p1", 3)], team(annotators=2), overlap=2, review_rate=0.0)
+def test_adjudication_when_overlapping_answers_disagree(serve_project, tmp_path):
+    s, tokens = serve_project([prompt("p1", 3)], team(annotators=2), overlap=2, review_rate=0.0)
     a1, a2, rev = (s.client(tokens[n]) for n in ("ann-01", "ann-02", "rev-01"))
     t1, t2 = a1.get("/api/next").json(), a2.get("/api/next").json()
     assert t1["task_id"] != t2["task_id"]  # double-blind: each has an own item for the same plan task
@@ -154,8 +139,8 @@ def test_adjudication_when_overlapping_answers_disagree(server, tmp_path):
     assert all(c["annotator"] == "rev-01" and c["adjudicated"] for c in comps)
 
 
-def test_agreeing_overlap_needs_no_adjudication(server):
-    s, tokens = server([prompt("p1", 3)], team(annotators=2), overlap=2, review_rate=0.0)
+def test_agreeing_overlap_needs_no_adjudication(serve_project):
+    s, tokens = serve_project([prompt("p1", 3)], team(annotators=2), overlap=2, review_rate=0.0)
     for name in ("ann-01", "ann-02"):
         client = s.client(tokens[name])
         task = client.get("/api/next").json()
@@ -163,9 +148,9 @@ def test_agreeing_overlap_needs_no_adjudication(server):
     assert s.client(tokens["rev-01"]).get("/api/next").status_code == 204
 
 
-def test_gold_is_planted_invisibly_for_annotators_and_reviewers(server):
+def test_gold_is_planted_invisibly_for_annotators_and_reviewers(serve_project):
     gold = prompt("g1", 3, rank={"r1": 1, "r2": 2, "r3": 3})
-    s, tokens = server([prompt("p1", 3), prompt("p2", 3)], team(annotators=1), gold=[gold], review_rate=0.5)
+    s, tokens = serve_project([prompt("p1", 3), prompt("p2", 3)], team(annotators=1), gold=[gold], review_rate=0.5)
     ann, rev = s.client(tokens["ann-01"]), s.client(tokens["rev-01"])
     seen = []
     while (r := ann.get("/api/next")).status_code == 200:
@@ -194,9 +179,9 @@ def test_gold_is_planted_invisibly_for_annotators_and_reviewers(server):
     assert report["progress"]["tasks"] == 2  # gold tasks are not progress
 
 
-def test_acknowledged_submissions_survive_sigkill_and_restart(server):
+def test_acknowledged_submissions_survive_sigkill_and_restart(serve_project):
     records = [prompt(f"p{i}", 3) for i in range(30)]
-    s, tokens = server(records, team(annotators=1), review_rate=0.0)
+    s, tokens = serve_project(records, team(annotators=1), review_rate=0.0)
     ann = s.client(tokens["ann-01"])
     acknowledged = []
     for _ in range(30):
@@ -214,8 +199,8 @@ def test_acknowledged_submissions_survive_sigkill_and_restart(server):
         again.stop()
 
 
-def test_a_second_server_of_the_same_project_is_refused(server):
-    s, _ = server([prompt("p1", 3)], team(annotators=1))
+def test_a_second_server_of_the_same_project_is_refused(serve_project):
+    s, _ = serve_project([prompt("p1", 3)], team(annotators=1))
     proc = run_cheems("annotate", "serve", s.folder, "--port", "1", timeout=60)
     assert proc.returncode == 2
     assert "already being served" in proc.stderr and "Traceback" not in proc.stderr

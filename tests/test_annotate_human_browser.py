@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium binary on PATH (Debian: apt-get install chromium fonts-noto-cjk)"
 )
 
-from annotate_server import Server, answer, make_project, prompt, team  # noqa: E402
+from annotate_server import Server, answer, prompt, team  # noqa: E402
 from cheems.data.schema import Record  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -79,21 +79,15 @@ def browser():
 
 
 @pytest.fixture
-def serve(tmp_path):
+def serve(serve_project):
     """Make a project of ``records`` and serve it: by default one annotator, one reviewer, one admin, and
-    every submission reviewed."""
-    servers: list[Server] = []
+    every submission reviewed. Returns (server, tokens, project folder)."""
 
     def start(records: list[Record], annotators: int = 1, **settings) -> tuple[Server, dict[str, str], Path]:
-        folder = tmp_path / "project"
-        _, tokens = make_project(folder, records, team(annotators=annotators), **{"review_rate": 1.0, **settings})
-        server = Server(folder).start()
-        servers.append(server)
-        return server, tokens, folder
+        server, tokens = serve_project(records, team(annotators=annotators), **{"review_rate": 1.0, **settings})
+        return server, tokens, server.folder
 
-    yield start
-    for server in servers:
-        server.stop()
+    return start
 
 
 @pytest.fixture

@@ -10,24 +10,19 @@ import re
 import httpx
 import pytest
 
-from annotate_server import Server, answer, ids_of, make_project, prompt, team
+from annotate_server import Server, answer, ids_of, prompt, team
 from cheems.annotate.human.store import Project
 
 
 @pytest.fixture
-def server(tmp_path):
-    servers = []
+def server(serve_project):
+    """``server(records, people, **settings) -> (Server, tokens, project folder)``."""
 
     def start(records, people=None, **settings):
-        folder = tmp_path / "project"
-        _, tokens = make_project(folder, records, people, **settings)
-        s = Server(folder).start()
-        servers.append(s)
-        return s, tokens, folder
+        s, tokens = serve_project(records, people, **settings)
+        return s, tokens, s.folder
 
-    yield start
-    for s in servers:
-        s.stop()
+    return start
 
 
 def form_csrf(html: str) -> str:
