@@ -21,7 +21,7 @@ annotate_app = typer.Typer(
     no_args_is_help=True,
 )
 
-Project_ = Annotated[Path, typer.Argument(metavar="DIR", help="The project folder made by `cheems annotate init`.")]
+ProjectDir = Annotated[Path, typer.Argument(metavar="DIR", help="The project folder made by `cheems annotate init`.")]
 
 
 @annotate_app.command()
@@ -77,7 +77,7 @@ def init(
 
 @annotate_app.command()
 def serve(
-    project: Project_,
+    project: ProjectDir,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")
     ] = "127.0.0.1",
@@ -103,7 +103,7 @@ def serve(
 
 @annotate_app.command()
 def export(
-    project: Project_,
+    project: ProjectDir,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output JSONL: records with the human comparisons.")],
 ) -> None:
     """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
@@ -125,7 +125,7 @@ def export(
 
 @annotate_app.command()
 def status(
-    project: Project_,
+    project: ProjectDir,
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON (as GET /api/status).")] = False,
 ) -> None:
     """The dashboard's numbers: progress, throughput, agreement, gold accuracy, conflict ratio, queues."""
