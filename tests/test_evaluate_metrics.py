@@ -57,9 +57,9 @@ def test_overall_is_mean_of_four_numbers_over_two_subsets():
 def test_json_shape_matches_design():
     rec = record(2, rank={"r1": 1, "r2": 2}, pid="p", category="知识")
     out = evaluate({"open": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).to_dict()
-    assert set(out) == {"subsets", "overall"}
+    assert set(out) == {"subsets", "overall", "length"}
     sub = out["subsets"]["open"]
-    assert {"accuracy", "exact_match", "n_prompts", "n_pairs", "categories"} <= set(sub)
+    assert {"accuracy", "exact_match", "n_prompts", "n_pairs", "categories", "length"} <= set(sub)
     assert set(sub["categories"]["知识"]) == {"accuracy", "exact_match", "n_prompts", "n_pairs"}
     assert out["overall"] == 1.0
 
@@ -86,3 +86,17 @@ def test_ece_hand_computed():
     assert e == pytest.approx(expected)
     assert expected_calibration_error([0.0]) == pytest.approx(0.5)  # a tie is wrong, confidence 0.5
     assert expected_calibration_error([]) is None
+
+
+def test_length_split_tells_a_length_follower_from_a_good_scorer():
+    # r1 is best; contents are 回答1.. so equal length; give explicit lengths through content
+    rec = record(3, rank={"r1": 1, "r2": 2, "r3": 3}, pid="p")
+    rec.responses[0].content = "长" * 10  # chosen in both of its pairs, longer
+    rec.responses[1].content = "长" * 20  # chosen over r3 (longer), rejected against r1 (shorter chosen)
+    rec.responses[2].content = "长" * 5
+    length = {("p", "r1"): 10.0, ("p", "r2"): 20.0, ("p", "r3"): 5.0}  # a length follower
+    split = evaluate({"s": [rec]}, length).to_dict()["subsets"]["s"]["length"]
+    # pairs: (r1,r2) chosen shorter -> wrong; (r1,r3) chosen longer -> right; (r2,r3) longer -> right
+    assert split["chosen_longer"] == {"accuracy": 1.0, "n_pairs": 2}
+    assert split["chosen_shorter"] == {"accuracy": 0.0, "n_pairs": 1}
+    assert split["same_length"] == {"accuracy": None, "n_pairs": 0}

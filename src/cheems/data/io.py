@@ -572,6 +572,12 @@ def write_text(path: str | Path, text: str) -> None:
         f.write(text)
 
 
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write a binary file (a PNG chart) atomically, creating its folder."""
+    with atomic_file(path, binary=True) as f:
+        f.write(data)
+
+
 def write_records(path: str | Path, records: Iterable[Record]) -> int:
     """Write records in the canonical format."""
     return write_jsonl(path, (r.to_json() for r in records))

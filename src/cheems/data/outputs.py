@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from cheems.errors import InputError
 
@@ -325,8 +325,8 @@ def _commit(tmp: str, target: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | Path) -> Iterator[IO[str]]:
-    """Open ``path`` for writing UTF-8 text; it gets the content only if the block completes.
+def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """Open ``path`` for writing UTF-8 text (or bytes); it gets the content only if the block completes.
 
     The temporary file lives in the target's folder (``os.replace`` is atomic only within one
     file system) under a random name, so concurrent runs never share one. A symlink is written
@@ -334,7 +334,7 @@ def atomic_file(path: str | Path) -> Iterator[IO[str]]:
     removed again when the write fails). A special file (``/dev/null``, a pipe) is written directly.
     """
     if _special(path):
-        with open(os.path.expanduser(str(path)), "w", encoding="utf-8") as f:
+        with open(os.path.expanduser(str(path)), "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
             yield f
         return
     target = _real(path)
@@ -345,7 +345,7 @@ def atomic_file(path: str | Path) -> Iterator[IO[str]]:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{short}.", suffix=".tmp")
         _live.add(tmp)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())  # the content is on disk before the name points to it

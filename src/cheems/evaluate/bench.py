@@ -8,7 +8,7 @@ from pathlib import Path
 from cheems.data.io import ScoreKey, read_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.metrics import GroupMetrics, overall, prompt_outcome, subset_metrics
+from cheems.evaluate.metrics import GroupMetrics, PromptOutcome, length_split, overall, prompt_outcome, subset_metrics
 from cheems.models import ScoreCache, Scorer, score_records
 from cheems.ranking import resolve_file_records
 
@@ -88,12 +88,14 @@ class EvalReport:
     """Metrics of every subset and the overall score, in DESIGN.md's JSON shape.
 
     ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
-    (left out of ``overall``). ``unmatched_scores`` are scores of no bench response (not used),
-    ``unranked_responses`` counts responses a ``rank`` leaves out. Each appears in ``to_dict``
-    only when there is something to report, so a clean run has exactly DESIGN.md's keys.
+    (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets (for details
+    files, intervals, length diagnostics and plots). ``unmatched_scores`` are scores of no bench
+    response (not used), ``unranked_responses`` counts responses a ``rank`` leaves out. Each
+    appears in ``to_dict`` only when there is something to report.
     """
 
     subsets: dict[str, GroupMetrics]
+    outcomes: dict[str, list[PromptOutcome]] = field(default_factory=dict)
     without_pairs: list[str] = field(default_factory=list)
     unmatched_scores: list[ScoreKey] = field(default_factory=list)
     unranked_responses: int = 0
@@ -103,7 +105,11 @@ class EvalReport:
         return overall(self.subsets)
 
     def to_dict(self) -> dict:
+        """DESIGN.md's shape, with each subset's and the whole bench's length diagnostics (``length``)."""
         out: dict = {"subsets": {name: m.to_dict() for name, m in self.subsets.items()}, "overall": self.overall}
+        for name, outcomes in self.outcomes.items():
+            out["subsets"][name]["length"] = length_split(outcomes)
+        out["length"] = length_split([o for outcomes in self.outcomes.values() for o in outcomes])
         if self.without_pairs:
             out["subsets_without_pairs"] = self.without_pairs
         if self.unmatched_scores:
@@ -119,13 +125,22 @@ def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], sour
     A subset without a ranked pair has no accuracy: it is listed in ``without_pairs``, not averaged
     in as 0 (``load_bench`` refuses a bench where no subset has one).
     """
-    report = EvalReport(subsets={})
-    for name, records in bench.items():
-        if _has_pair(records):
-            report.subsets[name] = subset_metrics([prompt_outcome(r, scores, source) for r in records])
-        else:
-            report.without_pairs.append(name)
+    outcomes = {
+        name: [prompt_outcome(r, scores, source) for r in records]
+        for name, records in bench.items()
+        if _has_pair(records)
+    }
+    report = report_from_outcomes(outcomes, [name for name in bench if name not in outcomes])
     known = {(r.id, resp.id) for records in bench.values() for r in records for resp in r.responses}
     report.unmatched_scores = [key for key in scores if key not in known]
     report.unranked_responses = sum(len(r.unranked()) for records in bench.values() for r in records)
     return report
+
+
+def report_from_outcomes(outcomes: dict[str, list[PromptOutcome]], without_pairs: list[str] = ()) -> EvalReport:
+    """The metrics of every subset from its judged pairs (any scorer: a reward model or a judge)."""
+    return EvalReport(
+        subsets={name: subset_metrics(prompts) for name, prompts in outcomes.items()},
+        outcomes=outcomes,
+        without_pairs=list(without_pairs),
+    )

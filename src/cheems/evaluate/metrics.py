@@ -21,15 +21,58 @@ from cheems.errors import InputError
 
 
 @dataclass
-class PromptOutcome:
-    """The scored comparisons of one prompt."""
+class ShownVerdict:
+    """One judge verdict on a pair: which response was shown first, and what the judge said.
 
+    ``label`` is about the shown order: ``A`` (first shown wins), ``B``, ``C`` (tie), or None when
+    no verdict could be parsed (``failure`` names why).
+    """
+
+    first: str
+    label: str | None
+    failure: str | None = None
+
+
+@dataclass
+class PairOutcome:
+    """One comparison of the bench and whether the scorer got it right.
+
+    Scores are set for scorers (a reward model, a scores file), ``verdicts`` for a judge.
+    """
+
+    chosen: str
+    rejected: str
+    correct: bool
+    chosen_chars: int
+    rejected_chars: int
+    chosen_score: float | None = None
+    rejected_score: float | None = None
+    verdicts: list[ShownVerdict] | None = None
+
+    @property
+    def margin(self) -> float | None:
+        """score(chosen) - score(rejected); None for a judge."""
+        if self.chosen_score is None or self.rejected_score is None:
+            return None
+        return self.chosen_score - self.rejected_score
+
+
+@dataclass
+class PromptOutcome:
+    """The judged comparisons of one prompt."""
+
+    prompt_id: str
     category: str
-    margins: list[float]  # score(chosen) - score(rejected), one per comparison
+    pairs: list[PairOutcome]
 
     @property
     def correct(self) -> int:
-        return sum(m > 0 for m in self.margins)
+        return sum(p.correct for p in self.pairs)
+
+    @property
+    def margins(self) -> list[float]:
+        """Score margins of the pairs that have scores (none for a judge)."""
+        return [m for m in (p.margin for p in self.pairs) if m is not None]
 
 
 def _score(scores: dict[ScoreKey, float], record: Record, rid: str, source: str) -> float:
@@ -51,12 +94,22 @@ def _score(scores: dict[ScoreKey, float], record: Record, rid: str, source: str)
 
 
 def prompt_outcome(record: Record, scores: dict[ScoreKey, float], source: str = "scores") -> PromptOutcome:
-    """Score margins of every ranked pair of one (ranked) record."""
-    margins = [
-        _score(scores, record, chosen, source) - _score(scores, record, rejected, source)
-        for chosen, rejected in record.ranked_pairs()
-    ]
-    return PromptOutcome(category=record.main_category, margins=margins)
+    """Every ranked pair of one (ranked) record, right iff score(chosen) > score(rejected)."""
+    pairs = []
+    for chosen, rejected in record.ranked_pairs():
+        high, low = _score(scores, record, chosen, source), _score(scores, record, rejected, source)
+        pairs.append(
+            PairOutcome(
+                chosen,
+                rejected,
+                high > low,
+                len(record.response(chosen).content),
+                len(record.response(rejected).content),
+                chosen_score=high,
+                rejected_score=low,
+            )
+        )
+    return PromptOutcome(record.id, record.main_category, pairs)
 
 
 @dataclass
@@ -86,10 +139,10 @@ class GroupMetrics:
 
 def category_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
     """Pooled accuracy and exact match of prompts that have at least one comparison."""
-    scored = [o for o in outcomes if o.margins]
-    n_pairs = sum(len(o.margins) for o in scored)
+    scored = [o for o in outcomes if o.pairs]
+    n_pairs = sum(len(o.pairs) for o in scored)
     correct = sum(o.correct for o in scored)
-    exact = sum(o.correct == len(o.margins) for o in scored)
+    exact = sum(o.correct == len(o.pairs) for o in scored)
     return GroupMetrics(
         accuracy=correct / n_pairs if n_pairs else 0.0,
         exact_match=exact / len(scored) if scored else 0.0,
@@ -102,7 +155,7 @@ def subset_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
     """Per-category metrics and their unweighted mean over main categories with comparisons."""
     by_category: dict[str, list[PromptOutcome]] = defaultdict(list)
     for o in outcomes:
-        if o.margins:
+        if o.pairs:
             by_category[o.category].append(o)
     categories = {name: category_metrics(group) for name, group in sorted(by_category.items())}
     n = len(categories)
@@ -112,8 +165,16 @@ def subset_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
         n_prompts=sum(m.n_prompts for m in categories.values()),
         n_pairs=sum(m.n_pairs for m in categories.values()),
         categories=categories,
-        ece=expected_calibration_error([m for o in outcomes for m in o.margins]),
+        ece=_ece_of(outcomes),
     )
+
+
+def _ece_of(outcomes: list[PromptOutcome]) -> float | None:
+    """ECE of a scorer's margins; None for a judge (its verdicts have no scores)."""
+    pairs = [p for o in outcomes for p in o.pairs]
+    if any(p.margin is None for p in pairs):
+        return None
+    return expected_calibration_error([p.margin for p in pairs])
 
 
 def overall(subsets: dict[str, GroupMetrics]) -> float:
@@ -124,25 +185,66 @@ def overall(subsets: dict[str, GroupMetrics]) -> float:
     return sum((m.accuracy + m.exact_match) / 2 for m in subsets.values()) / len(subsets)
 
 
-def expected_calibration_error(margins: list[float], n_bins: int = 5) -> float | None:
-    """ECE of score differences read as Bradley–Terry probabilities, as in the official code.
+def length_split(outcomes: list[PromptOutcome]) -> dict[str, dict[str, float | int | None]]:
+    """Accuracy pooled over the pairs where the chosen response is longer, shorter or the same length.
+
+    Lengths are in characters. A scorer that follows length does well on ``chosen_longer`` and
+    badly on ``chosen_shorter``; a good one does well on both. ``accuracy`` is None for an empty group.
+    """
+    groups: dict[str, list[bool]] = {"chosen_longer": [], "chosen_shorter": [], "same_length": []}
+    for o in outcomes:
+        for p in o.pairs:
+            if p.chosen_chars > p.rejected_chars:
+                groups["chosen_longer"].append(p.correct)
+            elif p.chosen_chars < p.rejected_chars:
+                groups["chosen_shorter"].append(p.correct)
+            else:
+                groups["same_length"].append(p.correct)
+    return {
+        name: {"accuracy": sum(hits) / len(hits) if hits else None, "n_pairs": len(hits)}
+        for name, hits in groups.items()
+    }
+
+
+@dataclass
+class CalibrationBin:
+    """Pairs whose |margin| falls in one bin: mean sigmoid confidence vs share right."""
+
+    confidence: float
+    accuracy: float
+    count: int
+
+
+def calibration_bins(margins: list[float], n_bins: int = 5) -> list[CalibrationBin]:
+    """The non-empty bins behind :func:`expected_calibration_error` (the calibration curve).
 
     Pairs are binned by |margin| into ``n_bins`` equal-width bins over [0, max |margin|];
     a bin's confidence is sigmoid(mean |margin|), its accuracy the share with margin > 0
-    (a score tie is wrong, as everywhere here). Only meaningful for BT-trained scores.
+    (a score tie is wrong, as everywhere here).
     """
-    if not margins:
-        return None
     sizes = [abs(m) for m in margins]
-    top = max(sizes)
+    top = max(sizes, default=0.0)
     bins: list[list[float]] = [[] for _ in range(n_bins)]
     for m, size in zip(margins, sizes):
         index = min(int(size / top * n_bins), n_bins - 1) if top > 0 else 0
         bins[index].append(m)
-    ece = 0.0
-    for members in bins:
-        if members:
-            confidence = 1 / (1 + math.exp(-sum(abs(m) for m in members) / len(members)))
-            accuracy = sum(m > 0 for m in members) / len(members)
-            ece += len(members) / len(margins) * abs(accuracy - confidence)
-    return ece
+    return [
+        CalibrationBin(
+            confidence=1 / (1 + math.exp(-sum(abs(m) for m in members) / len(members))),
+            accuracy=sum(m > 0 for m in members) / len(members),
+            count=len(members),
+        )
+        for members in bins
+        if members
+    ]
+
+
+def expected_calibration_error(margins: list[float], n_bins: int = 5) -> float | None:
+    """ECE of score differences read as Bradley–Terry probabilities, as in the official code.
+
+    The count-weighted mean of |accuracy - confidence| over :func:`calibration_bins`. Only
+    meaningful for BT-trained scores.
+    """
+    if not margins:
+        return None
+    return sum(b.count / len(margins) * abs(b.accuracy - b.confidence) for b in calibration_bins(margins, n_bins))
