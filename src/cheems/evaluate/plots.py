@@ -82,4 +82,3 @@ def png_bytes(fig: Any) -> bytes:
 def png_data_uri(png: bytes) -> str:
     """A ``data:`` URI that an <img> in a self-contained HTML file can show."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
