@@ -57,7 +57,7 @@ def test_overall_is_mean_of_four_numbers_over_two_subsets():
 def test_json_shape_matches_design():
     rec = record(2, rank={"r1": 1, "r2": 2}, pid="p", category="知识")
     out = evaluate({"open": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).to_dict()
-    assert set(out) == {"subsets", "overall", "length"}
+    assert set(out) == {"subsets", "overall", "length", "scorer"}
     sub = out["subsets"]["open"]
     assert {"accuracy", "exact_match", "n_prompts", "n_pairs", "categories", "length"} <= set(sub)
     assert set(sub["categories"]["知识"]) == {"accuracy", "exact_match", "n_prompts", "n_pairs"}
@@ -100,3 +100,17 @@ def test_length_split_tells_a_length_follower_from_a_good_scorer():
     assert split["chosen_longer"] == {"accuracy": 1.0, "n_pairs": 2}
     assert split["chosen_shorter"] == {"accuracy": 0.0, "n_pairs": 1}
     assert split["same_length"] == {"accuracy": None, "n_pairs": 0}
+
+
+def test_details_round_trip_keeps_every_pair(tmp_path):
+    from cheems.evaluate.details import bench_fingerprint, read_details, write_details
+
+    rec = record(3, rank={"r1": 1, "r2": 2, "r3": 2}, pid="p", category="数学")
+    bench = {"s": [rec]}
+    report = evaluate(bench, scores_for("p", {"r1": 1, "r2": 2, "r3": 0}), "m")
+    write_details(tmp_path / "d.jsonl", report.outcomes, "m", bench_fingerprint(bench))
+    back = read_details(tmp_path / "d.jsonl")
+    assert (back.scorer, back.bench) == ("m", bench_fingerprint(bench))
+    assert back.outcomes == report.outcomes
+    rec.responses[2].content = "改过的回答"
+    assert bench_fingerprint(bench) != back.bench  # a changed text is a different bench

@@ -96,6 +96,8 @@ class EvalReport:
 
     subsets: dict[str, GroupMetrics]
     outcomes: dict[str, list[PromptOutcome]] = field(default_factory=dict)
+    scorer: str = ""  # what was evaluated: a model, a scores file, a judge model
+    judge: dict | None = None  # a generative judge's run: verdict counts, parse failures, consistency
     without_pairs: list[str] = field(default_factory=list)
     unmatched_scores: list[ScoreKey] = field(default_factory=list)
     unranked_responses: int = 0
@@ -110,6 +112,10 @@ class EvalReport:
         for name, outcomes in self.outcomes.items():
             out["subsets"][name]["length"] = length_split(outcomes)
         out["length"] = length_split([o for outcomes in self.outcomes.values() for o in outcomes])
+        if self.scorer:
+            out["scorer"] = self.scorer
+        if self.judge is not None:
+            out["judge"] = self.judge
         if self.without_pairs:
             out["subsets_without_pairs"] = self.without_pairs
         if self.unmatched_scores:
@@ -131,6 +137,7 @@ def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], sour
         if _has_pair(records)
     }
     report = report_from_outcomes(outcomes, [name for name in bench if name not in outcomes])
+    report.scorer = source
     known = {(r.id, resp.id) for records in bench.values() for r in records for resp in r.responses}
     report.unmatched_scores = [key for key in scores if key not in known]
     report.unranked_responses = sum(len(r.unranked()) for records in bench.values() for r in records)
