@@ -260,6 +260,13 @@ def eval_(
         Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
     ] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Folder for report.json and report.md.")] = None,
+    details: Annotated[
+        Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")
+    ] = None,
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the prompts for the intervals; 0: none.")
+    ] = 1000,
+    bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
     batch_size: BatchOpt = 16,
     max_length: MaxLenOpt = 512,
     cache: CacheOpt = None,
@@ -270,7 +277,9 @@ def eval_(
     from cheems.data.io import read_scores, write_json
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate.details import bench_fingerprint, write_details
     from cheems.evaluate.report import REPORT_FILES, print_report, write_report
+    from cheems.evaluate.stats import add_intervals
 
     if not bench or (scores is None) == (model is None):
         raise InputError(
@@ -279,7 +288,7 @@ def eval_(
         )
     claim_outputs(
         inputs=[*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)],
-        files=[("--output-json", output_json)],
+        files=[("--output-json", output_json), ("--details", details)],
         folders=[("--report", report, REPORT_FILES)],
     )
     warnings: list[InputError] = []
@@ -290,6 +299,8 @@ def eval_(
     else:
         values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
     result = evaluate(records, values, source)
+    if resamples:
+        add_intervals(result, resamples, bootstrap_seed)
     if result.unmatched_scores:
         prompt, response = result.unmatched_scores[0]
         report_warnings(
@@ -308,6 +319,8 @@ def eval_(
             write_json(output_json, result.to_dict())
         if report:
             write_report(result, report, title=source)
+        if details:
+            write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
 
 
 @app.command()
@@ -335,6 +348,10 @@ app.command("train")(train_command)
 from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
 
 app.command()(judge)
+
+from cheems.cli.compare import compare  # noqa: E402 - the command lives in its own module
+
+app.command()(compare)
 
 from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
 

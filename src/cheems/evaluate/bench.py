@@ -9,6 +9,7 @@ from cheems.data.io import ScoreKey, read_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.metrics import GroupMetrics, PromptOutcome, length_split, overall, prompt_outcome, subset_metrics
+from cheems.evaluate.stats import Intervals
 from cheems.models import ScoreCache, Scorer, score_records
 from cheems.ranking import resolve_file_records
 
@@ -89,7 +90,8 @@ class EvalReport:
 
     ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
     (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets (for details
-    files, intervals, length diagnostics and plots). ``unmatched_scores`` are scores of no bench
+    files, intervals, length diagnostics and plots); ``intervals`` are their bootstrap intervals, once
+    :func:`cheems.evaluate.stats.add_intervals` has drawn them. ``unmatched_scores`` are scores of no bench
     response (not used), ``unranked_responses`` counts responses a ``rank`` leaves out. Each
     appears in ``to_dict`` only when there is something to report.
     """
@@ -98,6 +100,7 @@ class EvalReport:
     outcomes: dict[str, list[PromptOutcome]] = field(default_factory=dict)
     scorer: str = ""  # what was evaluated: a model, a scores file, a judge model
     judge: dict | None = None  # a generative judge's run: verdict counts, parse failures, consistency
+    intervals: Intervals | None = None
     without_pairs: list[str] = field(default_factory=list)
     unmatched_scores: list[ScoreKey] = field(default_factory=list)
     unranked_responses: int = 0
@@ -107,10 +110,15 @@ class EvalReport:
         return overall(self.subsets)
 
     def to_dict(self) -> dict:
-        """DESIGN.md's shape, with each subset's and the whole bench's length diagnostics (``length``)."""
+        """DESIGN.md's shape, with each subset's and the whole bench's length diagnostics (``length``), and
+        with intervals: ``accuracy_ci`` and ``exact_match_ci`` per subset, ``overall_ci`` and ``bootstrap``."""
         out: dict = {"subsets": {name: m.to_dict() for name, m in self.subsets.items()}, "overall": self.overall}
         for name, outcomes in self.outcomes.items():
             out["subsets"][name]["length"] = length_split(outcomes)
+        if self.intervals is not None:
+            for name, ci in self.intervals.subsets.items():
+                out["subsets"][name] |= {"accuracy_ci": list(ci.accuracy), "exact_match_ci": list(ci.exact_match)}
+            out |= {"overall_ci": list(self.intervals.overall), "bootstrap": self.intervals.settings()}
         out["length"] = length_split([o for outcomes in self.outcomes.values() for o in outcomes])
         if self.scorer:
             out["scorer"] = self.scorer

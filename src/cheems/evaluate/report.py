@@ -9,32 +9,57 @@ from rich.table import Table
 
 from cheems.data.io import write_json, write_text
 from cheems.evaluate.bench import EvalReport
+from cheems.evaluate.stats import Interval
+
+
+def _value(x: float, ci: Interval | None) -> str:
+    """``0.812`` or, with an interval, ``0.812 [0.780, 0.845]``."""
+    return f"{x:.3f}" if ci is None else f"{x:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _subset_values(report: EvalReport, name: str) -> tuple[str, str]:
+    """A subset's accuracy and exact match as shown, with intervals when the report has them."""
+    m, cis = report.subsets[name], report.intervals
+    ci = cis.subsets[name] if cis is not None else None
+    return _value(m.accuracy, ci and ci.accuracy), _value(m.exact_match, ci and ci.exact_match)
+
+
+def _overall_value(report: EvalReport) -> str:
+    return _value(report.overall, report.intervals and report.intervals.overall)
 
 
 def report_table(report: EvalReport, title: str = "") -> Table:
-    """One table: each subset's categories, then the subset means, then the overall score."""
+    """One table: each subset's categories, then the subset means, then the overall score (with intervals
+    when the report has them)."""
     table = Table(title=title or None, show_lines=False)
     for col in ("subset", "category", "accuracy", "exact match", "prompts", "pairs"):
         table.add_column(col, justify="left" if col in ("subset", "category") else "right")
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             table.add_row(name, cat, f"{m.accuracy:.3f}", f"{m.exact_match:.3f}", str(m.n_prompts), str(m.n_pairs))
+        accuracy, exact_match = _subset_values(report, name)
         table.add_row(
             f"[bold]{name}[/]",
             "[bold]mean of categories[/]",
-            f"[bold]{subset.accuracy:.3f}[/]",
-            f"[bold]{subset.exact_match:.3f}[/]",
+            f"[bold]{accuracy}[/]",
+            f"[bold]{exact_match}[/]",
             str(subset.n_prompts),
             str(subset.n_pairs),
             end_section=True,
         )
-    table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{report.overall:.3f}[/]", "", "", "")
+    table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{_overall_value(report)}[/]", "", "", "")
     return table
 
 
 def report_notes(report: EvalReport) -> list[str]:
-    """What the numbers leave out: subsets without a ranked pair, unused scores, unranked responses."""
+    """How the intervals were drawn; what the numbers leave out: subsets without a ranked pair, unused
+    scores, unranked responses."""
     notes = []
+    if report.intervals is not None:
+        b = report.intervals
+        notes.append(
+            f"intervals: {b.level * 100:g}% percentile bootstrap over prompts ({b.resamples} resamples, seed {b.seed})"
+        )
     if report.without_pairs:
         notes.append(f"left out of overall (no ranked pair): {', '.join(report.without_pairs)}")
     if report.unmatched_scores:
@@ -66,11 +91,12 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             lines.append(f"| {name} | {cat} | {m.accuracy:.3f} | {m.exact_match:.3f} | {m.n_prompts} | {m.n_pairs} |")
+        accuracy, exact_match = _subset_values(report, name)
         lines.append(
-            f"| **{name}** | **mean of categories** | **{subset.accuracy:.3f}** | **{subset.exact_match:.3f}** "
+            f"| **{name}** | **mean of categories** | **{accuracy}** | **{exact_match}** "
             f"| {subset.n_prompts} | {subset.n_pairs} |"
         )
-    lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{report.overall:.3f}**", ""]
+    lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{_overall_value(report)}**", ""]
     notes = report_notes(report)
     if notes:
         lines += [f"- {note}" for note in notes] + [""]
