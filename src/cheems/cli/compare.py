@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from cheems.cli.console import console
 from cheems.cli.options import finite
 
 if TYPE_CHECKING:  # imported when run: numpy and scipy load only for this command
@@ -25,12 +26,16 @@ def compare(
     resamples: Annotated[int, typer.Option("--resamples", min=1, help="Paired bootstrap resamples.")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
     level: Annotated[
-        float, typer.Option("--level", callback=finite(0.5, 0.999), help="Confidence level of the intervals.")
+        float,
+        typer.Option(
+            "--level",
+            callback=finite(0.5, 0.999),
+            help="Confidence level of the intervals; significant: p < 1 - level.",
+        ),
     ] = 0.95,
     output_json: Annotated[Optional[Path], typer.Option("--output-json", help="Write the comparison as JSON.")] = None,
 ) -> None:
     """Paired difference of two scorers on one bench: A - B with bootstrap CI and p-value, and McNemar's test."""
-    from cheems.cli.console import console
     from cheems.data.io import write_json
     from cheems.data.outputs import claim_outputs
     from cheems.evaluate.details import read_details
@@ -89,7 +94,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
     )
     d, at = result.overall, f"at the {alpha * 100:g}% level"
     if d.delta == 0 or d.p_value >= alpha:
-        sentence = f"overall: no significant difference {at} (A - B = {d.delta:+.3f})"
+        sentence = f"overall: no significant difference {at}: A - B = {d.delta:+.3f}"
     else:
         better, worse = (name_a, name_b) if d.delta > 0 else (name_b, name_a)
         sentence = f"overall: {better} is better than {worse} by {abs(d.delta):.3f}, significant {at}"
