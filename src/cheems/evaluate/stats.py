@@ -57,35 +57,51 @@ class Intervals:
         return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
 
 
-def _draws(rng: np.random.Generator, runs: list[list[PromptOutcome]], resamples: int) -> np.ndarray:
-    """Accuracy and exact match of each run in each resample of one subset's prompts.
-
-    ``runs`` are one or more scorers' outcomes of the same prompts in the same order (categories and
-    pair counts are read from the first). Returns shape ``(2, len(runs), resamples)``: [accuracy,
-    exact match]. Vectorised: a resample is a count of each prompt, and per-category sums are
-    ``counts @ weights`` (a prompt's values placed in its category's columns).
-    """
+def _prompt_values(runs: list[list[PromptOutcome]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each prompt's category index and values: prompts (1), pairs, then each run's correct pairs and exactness."""
     first = runs[0]
-    n = len(first)
     names = {c: i for i, c in enumerate(sorted({o.category for o in first}))}
-    k = 2 + 2 * len(runs)  # prompts, pairs, then each run's correct pairs and exact prompts
-    values = np.empty((n, k))
+    values = np.empty((len(first), 2 + 2 * len(runs)))
     values[:, 0] = 1.0
     values[:, 1] = [len(o.pairs) for o in first]
     for j, run in enumerate(runs):
         values[:, 2 + 2 * j] = [o.correct for o in run]
         values[:, 3 + 2 * j] = [o.correct == len(o.pairs) for o in run]
-    weights = np.zeros((n, len(names), k))
-    weights[np.arange(n), [names[o.category] for o in first]] = values
-    weights = weights.reshape(n, -1)
+    return np.array([names[o.category] for o in first]), values
+
+
+def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.ndarray, resamples: int) -> np.ndarray:
+    """Per-category sums of ``values`` in each resample of the prompts: shape ``(resamples, categories, k)``.
+
+    A resample is a count of each prompt (``bincount`` of its draws); with the prompts sorted by
+    category, a category's sums are its slice of the counts times its slice of the values (a matmul
+    per category, so the work does not grow with the number of categories).
+    """
+    n = len(category)
+    order = np.argsort(category, kind="stable")
+    position = np.empty(n, dtype=np.intp)
+    position[order] = np.arange(n)
+    bounds = np.searchsorted(category[order], np.arange(category.max() + 2))
+    ordered = values[order]
     picks = rng.integers(0, n, size=(resamples, n))
-    sums = np.empty((resamples, weights.shape[1]))
+    sums = np.empty((resamples, len(bounds) - 1, values.shape[1]))
     for start in range(0, resamples, _CHUNK):
-        rows = picks[start : start + _CHUNK]
+        rows = position[picks[start : start + _CHUNK]]
         flat = (rows + n * np.arange(len(rows))[:, None]).ravel()
         counts = np.bincount(flat, minlength=rows.size).reshape(rows.shape).astype(np.float64)
-        sums[start : start + len(rows)] = counts @ weights
-    sums = sums.reshape(resamples, len(names), k)
+        for c, (low, high) in enumerate(zip(bounds[:-1], bounds[1:])):
+            sums[start : start + len(rows), c] = counts[:, low:high] @ ordered[low:high]
+    return sums
+
+
+def _draws(rng: np.random.Generator, runs: list[list[PromptOutcome]], resamples: int) -> np.ndarray:
+    """Accuracy and exact match of each run in each resample of one subset's prompts.
+
+    ``runs`` are one or more scorers' outcomes of the same prompts in the same order (categories and
+    pair counts are read from the first). Returns shape ``(2, len(runs), resamples)``: [accuracy,
+    exact match], each the mean over the categories present in the resample.
+    """
+    sums = _category_sums(rng, *_prompt_values(runs), resamples)
     prompts, pairs = sums[..., 0], sums[..., 1]
     present = prompts > 0
     n_present = present.sum(axis=1)
