@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 Interval = tuple[float, float]
 
-_CHUNK = 128  # resamples turned into prompt counts at a time: bounds memory at 128 x prompts
+_CHUNK = 64  # resamples turned into prompt counts at a time: bounds memory, and a category's block stays in cache
 
 
 @dataclass
