@@ -462,7 +462,8 @@ def bin_rows(report: BiasReport) -> list[list[str]]:
     for g in report.groups:
         x = "|Δ|, P(longer wins)" if g.curve.mirrored else "Δ, P(first shown wins)"
         for b in g.curve.bins:
-            rows.append([g.name, x, f"{b.low:g} … {b.high:g}", f"{b.median:g}", str(b.wins.n), share_text(b.wins)])
+            span = f"{b.low:g}" if b.low == b.high else f"{b.low:g} … {b.high:g}"
+            rows.append([g.name, x, span, f"{b.median:g}", str(b.wins.n), share_text(b.wins)])
     return rows
 
 
@@ -499,7 +500,7 @@ def position_png(report: BiasReport) -> bytes:
 
 def length_png(report: BiasReport) -> bytes:
     """P(A wins) against len(A) − len(B), one panel per group, with interval bands; a mirrored curve is dashed."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, SymmetricalLogLocator
 
     from cheems.evaluate.plots import new_panels, png_bytes
 
@@ -513,8 +514,12 @@ def length_png(report: BiasReport) -> bytes:
         ax.axhline(0.5, color="#c0392b", linestyle="--", linewidth=1)
         ax.axvline(0, color="#59636e", linewidth=0.8)
         ax.set_xscale("symlog", linthresh=10)  # most gaps are small, a few are thousands of characters
+        widest = max((abs(x) for x, *_ in points), default=0)
+        subs = (1, 3) if widest < 300 else (1,)  # ticks at 1, 3, 10, 30 only where they do not crowd
+        ax.xaxis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=10, subs=subs))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_ylim(0, 1)
+        ax.margins(x=0.04)
+        ax.set_ylim(-0.02, 1.02)
         ax.set_title(
             label + ("\n(no shown order: mirrored)" if g.curve.mirrored else "\n(A = first shown)"), fontsize=9
         )
