@@ -64,8 +64,9 @@ def bias(
     report_warnings(loaded.warnings)
     report = bias_report(loaded, by, bins)
     table = Table(title=f"position and length bias, by {by}")
-    for i, col in enumerate(TABLE_COLUMNS):
-        table.add_column(col, justify="left" if i == 0 else "right")
+    table.add_column(TABLE_COLUMNS[0], overflow="fold")  # a group name is wrapped, never cut
+    for col in TABLE_COLUMNS[1:]:
+        table.add_column(col, justify="right")
     for row in table_rows(report):
         table.add_row(*row)
     console.print(table)
