@@ -270,7 +270,7 @@ def test_cli_errors(files, tmp_path):
         tmp_path / "bare.jsonl", [{"id": "p", "input": "问", "responses": [{"id": "a", "content": "答"}]}]
     )
     assert_user_error(run_cheems("analyze", "bias", judged, bare), str(bare), "has no comparison", "cheems judge")
-    assert_user_error(run_cheems("analyze", "bias", judged, "--by", "model"), "--by", "file, source, annotator")
+    assert_user_error(run_cheems("analyze", "bias", judged, "--by", "model"), "'--by'", "'file', 'source', 'annotator'")
     assert_user_error(run_cheems("analyze", "bias", judged, "--out", judged), "--out", "not a folder")
 
 

@@ -7,12 +7,11 @@ numbers, charts and page come from :mod:`cheems.evaluate.bias`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.errors import InputError
 
 analyze_app = typer.Typer(
     help="Analyse labels: position and length bias of annotators and judges (Cheems Figure 15).",
@@ -25,13 +24,14 @@ def bias(
     files: Annotated[
         list[Path],
         typer.Argument(
-            metavar="FILE...",
+            metavar="FILE",
             help="Records with comparisons (cheems judge, cheems annotate export, imported sets) "
             "or a judge's cheems eval --details files.",
         ),
     ],
     by: Annotated[
-        str, typer.Option("--by", help="One group per input file, comparison source, or annotator.")
+        Literal["file", "source", "annotator"],
+        typer.Option("--by", help="One group per input file, comparison source, or annotator."),
     ] = "file",
     bins: Annotated[int, typer.Option("--bins", min=1, help="Equal-count bins of the length difference.")] = 10,
     out: Annotated[
@@ -50,10 +50,8 @@ def bias(
 
     from cheems.data.io import write_json
     from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate.bias import BIAS_FILES, BY, TABLE_COLUMNS, bias_report, load_judgements, table_rows, write_bias
+    from cheems.evaluate.bias import BIAS_FILES, TABLE_COLUMNS, bias_report, load_judgements, table_rows, write_bias
 
-    if by not in BY:
-        raise InputError(f"unknown grouping '{by}'", path="--by", hint=f"use one of {', '.join(BY)}")
     claim_outputs(
         inputs=[("FILE", f) for f in files],
         files=[("--output-json", output_json)],

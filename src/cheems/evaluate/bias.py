@@ -23,6 +23,9 @@ would describe the file, not the labeller. Such a group's length curve counts ea
 both sides, the curve of a labeller shown the pair in random order with no position bias: it is
 symmetric by construction, P(A wins | Δ) = 1 − P(A wins | −Δ), and its bins are bins of |Δ| with
 P(longer wins) in each. Nothing about position is reported for such a group.
+
+The intervals treat comparisons as independent draws. Comparisons that share a prompt or a
+response (every pair of a ranked list) are not quite, so their intervals are somewhat too narrow.
 """
 
 from __future__ import annotations
@@ -170,10 +173,10 @@ def add_details(loaded: Loaded, details: Details, by: str) -> int:
     return n
 
 
-def is_details_file(path: str | Path) -> bool:
+def is_details_file(path: str | Path, skip_invalid: bool = False) -> bool:
     """Whether a file is a details file (its rows have ``bench`` and ``pairs``) rather than records."""
-    first = load_rows(path)[0][1]
-    return isinstance(first, dict) and "bench" in first and "pairs" in first
+    rows = load_rows(path, skip_invalid, [])  # lines skipped here are reported when the records are read
+    return bool(rows) and isinstance(rows[0][1], dict) and "bench" in rows[0][1] and "pairs" in rows[0][1]
 
 
 def load_judgements(paths: Sequence[str | Path], by: str = "file", skip_invalid: bool = False) -> Loaded:
@@ -190,7 +193,7 @@ def load_judgements(paths: Sequence[str | Path], by: str = "file", skip_invalid:
         if path in seen:
             raise InputError("is given twice", path=path, hint="name each file once")
         seen.add(path)
-        if is_details_file(p):
+        if is_details_file(p, skip_invalid):
             n = add_details(loaded, read_details(p), by)
         else:
             result: ReadResult = read_records(p, skip_invalid=skip_invalid)
