@@ -37,7 +37,8 @@ from cheems.evaluate.bias import (
 )
 from cheems.evaluate.details import write_details
 from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
-from helpers import assert_user_error, run_cheems, write_jsonl
+from fault_server import FakeJudgeServer
+from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
 LENGTHS = {"r1": 10, "r2": 30, "r3": 60, "r4": 100}
 # (a, b, label, shown, annotator)
@@ -272,6 +273,39 @@ def test_cli_errors(files, tmp_path):
     assert_user_error(run_cheems("analyze", "bias", judged, bare), str(bare), "has no comparison", "cheems judge")
     assert_user_error(run_cheems("analyze", "bias", judged, "--by", "model"), "'--by'", "'file', 'source', 'annotator'")
     assert_user_error(run_cheems("analyze", "bias", judged, "--out", judged), "--out", "not a folder")
+
+
+def test_judge_output_with_total_position_bias(tmp_path, monkeypatch, capsys):
+    """A real ``cheems judge`` run against a loopback judge that always answers B (the second shown),
+    both orders: the first shown never wins (0 of 12, p = 2 / 2**12), and the longer answer wins exactly
+    once per pair (6 of 12), since each pair is shown both ways round."""
+    rows = [
+        {
+            "id": f"q{k}",
+            "input": f"问题{k}",
+            "responses": [{"id": f"r{i}", "content": "答" * (5 * i + k)} for i in (1, 2, 3)],
+        }
+        for k in (1, 2)
+    ]
+    src, judged = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "judged.jsonl"
+    with FakeJudgeServer(always="B") as server:
+        proc = run_main(
+            "judge", src, "-o", judged, "--base-url", server.url, "--judge-model", "fake-judge", "--both-orders",
+            "--cache", tmp_path / "c.sqlite", "--no-progress",
+            monkeypatch=monkeypatch, capsys=capsys, env={"OPENAI_API_KEY": "test-key"},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    proc = run_main(
+        "analyze", "bias", judged, "--by", "annotator", "--output-json", tmp_path / "b.json",
+        monkeypatch=monkeypatch, capsys=capsys,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    g = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))["groups"]["fake-judge"]
+    assert (g["comparisons"], g["with_shown_order"], g["position"]["wins"], g["position"]["n"]) == (12, 12, 0, 12)
+    assert g["position"]["p_value"] == pytest.approx(2 / 2**12)
+    assert g["position"]["ci"] == pytest.approx(clopper_pearson(0, 12), abs=1e-12)
+    assert (g["longer_wins"]["wins"], g["longer_wins"]["n"]) == (6, 12)
+    assert "0.000 [0.000, 0.265] n=12" in proc.stdout
 
 
 # ---------------------------------------------------------------------------------- the page in Chromium
