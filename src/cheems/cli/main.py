@@ -259,7 +259,9 @@ def eval_(
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
     ] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Folder for report.json and report.md.")] = None,
+    report: Annotated[
+        Optional[Path], typer.Option("--report", help="Folder for report.json, report.md and report.html.")
+    ] = None,
     batch_size: BatchOpt = 16,
     max_length: MaxLenOpt = 512,
     cache: CacheOpt = None,

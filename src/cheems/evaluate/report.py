@@ -1,4 +1,4 @@
-"""Human-readable tables of an evaluation (rich)."""
+"""Human-readable tables of an evaluation (rich, markdown) and the report folder (JSON, markdown, HTML)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from rich.table import Table
 
 from cheems.data.io import write_json, write_text
 from cheems.evaluate.bench import EvalReport
+from cheems.evaluate.report_html import report_page
 
 
 def report_table(report: EvalReport, title: str = "") -> Table:
@@ -77,11 +78,17 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
     return "\n".join(lines)
 
 
-REPORT_FILES = ("report.json", "report.md")
+REPORT_FILES = ("report.json", "report.md", "report.html")
 
 
 def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
-    """Write ``report.json`` and ``report.md`` into ``folder`` (created when missing)."""
-    json_file, markdown_file = REPORT_FILES
-    write_json(folder / json_file, report.to_dict())
+    """Write ``report.json``, ``report.md`` and the self-contained ``report.html`` into ``folder`` (created when
+    missing). The page shows the numbers of ``report.json``."""
+    json_file, markdown_file, html_file = REPORT_FILES
+    data = report.to_dict()
+    page = report_page(
+        data, report.outcomes, f"CheemsBench report: {title}" if title else "CheemsBench report", report_notes(report)
+    )
+    write_json(folder / json_file, data)
     write_text(folder / markdown_file, report_markdown(report, title))
+    write_text(folder / html_file, page)
