@@ -338,6 +338,10 @@ from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own 
 
 app.command()(judge)
 
+from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
+
+app.command()(leaderboard)
+
 from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
 
 app.add_typer(curate_app, name="curate")

@@ -244,14 +244,17 @@ def judge_section(judge: dict[str, Any]) -> Section:
     return Section("Judge", [table, verdict_chart(judge)], text)
 
 
+# the judge block's keys in reading order, with their labels (verdicts and consistency get rows of their own)
 JUDGE_LABELS = {
     "judge_model": "judge model",
     "template": "prompt template",
     "seed": "order seed",
     "both_orders": "both orders",
     "questions": "questions asked",
+    "verdicts": "",
     "parse_failures": "unparseable verdicts",
     "first_shown_win_share": "first-shown win share",
+    "position_consistency": "same winner in both orders",
     "cached": "answers from the cache",
     "judged": "answers requested",
     "requests": "requests sent",
@@ -263,32 +266,31 @@ VERDICT_LABELS = {"A": "A: first shown wins", "B": "B: second shown wins", "C": 
 
 
 def _judge_rows(judge: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) for every key of the judge block; known keys first, in a reading order."""
+    """(label, value) for every key of the judge block; known keys first, in reading order, then any others."""
     rows: list[tuple[str, str]] = []
     for key in [*JUDGE_LABELS, *(k for k in judge if k not in JUDGE_LABELS)]:
-        if key not in judge or judge[key] is None:
+        value, label = judge.get(key), JUDGE_LABELS.get(key, key)
+        if value is None:
             continue
-        value = judge[key]
         if key == "verdicts":
-            rows += [(VERDICT_LABELS.get(label, label), f"{count:,}") for label, count in value.items()]
+            rows += [(VERDICT_LABELS.get(v, v), f"{count:,}") for v, count in value.items()]
         elif key == "position_consistency":
-            rows.append(
-                ("same winner in both orders", f"{value['rate']:.3f} ({value['consistent']} of {value['pairs']})")
-            )
+            rows.append((label, f"{value['rate']:.3f} ({value['consistent']:,} of {value['pairs']:,})"))
         elif key == "first_shown_win_share":
-            rows.append((JUDGE_LABELS[key], f"{value:.3f}"))
+            rows.append((label, f"{value:.3f}"))
         elif key == "cost":
-            rows.append((JUDGE_LABELS[key], f"{value:.4f}"))
+            rows.append((label, f"{value:.4f}"))
         elif isinstance(value, bool):
-            rows.append((JUDGE_LABELS.get(key, key), "yes" if value else "no"))
+            rows.append((label, "yes" if value else "no"))
         elif not isinstance(value, (dict, list)):
-            rows.append((JUDGE_LABELS.get(key, key), f"{value:,}" if isinstance(value, int) else str(value)))
+            rows.append((label, f"{value:,}" if isinstance(value, int) else str(value)))
     return rows
 
 
 def verdict_chart(judge: dict[str, Any]) -> Figure:
     """Bars of the verdict counts, unparseable ones included: a first-shown bias shows as A far above B."""
-    counts = {VERDICT_LABELS.get(k, k): v for k, v in judge.get("verdicts", {}).items()}
+    short = {"A": "A\nfirst shown", "B": "B\nsecond shown", "C": "C\ntie"}
+    counts = {short.get(k, k): v for k, v in judge.get("verdicts", {}).items()}
     counts["unparseable"] = judge.get("parse_failures", 0)
     fig, ax = new_figure(4.6, 2.8)
     bars = ax.bar(list(counts), list(counts.values()), color=[CHOSEN, REJECTED, THIRD, "#b2182b"][: len(counts)])
