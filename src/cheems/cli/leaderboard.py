@@ -39,7 +39,9 @@ def leaderboard(
 
     if output is not None and output.suffix.lower() not in SUFFIXES:
         raise InputError(
-            f"unknown suffix '{output.suffix}'", path=str(output), hint="write board.md (markdown) or board.html (page)"
+            f"unknown suffix '{output.suffix}'" if output.suffix else "no suffix",
+            path=str(output),
+            hint="write board.md (markdown) or board.html (page)",
         )
     claim_outputs(inputs=[("J.json", f) for f in files], files=[("--output", output)])
     board = load_leaderboard(files, name or ())
