@@ -137,3 +137,22 @@ def test_missing_local_model_is_a_user_error(tmp_path):
 
     with pytest.raises(InputError, match="does not exist"):
         judge_records(records(), settings(tmp_path / "nothing", tmp_path), progress=False)
+
+
+def test_local_judge_on_the_bench_is_scored_by_position(tmp_path, models):
+    """``cheems eval --judge-model FOLDER --backend hf``: the always-A model is right exactly when the chosen
+    response is shown first; the random model's replies are parse failures, each one wrong."""
+    from cheems.annotate.plan import shown_order
+    from cheems.evaluate.judge import judge_bench
+
+    bench_records = [r.model_copy(update={"rank": {"r1": 1, "r2": 2, "r3": 3}}) for r in records()]
+    report = judge_bench({"s": bench_records}, settings(models["says-a"], tmp_path), progress=False)
+    first_is_chosen = sum(
+        shown_order(0, r.id, x, y) == "ab" for r in bench_records for x, y in (("r1", "r2"), ("r1", "r3"), ("r2", "r3"))
+    )
+    sub = report.subsets["s"]
+    assert sub.n_pairs == 6 and round(sub.accuracy * 6) == first_is_chosen
+    assert report.judge["first_shown_win_share"] == 1.0 and report.judge["parse_failures"] == 0
+
+    report = judge_bench({"s": bench_records}, settings(models["random"], tmp_path), progress=False)
+    assert report.judge["parse_failures"] == 6 and report.subsets["s"].accuracy == 0.0

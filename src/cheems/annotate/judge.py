@@ -9,13 +9,20 @@ an uninterrupted one. Verdicts about the shown order are mapped back to the reco
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cheems.annotate.cache import CachedJudgement, JudgeCache
 from cheems.annotate.plan import PairTask, plan_pairs
-from cheems.annotate.prompt import TEMPLATE_VERSION, CriteriaMap, build_messages, load_criteria_map
+from cheems.annotate.prompt import (
+    JUDGE_TEMPLATE,
+    CriteriaMap,
+    PromptTemplate,
+    build_messages,
+    load_criteria_map,
+    load_template,
+)
 from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget, clip_reply
 from cheems.annotate.verdict import FAILURE_REASONS
 from cheems.data.schema import Comparison, Record
@@ -70,6 +77,7 @@ class JudgeStats:
     """What a run did. Counts are of questions (a pair in one shown order)."""
 
     judge_model: str
+    template: str = JUDGE_TEMPLATE.name
     pairs: int = 0  # questions planned
     judged: int = 0  # verdicts from the judge in this run
     cached: int = 0  # verdicts taken from the cache
@@ -105,7 +113,7 @@ class JudgeStats:
         total = sum(self.shown_labels.values())
         return {
             "judge_model": self.judge_model,
-            "template": TEMPLATE_VERSION,
+            "template": self.template,
             "pairs": self.pairs,
             "judged": self.judged,
             "cached": self.cached,
@@ -143,8 +151,8 @@ def make_backend(settings: JudgeSettings, budget: RequestBudget) -> Any:
     return OpenAIJudge(settings, budget)
 
 
-def _question(record: Record, task: PairTask, criteria: CriteriaMap) -> list[dict[str, str]]:
-    return build_messages(record, record.response(task.first), record.response(task.second), criteria)
+def _question(record: Record, task: PairTask, criteria: CriteriaMap, template: PromptTemplate) -> list[dict[str, str]]:
+    return build_messages(record, record.response(task.first), record.response(task.second), criteria, template)
 
 
 def _from_cache(c: CachedJudgement) -> Outcome:
@@ -157,22 +165,32 @@ def _from_cache(c: CachedJudgement) -> Outcome:
     )
 
 
-def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: bool = True) -> JudgeResult:
+def judge_records(
+    records: Sequence[Record],
+    settings: JudgeSettings,
+    progress: bool = True,
+    *,
+    pairs: Callable[[Record], Iterable[tuple[str, str]]] | None = None,
+    template: PromptTemplate = JUDGE_TEMPLATE,
+) -> JudgeResult:
     """Ask the judge about every response pair of every record; return the records with comparisons.
 
-    Pairs already judged by this judge (cache, or comparisons in the input from the same judge
-    model and shown order) are not asked again. Each finished judgement is committed to the
+    ``pairs`` chooses the pairs of a record to ask about (default: all of them); ``template`` is
+    the prompt when ``settings.template`` names no file. Pairs already judged by this judge
+    (cache, or comparisons in the input from the same judge model and shown order) are not asked
+    again. Each finished judgement is committed to the
     cache at once, so an interrupted run resumes where it stopped. Raises ``InputError`` for
     conditions that fail every request (bad key, wrong URL); bad settings cannot be built.
     """
     criteria = load_criteria_map(settings.criteria)
+    template = load_template(settings.template, template)
     budget = RequestBudget(settings.max_requests)
     backend = make_backend(settings, budget)
-    judge = content_hash({**backend.identity, "template": TEMPLATE_VERSION}, keyed=True)
-    tasks = plan_pairs(records, settings.seed, settings.both_orders, skip_judged_by=settings.judge_model)
-    items = [content_hash(_question(records[t.index], t, criteria)) for t in tasks]
+    judge = content_hash({**backend.identity, "template": template.name}, keyed=True)
+    tasks = plan_pairs(records, settings.seed, settings.both_orders, skip_judged_by=settings.judge_model, pairs=pairs)
+    items = [content_hash(_question(records[t.index], t, criteria, template)) for t in tasks]
 
-    stats = JudgeStats(settings.judge_model, pairs=len(tasks))
+    stats = JudgeStats(settings.judge_model, template.name, pairs=len(tasks))
     new: set[str] = set()
     with JudgeCache(settings.cache) as cache:
         outcomes = _cached_outcomes(cache, judge, items, settings.retry_failed)
@@ -184,7 +202,7 @@ def judge_records(records: Sequence[Record], settings: JudgeSettings, progress: 
         def jobs() -> Iterator[tuple[str, list[dict[str, str]]]]:
             # Messages are rebuilt on demand: holding them all would cost memory on big sets.
             for item, task in first_task.items():
-                yield item, _question(records[task.index], task, criteria)
+                yield item, _question(records[task.index], task, criteria, template)
 
         bar = ProgressBar(
             len(first_task),
@@ -305,7 +323,7 @@ def _assemble(
                     "source": "judge",
                     "shown": task.shown,
                     "raw": outcome.raw,
-                    "template": TEMPLATE_VERSION,
+                    "template": stats.template,
                 }
             )
         )

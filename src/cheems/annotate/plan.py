@@ -8,7 +8,7 @@ generator's state, so a rerun, a resumed run or a run on a subset asks exactly t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -62,10 +62,28 @@ def already_judged(record: Record, annotator: str) -> set[tuple[str, str, str]]:
     return done
 
 
+def all_pairs(record: Record) -> list[tuple[str, str]]:
+    """Every pair of a record's responses, in response order (the paper's C(N,2))."""
+    return list(combinations([r.id for r in record.responses], 2))
+
+
+def ranked_pairs(record: Record) -> list[tuple[str, str]]:
+    """The pairs with different ranks (the bench's comparisons), in response order like ``all_pairs``.
+
+    Response order, not (chosen, rejected): a pair is then shown exactly as ``cheems judge`` shows it.
+    """
+    ranked = {frozenset(p) for p in record.ranked_pairs()}
+    return [p for p in all_pairs(record) if frozenset(p) in ranked]
+
+
 def plan_pairs(
-    records: Sequence[Record], seed: int = 0, both_orders: bool = False, skip_judged_by: str | None = None
+    records: Sequence[Record],
+    seed: int = 0,
+    both_orders: bool = False,
+    skip_judged_by: str | None = None,
+    pairs: Callable[[Record], Iterable[tuple[str, str]]] | None = None,
 ) -> list[PairTask]:
-    """All C(N,2) response pairs of every record, in record order then pair order.
+    """The pairs ``pairs`` picks of every record (default: all C(N,2)), in record order then pair order.
 
     Each pair is shown once in its seeded order, or with ``both_orders`` twice (seeded order
     first, then the reverse). With ``skip_judged_by``, pairs that judge already compared in the
@@ -75,7 +93,7 @@ def plan_pairs(
     tasks: list[PairTask] = []
     for index, record in enumerate(records):
         done = already_judged(record, skip_judged_by) if skip_judged_by else set()
-        for x, y in combinations([r.id for r in record.responses], 2):
+        for x, y in (pairs or all_pairs)(record):
             first = shown_order(seed, record.id, x, y)
             orders = (first, "ba" if first == "ab" else "ab") if both_orders else (first,)
             for shown in orders:

@@ -84,6 +84,13 @@ class JudgeSettings(Settings):
             "code, safety, complex_instructions)."
         ),
     )
+    template: str | Path | None = Field(
+        None,
+        description=(
+            "YAML/JSON prompt template {system, user, name} replacing the built-in one; user uses {question}, "
+            "{answer_a}, {answer_b} (and {criteria}, {category}, {reference}, {task}, {nonce})."
+        ),
+    )
     price_in: Annotated[float, _NOT_NEGATIVE] = Field(
         0.0, description="Price per 1M input tokens, for the cost report."
     )

@@ -44,6 +44,7 @@ def failures_path(output: Path) -> Path:
     "max_requests",
     "max_consecutive_failures",
     "criteria",
+    "template",
     "price_in",
     "price_out",
     "max_tokens",
@@ -93,7 +94,7 @@ def judge(
     side = failures_path(output)
     cache_path = JudgeCache(cfg.cache).path
     claim_outputs(
-        inputs=[("IN", source), ("--criteria", cfg.criteria), ("--cache", cache_path)],
+        inputs=[("IN", source), ("--criteria", cfg.criteria), ("--template", cfg.template), ("--cache", cache_path)],
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished judgements are in {cache_path}; rerun the same command to resume",
     )

@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
+from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
-from cheems.cli.options import finite
+from cheems.cli.options import finite, from_options, settings_options
 from cheems.errors import CheemsWarning, InputError
 
 app = typer.Typer(
@@ -249,8 +250,45 @@ def score(
     console.print(f"wrote {n} scores to {output}")
 
 
+JUDGE_OPTIONS = (
+    "judge_model",
+    "base_url",
+    "backend",
+    "api_key_env",
+    "seed",
+    "both_orders",
+    "concurrency",
+    "template",
+    "criteria",
+    "timeout",
+    "max_retries",
+    "max_requests",
+    "max_tokens",
+    "retry_failed",
+    "price_in",
+    "price_out",
+)
+
+
 @app.command("eval")
+@settings_options(
+    JudgeSettings,
+    "bench",
+    "scores",
+    "model",
+    *JUDGE_OPTIONS,
+    "output_json",
+    "report",
+    "batch_size",
+    "max_length",
+    "cache",
+    "no_cache",
+    "device",
+    "no_progress",
+    show_defaults=True,
+)
 def eval_(
+    *,
     bench: BenchOpt = [],  # noqa: B006 - typer reads the default
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
@@ -264,34 +302,88 @@ def eval_(
     ] = None,
     batch_size: BatchOpt = 16,
     max_length: MaxLenOpt = 512,
-    cache: CacheOpt = None,
+    cache: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--cache",
+            help="Score cache (SQLite; default $CHEEMS_CACHE_DIR/scores.sqlite), or with --judge-model the "
+            "judgement cache (default $CHEEMS_CACHE_DIR/judge.sqlite).",
+        ),
+    ] = None,
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
+    settings: dict,
 ) -> None:
-    """Evaluate a reward model (or a scores file) on bench files: accuracy and exact match."""
+    """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
     from cheems.data.io import read_scores, write_json
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate import evaluate, load_bench
     from cheems.evaluate.report import REPORT_FILES, print_report, write_report
 
-    if not bench or (scores is None) == (model is None):
+    judge = settings.get("judge_model")
+    if not bench or sum(x is not None for x in (scores, model, judge)) != 1:
         raise InputError(
-            "cheems eval needs --bench and exactly one of --scores or --model",
+            "cheems eval needs --bench and exactly one of --scores, --model or --judge-model",
             hint="e.g. cheems eval --bench open.jsonl --model length",
         )
+    if judge:
+        judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
+        inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
+    else:
+        inputs = [*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)]
     claim_outputs(
-        inputs=[*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)],
+        inputs=inputs,
         files=[("--output-json", output_json)],
         folders=[("--report", report, REPORT_FILES)],
     )
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
-    if scores is not None:
-        values, source = read_scores(scores), str(scores)
+    if judge:
+        from cheems.evaluate.judge import judge_bench
+
+        result = judge_bench(records, judge_cfg, progress=not no_progress)
     else:
-        values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
-    result = evaluate(records, values, source)
+        if scores is not None:
+            values, source = read_scores(scores), str(scores)
+        else:
+            values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
+        result = evaluate(records, values, source)
+        warn_unmatched(result, source)
+    print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
+    with together():
+        if output_json:
+            write_json(output_json, result.to_dict())
+        if report:
+            write_report(result, report, title=result.scorer)
+
+
+def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_size: int, device: str | None):
+    """The judge's settings from eval's options (--cache, --batch-size and --device are shared with scoring)."""
+    from cheems.annotate.settings import JudgeSettings
+
+    if no_cache:
+        raise InputError(
+            "a judge's verdicts are always cached (an interrupted run resumes from them)",
+            path="--no-cache",
+            hint="leave out --no-cache, or give --cache FILE to keep them in another file",
+        )
+    cfg = from_options(JudgeSettings, {**settings, "cache": cache, "batch_size": batch_size, "device": device})
+    if cfg.backend == "openai":
+        cfg.resolve_api_key()  # a missing key is a user error before any file is read
+    return cfg
+
+
+def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
+    """The files a judge run reads (the cache too: an output must not replace it)."""
+    from cheems.annotate.cache import JudgeCache
+
+    return [("--template", cfg.template), ("--criteria", cfg.criteria), ("--cache", JudgeCache(cfg.cache).path)]
+
+
+def warn_unmatched(result, source: str) -> None:
+    """One warning for scores that match no response of the bench (they are not used)."""
     if result.unmatched_scores:
         prompt, response = result.unmatched_scores[0]
         report_warnings(
@@ -304,12 +396,6 @@ def eval_(
                 )
             ]
         )
-    print_report(result, title=f"CheemsBench metrics: {source}", console=console)
-    with together():
-        if output_json:
-            write_json(output_json, result.to_dict())
-        if report:
-            write_report(result, report, title=source)
 
 
 @app.command()

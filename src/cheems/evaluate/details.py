@@ -80,15 +80,6 @@ class Details:
     outcomes: dict[str, list[PromptOutcome]]
 
 
-def _winner(pair: PairOutcome, v: ShownVerdict) -> str | None:
-    if v.label is None:
-        return None
-    if v.label == "C":
-        return "tie"
-    second = pair.rejected if v.first == pair.chosen else pair.chosen
-    return v.first if v.label == "A" else second
-
-
 def _pair_row(p: PairOutcome) -> dict:
     row: dict = {
         "chosen": p.chosen,
@@ -104,7 +95,7 @@ def _pair_row(p: PairOutcome) -> dict:
             {
                 "first": v.first,
                 "verdict": v.label,
-                "winner": _winner(p, v),
+                "winner": p.picked(v),
                 **({"failure": v.failure} if v.failure else {}),
             }
             for v in p.verdicts

@@ -56,6 +56,15 @@ class PairOutcome:
             return None
         return self.chosen_score - self.rejected_score
 
+    def picked(self, verdict: ShownVerdict) -> str | None:
+        """The response id a verdict on this pair picks, ``"tie"``, or None (no verdict)."""
+        if verdict.label is None:
+            return None
+        if verdict.label == "C":
+            return "tie"
+        second = self.rejected if verdict.first == self.chosen else self.chosen
+        return verdict.first if verdict.label == "A" else second
+
 
 @dataclass
 class PromptOutcome:

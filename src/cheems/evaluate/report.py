@@ -45,13 +45,45 @@ def report_notes(report: EvalReport) -> list[str]:
     return notes
 
 
+def length_line(report: EvalReport) -> str:
+    """Accuracy when the chosen response is longer vs shorter: a length follower is high then low."""
+    split = report.to_dict()["length"]
+    parts = [
+        f"{label} {'-' if split[key]['accuracy'] is None else format(split[key]['accuracy'], '.3f')} "
+        f"({split[key]['n_pairs']} pairs)"
+        for key, label in (("chosen_longer", "chosen longer"), ("chosen_shorter", "chosen shorter"))
+    ]
+    return "accuracy by length: " + ", ".join(parts)
+
+
+def judge_lines(report: EvalReport) -> list[str]:
+    """A judge's verdicts: counts, parse failures, position preference and (both orders) consistency."""
+    j = report.judge
+    if j is None:
+        return []
+    v = j["verdicts"]
+    share = "-" if j["first_shown_win_share"] is None else f"{j['first_shown_win_share']:.3f}"
+    lines = [
+        f"judge {j['judge_model']} (template {j['template']}, seed {j['seed']}): {j['questions']} questions, "
+        f"verdicts A {v['A']} / B {v['B']} / C (tie, wrong) {v['C']}, parse failures (wrong) {j['parse_failures']}",
+        f"first-shown answer wins {share} of A/B verdicts (0.5 = no position preference)",
+    ]
+    c = j.get("position_consistency")
+    if c:
+        rate = "-" if c["rate"] is None else f"{c['rate']:.3f}"
+        lines.append(f"both orders: {c['consistent']} of {c['pairs']} pairs consistent ({rate}); inconsistent = wrong")
+    return lines
+
+
 def print_report(report: EvalReport, title: str = "", console: Console | None = None) -> None:
-    """Print the table, plus each subset's calibration error of score differences."""
+    """Print the table, then the calibration error, the length split and a judge's verdict statistics."""
     console = console or Console()
     console.print(report_table(report, title))
     eces = [f"{name} {m.ece:.3f}" for name, m in report.subsets.items() if m.ece is not None]
     if eces:
         console.print("expected calibration error of score differences: " + ", ".join(eces))
+    for line in [length_line(report), *judge_lines(report)]:
+        console.print(line, soft_wrap=True, highlight=False)
     for note in report_notes(report):
         console.print(f"note: {note}", soft_wrap=True)
 
@@ -72,6 +104,7 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
             f"| {subset.n_prompts} | {subset.n_pairs} |"
         )
     lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{report.overall:.3f}**", ""]
+    lines += [f"- {line}" for line in [length_line(report), *judge_lines(report)]] + [""]
     notes = report_notes(report)
     if notes:
         lines += [f"- {note}" for note in notes] + [""]
