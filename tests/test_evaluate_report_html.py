@@ -197,7 +197,7 @@ def judge_outcomes() -> dict[str, list[PromptOutcome]]:
             PromptOutcome("p2", "数学", [pair(False, ShownVerdict("r1", "A"), ShownVerdict("r2", "A"))]),
         ],
         "human": [
-            PromptOutcome("p3", "写作", [pair(False, ShownVerdict("r1", "C"), ShownVerdict("r2", None, "no_verdict"))])
+            PromptOutcome("p3", "写作", [pair(False, ShownVerdict("r1", "C"), ShownVerdict("r2", None, "no_label"))])
         ],
     }
 
@@ -210,6 +210,7 @@ JUDGE = {
     "questions": 6,
     "verdicts": {"A": 3, "B": 1, "C": 1},
     "parse_failures": 1,
+    "parse_failure_reasons": {"no_label": 1},
     "first_shown_win_share": 0.75,
     "position_consistency": {"pairs": 3, "consistent": 1, "rate": 1 / 3},
     "cached": 2,
@@ -239,6 +240,7 @@ def test_a_judge_report_shows_its_verdicts_instead_of_score_charts():
     assert judge["both orders"] == "yes"
     assert (judge["A: first shown wins"], judge["B: second shown wins"], judge["C: tie"]) == ("3", "1", "1")
     assert judge["unparseable verdicts"] == "1"
+    assert judge["unparseable: no sentence at the start or end of the answer states A, B or C"] == "1"
     assert judge["first-shown win share"] == "0.750"
     assert judge["same winner in both orders"] == "0.333 (1 of 3)"
     assert judge["prompt tokens"] == "12,345"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cheems.annotate import reason_text
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
 from cheems.evaluate.metrics import PairOutcome, PromptOutcome, calibration_bins
 from cheems.evaluate.plots import new_figure, png_bytes
@@ -244,7 +245,7 @@ def judge_section(judge: dict[str, Any]) -> Section:
     return Section("Judge", [table, verdict_chart(judge)], text)
 
 
-# the judge block's keys in reading order, with their labels (verdicts and consistency get rows of their own)
+# the judge block's keys in reading order, with their labels (verdict counts and failure reasons: a row each)
 JUDGE_LABELS = {
     "judge_model": "judge model",
     "template": "prompt template",
@@ -253,6 +254,7 @@ JUDGE_LABELS = {
     "questions": "questions asked",
     "verdicts": "",
     "parse_failures": "unparseable verdicts",
+    "parse_failure_reasons": "",
     "first_shown_win_share": "first-shown win share",
     "position_consistency": "same winner in both orders",
     "cached": "answers from the cache",
@@ -274,8 +276,11 @@ def _judge_rows(judge: dict[str, Any]) -> list[tuple[str, str]]:
             continue
         if key == "verdicts":
             rows += [(VERDICT_LABELS.get(v, v), f"{count:,}") for v, count in value.items()]
+        elif key == "parse_failure_reasons":
+            rows += [(f"unparseable: {reason_text(code)}", f"{count:,}") for code, count in value.items()]
         elif key == "position_consistency":
-            rows.append((label, f"{value['rate']:.3f} ({value['consistent']:,} of {value['pairs']:,})"))
+            rate = "—" if value["rate"] is None else f"{value['rate']:.3f}"
+            rows.append((label, f"{rate} ({value['consistent']:,} of {value['pairs']:,})"))
         elif key == "first_shown_win_share":
             rows.append((label, f"{value:.3f}"))
         elif key == "cost":
