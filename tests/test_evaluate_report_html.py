@@ -182,6 +182,7 @@ def test_intervals_in_the_json_are_shown_beside_their_numbers():
     assert rows[("human", "mean of categories")][:2] == ["0.000", "0.000"]  # no interval in its JSON, none shown
     assert rows[("overall", "mean over subsets of (accuracy + exact match) / 2")][0] == "0.333 [0.125, 0.500]"
     assert "95% bootstrap intervals from 1,000 resamples of prompts (seed 7)" in text
+    assert "the band its interval" in text  # the category charts shade it
     assert "overall 0.333 [0.125, 0.500] over 2 subset(s): 3 prompts, 5 pairs" in text
 
 

@@ -96,7 +96,10 @@ def _counts(group: dict[str, Any]) -> list[str]:
 def categories_section(data: dict[str, Any]) -> Section:
     """Accuracy and exact match of every category, one chart per subset (the paper's Figure 4)."""
     figures = [category_chart(name, subset) for name, subset in data["subsets"].items()]
-    return Section("Accuracy by category", figures, "The dashed line is the subset's accuracy (mean of categories).")
+    band = any("accuracy_ci" in s for s in data["subsets"].values())
+    text = "The dashed line is the subset's accuracy (mean of categories)" + (", the band its interval" if band else "")
+    text += "; in brackets, each category's pairs."
+    return Section("Accuracy by category", figures, text)
 
 
 def category_chart(name: str, subset: dict[str, Any]) -> Figure:
@@ -121,9 +124,7 @@ def category_chart(name: str, subset: dict[str, Any]) -> Figure:
     ax.set_title(f"{name}: accuracy {subset['accuracy']:.3f}", fontsize=10, loc="left")
     # above the axes, right of the title: a legend inside would hide a long bar
     ax.legend(loc="lower right", bbox_to_anchor=(1, 1), ncols=2, fontsize=8, frameon=False)
-    return Figure(
-        png_bytes(fig), f"accuracy and exact match by category, subset {name}", f"{name} (pairs per category)"
-    )
+    return Figure(png_bytes(fig), f"accuracy and exact match by category, subset {name}")
 
 
 def scores_section(pairs: dict[str, list[PairOutcome]]) -> Section:
@@ -151,7 +152,7 @@ def score_chart(name: str, pairs: list[PairOutcome]) -> Figure:
     ax.set_ylabel("pairs")
     ax.set_title(name, fontsize=10, loc="left")
     ax.legend(fontsize=8, frameon=False)
-    return Figure(png_bytes(fig), f"score distributions of chosen and rejected responses, subset {name}", name)
+    return Figure(png_bytes(fig), f"score distributions of chosen and rejected responses, subset {name}")
 
 
 def calibration_section(data: dict[str, Any], pairs: dict[str, list[PairOutcome]]) -> Section:
