@@ -436,6 +436,10 @@ from cheems.cli.annotate import annotate_app  # noqa: E402 - the sub-app lives i
 
 app.add_typer(annotate_app, name="annotate")
 
+from cheems.cli.analyze import analyze_app  # noqa: E402 - the sub-app lives in its own module
+
+app.add_typer(analyze_app, name="analyze")
+
 
 def main() -> None:
     """Entry point of the ``cheems`` command."""

@@ -62,13 +62,33 @@ def cjk_font() -> str | None:
     return first if first in CJK_FONTS else None
 
 
+def _style(ax: Any) -> None:
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
 def new_figure(width: float = 6.4, height: float = 4.0) -> tuple[Any, Any]:
     """A (figure, axes) pair in the report's style."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(width, height), dpi=110, layout="constrained")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.spines[["top", "right"]].set_visible(False)
+    _style(ax)
     return fig, ax
+
+
+def new_panels(n: int, width: float = 3.6, height: float = 3.4, per_row: int = 4) -> tuple[Any, list[Any]]:
+    """A figure with ``n`` axes side by side (rows of at most ``per_row``), sharing the y axis, in the
+    report's style: one panel per group, each ``width`` x ``height`` inches. Unused cells are hidden."""
+    plt = _pyplot()
+    cols, rows = min(n, per_row), -(-n // per_row)
+    fig, grid = plt.subplots(
+        rows, cols, figsize=(width * cols, height * rows), dpi=110, layout="constrained", sharey=True, squeeze=False
+    )
+    axes = list(grid.flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    for ax in axes[:n]:
+        _style(ax)
+    return fig, axes[:n]
 
 
 def png_bytes(fig: Any) -> bytes:

@@ -102,7 +102,7 @@ def _merge_group(group: list[tuple[str, Record]], stats: MergeStats) -> Record:
         if rank or record.comparisons:
             ranks.append(rank)
         if rank and not record.comparisons:
-            implied += _rank_comparisons(rank)
+            implied += rank_comparisons(rank)
     out = group[0][1].model_copy(
         update={"responses": responses, "comparisons": list(comparisons.values()), "rank": None}
     )
@@ -141,7 +141,7 @@ def _map_responses(
     return ids
 
 
-def _rank_comparisons(rank: dict[str, int]) -> list[Comparison]:
+def rank_comparisons(rank: dict[str, int]) -> list[Comparison]:
     """Every pair a rank orders (``a`` the better) and every pair it ties, as comparisons."""
     ranked = sorted(rank, key=rank.__getitem__)
     out = []
