@@ -63,23 +63,20 @@ def _bootstrap_note(data: dict[str, Any]) -> list[str]:
 
 def metrics_section(data: dict[str, Any]) -> Section:
     """Each subset's categories, the subset means (bold), then overall: the numbers of ``report.json``."""
-    subsets = data["subsets"]
-    has_ece = any("ece" in s for s in subsets.values())
-    columns = ["subset", "category", "accuracy", "exact match", "prompts", "pairs"] + (["ECE"] if has_ece else [])
+    columns = ["subset", "category", "accuracy", "exact match", "prompts", "pairs", "ECE"]
     rows: list[list[str]] = []
     bold: set[int] = set()
-    for name, subset in subsets.items():
+    for name, subset in data["subsets"].items():
         for cat, m in subset.get("categories", {}).items():
-            rows.append([name, cat, with_ci(m, "accuracy"), with_ci(m, "exact_match"), *_counts(m)])
-            rows[-1] += [""] if has_ece else []
+            rows.append([name, cat, with_ci(m, "accuracy"), with_ci(m, "exact_match"), *_counts(m), ""])
         bold.add(len(rows))
-        rows.append(
-            [name, "mean of categories", with_ci(subset, "accuracy"), with_ci(subset, "exact_match"), *_counts(subset)]
-        )
-        rows[-1] += [f"{subset['ece']:.3f}" if "ece" in subset else ""] if has_ece else []
+        ece = f"{subset['ece']:.3f}" if "ece" in subset else ""
+        means = [with_ci(subset, "accuracy"), with_ci(subset, "exact_match")]
+        rows.append([name, "mean of categories", *means, *_counts(subset), ece])
     bold.add(len(rows))
-    rows.append(["overall", "mean over subsets of (accuracy + exact match) / 2", with_ci(data, "overall"), "", "", ""])
-    rows[-1] += [""] if has_ece else []
+    rows.append(["overall", "mean over subsets of (accuracy + exact match) / 2", with_ci(data, "overall"), *[""] * 4])
+    if not any("ece" in s for s in data["subsets"].values()):  # a judge has no scores to calibrate
+        columns, rows = columns[:-1], [row[:-1] for row in rows]
     table = HtmlTable(columns, rows, numeric={"accuracy", "exact match", "prompts", "pairs", "ECE"}, bold_rows=bold)
     text = (
         "A pair is two responses of a prompt with different ranks; it is right when the better-ranked one gets the "
