@@ -8,6 +8,7 @@ saves a screenshot to ``tests/artifacts/report.png``; it is skipped, with the re
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -284,6 +285,39 @@ def test_eval_report_folder_gets_report_html(tmp_path, monkeypatch, capsys):
     page = Page((tmp_path / "r" / "report.html").read_text(encoding="utf-8"))
     rows = rows_by_first_cells(page.sections["Metrics"]["tables"][0])
     assert rows[("open", "mean of categories")][:2] == ["0.833", "0.500"]
+
+
+def test_a_real_judge_run_reports_its_verdicts(tmp_path, monkeypatch, capsys):
+    """``cheems eval --judge-model ... --both-orders --report`` against the loopback fake judge (★ wins, else the
+    longer answer, else C): p1 ★ on the chosen -> A then B, right; p2 the rejected is longer -> B then A, wrong;
+    p3 same length -> C, C, wrong; p4 unparseable twice, wrong. 数学 0.5, 代码 0: accuracy, exact, overall 0.25."""
+    from fault_server import FakeJudgeServer
+
+    bad = "{{fault:bad*}}"
+    rows = [
+        bench_record("p1", "数学", {"r1": "★短", "r2": "很长很长的错误回答"}, {"r1": 1, "r2": 2}),
+        bench_record("p2", "数学", {"r1": "短", "r2": "很长很长的回答"}, {"r1": 1, "r2": 2}),
+        bench_record("p3", "代码", {"r1": "甲乙", "r2": "丙丁"}, {"r1": 1, "r2": 2}),
+        bench_record("p4", "代码", {"r1": f"甲{bad}", "r2": f"乙乙{bad}"}, {"r1": 1, "r2": 2}),
+    ]
+    bench = write_jsonl(tmp_path / "open.jsonl", [r.to_json() for r in rows])
+    with FakeJudgeServer() as server:
+        args = ["eval", "--bench", bench, "--judge-model", "fake-judge", "--base-url", server.url, "--both-orders"]
+        args += ["--cache", tmp_path / "c.sqlite", "--max-retries", "1", "--no-progress", "--report", tmp_path / "r"]
+        result = run_main(*args, monkeypatch=monkeypatch, capsys=capsys, env={"OPENAI_API_KEY": "test-key"})
+    assert result.returncode == 0, result.stderr
+    page = Page((tmp_path / "r" / "report.html").read_text(encoding="utf-8"))
+    assert list(page.sections) == ["Metrics", "Accuracy by category", "Judge", "Length"]
+    metrics = rows_by_first_cells(page.sections["Metrics"]["tables"][0])
+    assert metrics[("open", "mean of categories")] == ["0.250", "0.250", "4", "4"]
+    judge = dict(page.sections["Judge"]["tables"][0][1:])
+    assert (judge["questions asked"], judge["both orders"], judge["first-shown win share"]) == ("8", "yes", "0.500")
+    assert (judge["A: first shown wins"], judge["B: second shown wins"], judge["C: tie"]) == ("2", "2", "2")
+    assert judge["unparseable verdicts"] == "2"
+    block = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))["judge"]
+    consistency = block["position_consistency"]
+    shown = f"{consistency['rate']:.3f} ({consistency['consistent']} of {consistency['pairs']})"
+    assert judge["same winner in both orders"] == shown
 
 
 # ------------------------------------------------------------------------------------------ in a browser
