@@ -68,6 +68,7 @@ def test_rows_are_sorted_by_overall_with_intervals_and_the_best_in_bold(evals, t
     result = leaderboard(*evals, "-o", out, monkeypatch=monkeypatch, capsys=capsys)
     assert result.returncode == 0, result.stderr
     assert result.stdout.index("qwen-judge") < result.stdout.index(" c ") < result.stdout.index("length")
+    assert "note: [low, high]: 95% bootstrap intervals" in result.stdout
     text = out.read_text(encoding="utf-8")
     assert "| # | name | kind | open acc | open exact | human acc | human exact | overall |" in text
     assert markdown_rows(text) == [

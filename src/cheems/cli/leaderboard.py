@@ -47,7 +47,7 @@ def leaderboard(
     board = load_leaderboard(files, name or ())
     console.print(board_table(board, title))
     for note in board.notes:
-        console.print(f"note: {note}", soft_wrap=True)
+        console.print(f"note: {note}", soft_wrap=True, markup=False)  # "[low, high]" is text, not a style
     if output is not None:
         write_text(output, board_markdown(board, title) if output.suffix.lower() == ".md" else board_html(board, title))
         console.print(f"wrote {output}")

@@ -202,12 +202,13 @@ def overall_chart(board: Leaderboard) -> Figure:
     ax.grid(True, axis="x", alpha=0.3)
     ys = range(len(board.rows))
     colours = ["#7f7f7f" if r.kind == "judge" else "#1f77b4" for r in board.rows]
-    bars = ax.barh(list(ys), [r.overall for r in board.rows], color=colours, height=0.6)
-    ax.bar_label(bars, fmt="%.3f", padding=4, fontsize=8)
+    ax.barh(list(ys), [r.overall for r in board.rows], color=colours, height=0.6)
     for y, r in zip(ys, board.rows):
+        end = r.overall
         if "overall_ci" in r.data:
-            low, high = r.data["overall_ci"]
-            ax.errorbar(r.overall, y, xerr=[[r.overall - low], [high - r.overall]], color="black", capsize=3, lw=1)
+            low, end = r.data["overall_ci"]
+            ax.errorbar(r.overall, y, xerr=[[r.overall - low], [end - r.overall]], color="black", capsize=3, lw=1)
+        ax.text(end + 0.01, y, f"{r.overall:.3f}", va="center", fontsize=8)  # right of the interval, not on it
     ax.set_yticks(list(ys), [r.name for r in board.rows])
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
