@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assert_user_error, record, run_main, write_jsonl
+from helpers import assert_user_error, record, run_main, shown, write_jsonl
 
 
 def subset(acc: float, exact: float, prompts: int, pairs: int, **more) -> dict:
@@ -191,9 +191,22 @@ def test_reads_what_cheems_eval_writes(tmp_path, monkeypatch, capsys):
         tmp_path / "half.json", tmp_path / "good.json", "-o", out, monkeypatch=monkeypatch, capsys=capsys
     )
     assert result.returncode == 0, result.stderr
+    good_json, half_json = (json.loads((tmp_path / f"{n}.json").read_text(encoding="utf-8")) for n in ("good", "half"))
     assert [row[1:] for row in markdown_rows(out.read_text(encoding="utf-8"))] == [
-        [str(tmp_path / "good.scores.jsonl"), "reward model", "**1.000**", "**1.000**", "**1.000**"],
-        [str(tmp_path / "half.scores.jsonl"), "reward model", "0.333", "0.000", "0.167"],
+        [
+            str(tmp_path / "good.scores.jsonl"),
+            "reward model",
+            f"**{shown(good_json['subsets']['open'], 'accuracy', 1.0)}**",
+            f"**{shown(good_json['subsets']['open'], 'exact_match', 1.0)}**",
+            f"**{shown(good_json, 'overall', 1.0)}**",
+        ],
+        [
+            str(tmp_path / "half.scores.jsonl"),
+            "reward model",
+            shown(half_json["subsets"]["open"], "accuracy", 1 / 3),
+            shown(half_json["subsets"]["open"], "exact_match", 0.0),
+            shown(half_json, "overall", 1 / 6),
+        ],
     ]
 
 

@@ -26,7 +26,7 @@ from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.evaluate.plots import cjk_font
 from cheems.evaluate.report import REPORT_FILES, write_report
 from cheems.evaluate.report_html import report_page
-from helpers import run_main, write_jsonl
+from helpers import run_main, shown, write_jsonl
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 WAIT_MS = 10_000
@@ -284,7 +284,11 @@ def test_eval_report_folder_gets_report_html(tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == sorted(REPORT_FILES)
     page = Page((tmp_path / "r" / "report.html").read_text(encoding="utf-8"))
     rows = rows_by_first_cells(page.sections["Metrics"]["tables"][0])
-    assert rows[("open", "mean of categories")][:2] == ["0.833", "0.500"]
+    data = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+    assert rows[("open", "mean of categories")][:2] == [
+        shown(data["subsets"]["open"], "accuracy", 5 / 6),
+        shown(data["subsets"]["open"], "exact_match", 0.5),
+    ]
 
 
 def test_a_real_judge_run_reports_its_verdicts(tmp_path, monkeypatch, capsys):
@@ -308,16 +312,21 @@ def test_a_real_judge_run_reports_its_verdicts(tmp_path, monkeypatch, capsys):
     assert result.returncode == 0, result.stderr
     page = Page((tmp_path / "r" / "report.html").read_text(encoding="utf-8"))
     assert list(page.sections) == ["Metrics", "Accuracy by category", "Judge", "Length"]
+    data = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
     metrics = rows_by_first_cells(page.sections["Metrics"]["tables"][0])
-    assert metrics[("open", "mean of categories")] == ["0.250", "0.250", "4", "4"]
+    assert metrics[("open", "mean of categories")] == [
+        shown(data["subsets"]["open"], "accuracy", 0.25),
+        shown(data["subsets"]["open"], "exact_match", 0.25),
+        "4",
+        "4",
+    ]
     judge = dict(page.sections["Judge"]["tables"][0][1:])
     assert (judge["questions asked"], judge["both orders"], judge["first-shown win share"]) == ("8", "yes", "0.500")
     assert (judge["A: first shown wins"], judge["B: second shown wins"], judge["C: tie"]) == ("2", "2", "2")
     assert judge["unparseable verdicts"] == "2"
-    block = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))["judge"]
-    consistency = block["position_consistency"]
-    shown = f"{consistency['rate']:.3f} ({consistency['consistent']} of {consistency['pairs']})"
-    assert judge["same winner in both orders"] == shown
+    consistency = data["judge"]["position_consistency"]
+    expected = f"{consistency['rate']:.3f} ({consistency['consistent']} of {consistency['pairs']})"
+    assert judge["same winner in both orders"] == expected
 
 
 # ------------------------------------------------------------------------------------------ in a browser
