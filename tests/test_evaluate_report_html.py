@@ -156,7 +156,7 @@ def test_scorer_report_has_every_section_and_the_hand_checked_numbers(scorer_pag
     assert rows[("open", "数学")] == ["1.000", "1.000", "1", "1", ""]
     assert rows[("open", "mean of categories")] == ["0.833", "0.500", "2", "4", f"{OPEN_ECE:.3f}"]
     assert rows[("human", "mean of categories")] == ["0.000", "0.000", "1", "1", f"{HUMAN_ECE:.3f}"]
-    assert rows[("overall", "mean over subsets of (accuracy + exact match) / 2")][0] == "0.333"
+    assert rows[("overall", "mean of (acc + exact) / 2")][0] == "0.333"
     length = rows_by_first_cells(page.sections["Length"]["tables"][0], 1)
     assert length[("open",)] == ["1.000 (2)", "0.500 (2)", "— (0)", "+0.500"]
     assert length[("human",)] == ["— (0)", "— (0)", "0.000 (1)", "—"]
@@ -181,7 +181,7 @@ def test_intervals_in_the_json_are_shown_beside_their_numbers():
     rows = rows_by_first_cells(Page(text).sections["Metrics"]["tables"][0])
     assert rows[("open", "mean of categories")][:2] == ["0.833 [0.500, 1.000]", "0.500 [0.000, 1.000]"]
     assert rows[("human", "mean of categories")][:2] == ["0.000", "0.000"]  # no interval in its JSON, none shown
-    assert rows[("overall", "mean over subsets of (accuracy + exact match) / 2")][0] == "0.333 [0.125, 0.500]"
+    assert rows[("overall", "mean of (acc + exact) / 2")][0] == "0.333 [0.125, 0.500]"
     assert "95% bootstrap intervals from 1,000 resamples of prompts (seed 7)" in text
     assert "the band its interval" in text  # the category charts shade it
     assert "overall 0.333 [0.125, 0.500] over 2 subset(s): 3 prompts, 5 pairs" in text

@@ -74,14 +74,15 @@ def metrics_section(data: dict[str, Any]) -> Section:
         means = [with_ci(subset, "accuracy"), with_ci(subset, "exact_match")]
         rows.append([name, "mean of categories", *means, *_counts(subset), ece])
     bold.add(len(rows))
-    rows.append(["overall", "mean over subsets of (accuracy + exact match) / 2", with_ci(data, "overall"), *[""] * 4])
+    rows.append(["overall", "mean of (acc + exact) / 2", with_ci(data, "overall"), *[""] * 4])
     if not any("ece" in s for s in data["subsets"].values()):  # a judge has no scores to calibrate
         columns, rows = columns[:-1], [row[:-1] for row in rows]
     table = HtmlTable(columns, rows, numeric={"accuracy", "exact match", "prompts", "pairs", "ECE"}, bold_rows=bold)
     text = (
         "A pair is two responses of a prompt with different ranks; it is right when the better-ranked one gets the "
         "higher score. Accuracy: share of pairs right; exact match: share of prompts with every pair right. A "
-        "subset's numbers are means over its categories."
+        "subset's numbers are means over its categories; overall is the mean over subsets of (accuracy + exact "
+        "match) / 2."
     )
     return Section("Metrics", [table], text)
 
