@@ -34,7 +34,8 @@ def with_ci(group: dict[str, Any], key: str) -> str:
 def report_page(
     data: dict[str, Any], outcomes: dict[str, list[PromptOutcome]], title: str, notes: Sequence[str] = ()
 ) -> str:
-    """The whole page: ``data`` is the evaluation's JSON, ``outcomes`` its judged pairs per subset."""
+    """The whole page: ``data`` is the evaluation's JSON, ``outcomes`` its judged pairs per subset, ``notes`` what
+    the numbers leave out and how their intervals were made (``report_notes``)."""
     sections = [metrics_section(data), categories_section(data)]
     if data.get("judge") is not None:
         sections.append(judge_section(data["judge"]))
@@ -42,23 +43,13 @@ def report_page(
     if pairs and all(p.margin is not None for group in pairs.values() for p in group):
         sections += [scores_section(pairs), calibration_section(data, pairs)]
     sections.append(length_section(data))
-    return render_page(title, sections, [_summary(data), *_bootstrap_note(data), *notes])
+    return render_page(title, sections, [_summary(data), *notes])  # notes say how intervals were made
 
 
 def _summary(data: dict[str, Any]) -> str:
     subsets = data["subsets"].values()
     prompts, pairs = sum(s["n_prompts"] for s in subsets), sum(s["n_pairs"] for s in subsets)
     return f"overall {with_ci(data, 'overall')} over {len(subsets)} subset(s): {prompts:,} prompts, {pairs:,} pairs"
-
-
-def _bootstrap_note(data: dict[str, Any]) -> list[str]:
-    boot = data.get("bootstrap")
-    if not boot:
-        return []
-    return [
-        f"[low, high]: {boot['level']:.0%} bootstrap intervals from {boot['resamples']:,} resamples of prompts "
-        f"(seed {boot['seed']})"
-    ]
 
 
 def metrics_section(data: dict[str, Any]) -> Section:
