@@ -87,3 +87,13 @@ def run_main(*args: object, monkeypatch, capsys, env: dict[str, str] | None = No
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["cheems", *map(str, args)], code, out, err)
+
+
+def shown(group: dict, key: str, value: float) -> str:
+    """How a report or leaderboard shows ``group[key]`` of an eval JSON: ``value`` (worked out by hand, checked
+    against the JSON) with the interval ``cheems eval`` computed when the JSON has one (``0.812 [0.780, 0.845]``)."""
+    import pytest
+
+    assert group[key] == pytest.approx(value)
+    ci = group.get(f"{key}_ci")
+    return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")

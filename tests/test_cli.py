@@ -103,8 +103,9 @@ def test_score_then_eval_with_scores_and_with_model_agree(tmp_path):
         "eval", "--bench", bench, "--model", "length", "--output-json", j2, "--no-cache", "--report", tmp_path / "rep"
     )
     assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
-    out = json.loads(j1.read_text())
-    assert out == json.loads(j2.read_text())
+    out, other = json.loads(j1.read_text()), json.loads(j2.read_text())
+    assert (out.pop("scorer"), other.pop("scorer")) == (str(scores), "length")
+    assert out == other
     cat = out["subsets"]["open"]["categories"]["数学"]
     assert cat["accuracy"] == pytest.approx(2 / 3) and cat["exact_match"] == 0.0  # r1 ~ r2 tie in score: wrong
     assert "overall" in r1.stdout and (tmp_path / "rep" / "report.md").exists()
@@ -113,7 +114,7 @@ def test_score_then_eval_with_scores_and_with_model_agree(tmp_path):
 def test_eval_needs_exactly_one_score_source(tmp_path):
     bench = write_jsonl(tmp_path / "open.jsonl", [GOOD])
     result = cheems("eval", "--bench", bench)
-    assert result.returncode == 2 and "exactly one of --scores or --model" in result.stderr
+    assert result.returncode == 2 and "exactly one of --scores, --model or --judge-model" in result.stderr
 
 
 def test_eval_reports_missing_scores(tmp_path):

@@ -300,7 +300,6 @@ def eval_(
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
     ] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Folder for report.json and report.md.")] = None,
     details: Annotated[
         Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")
     ] = None,
@@ -308,6 +307,9 @@ def eval_(
         int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the prompts for the intervals; 0: none.")
     ] = 1000,
     bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
+    report: Annotated[
+        Optional[Path], typer.Option("--report", help="Folder for report.json, report.md and report.html.")
+    ] = None,
     batch_size: BatchOpt = 16,
     max_length: MaxLenOpt = 512,
     cache: Annotated[
@@ -441,6 +443,10 @@ app.command()(judge)
 from cheems.cli.compare import compare  # noqa: E402 - the command lives in its own module
 
 app.command()(compare)
+
+from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
+
+app.command()(leaderboard)
 
 from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
 

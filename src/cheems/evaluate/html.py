@@ -19,7 +19,8 @@ from cheems.evaluate.plots import png_data_uri
 class HtmlTable:
     """A table: column names, rows of cells (already formatted text), optional caption.
 
-    ``numeric`` names columns aligned right; ``bold_rows`` are row indexes shown in bold (means, totals).
+    ``numeric`` names columns aligned right; ``bold_rows`` are row indexes shown in bold (means, totals),
+    ``bold_cells`` (row, column) indexes of single cells (the best value of a column).
     """
 
     columns: list[str]
@@ -27,6 +28,7 @@ class HtmlTable:
     caption: str = ""
     numeric: set[str] = field(default_factory=set)
     bold_rows: set[int] = field(default_factory=set)
+    bold_cells: set[tuple[int, int]] = field(default_factory=set)
 
 
 @dataclass

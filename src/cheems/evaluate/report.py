@@ -1,4 +1,4 @@
-"""Human-readable tables of an evaluation (rich)."""
+"""Human-readable tables of an evaluation (rich, markdown) and the report folder (JSON, markdown, HTML)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,17 @@ from rich.table import Table
 
 from cheems.data.io import write_json, write_text
 from cheems.evaluate.bench import EvalReport
-from cheems.evaluate.stats import Interval
-
-
-def _value(x: float, ci: Interval | None) -> str:
-    """``0.812`` or, with an interval, ``0.812 [0.780, 0.845]``."""
-    return f"{x:.3f}" if ci is None else f"{x:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+from cheems.evaluate.report_html import report_page, with_ci
 
 
 def _subset_values(report: EvalReport, name: str) -> tuple[str, str]:
     """A subset's accuracy and exact match as shown, with intervals when the report has them."""
-    m, cis = report.subsets[name], report.intervals
-    ci = cis.subsets[name] if cis is not None else None
-    return _value(m.accuracy, ci and ci.accuracy), _value(m.exact_match, ci and ci.exact_match)
+    subset = report.to_dict()["subsets"][name]
+    return with_ci(subset, "accuracy"), with_ci(subset, "exact_match")
 
 
 def _overall_value(report: EvalReport) -> str:
-    return _value(report.overall, report.intervals and report.intervals.overall)
+    return with_ci(report.to_dict(), "overall")
 
 
 def report_table(report: EvalReport, title: str = "") -> Table:
@@ -136,11 +130,17 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
     return "\n".join(lines)
 
 
-REPORT_FILES = ("report.json", "report.md")
+REPORT_FILES = ("report.json", "report.md", "report.html")
 
 
 def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
-    """Write ``report.json`` and ``report.md`` into ``folder`` (created when missing)."""
-    json_file, markdown_file = REPORT_FILES
-    write_json(folder / json_file, report.to_dict())
+    """Write ``report.json``, ``report.md`` and the self-contained ``report.html`` into ``folder`` (created when
+    missing). The page shows the numbers of ``report.json``."""
+    json_file, markdown_file, html_file = REPORT_FILES
+    data = report.to_dict()
+    page = report_page(
+        data, report.outcomes, f"CheemsBench report: {title}" if title else "CheemsBench report", report_notes(report)
+    )
+    write_json(folder / json_file, data)
     write_text(folder / markdown_file, report_markdown(report, title))
+    write_text(folder / html_file, page)
