@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -153,12 +154,13 @@ def _notes(rows: list[BoardRow], subsets: list[str]) -> list[str]:
 
 def board_table(board: Leaderboard, title: str = "") -> Table:
     """The leaderboard as a rich table, the best value of each column in bold."""
-    table = Table(title=title or None)
+    table = Table(title=title or None, box=box.SIMPLE_HEAVY)  # no vertical rules: room for one more column
     table.add_column("#", justify="right")
-    table.add_column("name", no_wrap=True)  # numbers may wrap; a cut name would say nothing
-    table.add_column("kind", no_wrap=True)
+    # in a narrow terminal every cell wraps (never cut): a cut name or number would say nothing
+    table.add_column("name", overflow="fold", min_width=8)
+    table.add_column("kind", overflow="fold", min_width=5)
     for heading, _, _ in board.columns():
-        table.add_column(heading, justify="right")
+        table.add_column(heading, justify="right", overflow="fold", min_width=7)
     for i, row in enumerate(board.rows, 1):
         cells = [_marked(board, row, s, k, "[bold]{}[/]") for _, s, k in board.columns()]
         table.add_row(str(i), escape(row.name), row.kind, *cells)
