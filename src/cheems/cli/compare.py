@@ -69,8 +69,10 @@ def print_comparison(result: Comparison, console: Console) -> None:
     alpha = 1 - result.level
     table = Table(title=f"A = {name_a}   vs   B = {name_b}")
     for col in ("subset", "metric", "A", "B", "A - B", f"{result.level * 100:g}% CI", "p", "verdict"):
+        left = col in ("subset", "metric", "verdict")
+        # cells wrap in a narrow terminal, never cut; "significant" stays one word
         table.add_column(
-            col, justify="left" if col in ("subset", "metric", "verdict") else "right", overflow="fold", min_width=11 if col == "verdict" else 5
+            col, justify="left" if left else "right", overflow="fold", min_width=11 if col == "verdict" else 5
         )
     rows = [(name, metric, d) for name, diffs in result.subsets.items() for metric, d in diffs.items()]
     for i, (subset, metric, d) in enumerate([*rows, ("overall", "(acc + exact) / 2", result.overall)]):
