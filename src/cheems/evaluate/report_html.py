@@ -69,9 +69,13 @@ def metrics_section(data: dict[str, Any]) -> Section:
     if not any("ece" in s for s in data["subsets"].values()):  # a judge has no scores to calibrate
         columns, rows = columns[:-1], [row[:-1] for row in rows]
     table = HtmlTable(columns, rows, numeric={"accuracy", "exact match", "prompts", "pairs", "ECE"}, bold_rows=bold)
+    right = (
+        "every verdict on it names the better-ranked one"
+        if "judge" in data
+        else "the better-ranked one gets the higher score"
+    )
     text = (
-        "A pair is two responses of a prompt with different ranks; it is right when the better-ranked one gets the "
-        "higher score. Accuracy: share of pairs right; exact match: share of prompts with every pair right. A "
+        f"A pair is two responses of a prompt with different ranks; it is right when {right}. Accuracy: share of pairs right; exact match: share of prompts with every pair right. A "
         "subset's numbers are means over its categories; overall is the mean over subsets of (accuracy + exact "
         "match) / 2."
     )
