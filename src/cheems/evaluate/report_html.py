@@ -75,7 +75,8 @@ def metrics_section(data: dict[str, Any]) -> Section:
         else "the better-ranked one gets the higher score"
     )
     text = (
-        f"A pair is two responses of a prompt with different ranks; it is right when {right}. Accuracy: share of pairs right; exact match: share of prompts with every pair right. A "
+        f"A pair is two responses of a prompt with different ranks; it is right when {right}. "
+        "Accuracy: share of pairs right; exact match: share of prompts with every pair right. A "
         "subset's numbers are means over its categories; overall is the mean over subsets of (accuracy + exact "
         "match) / 2."
     )
