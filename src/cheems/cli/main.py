@@ -12,6 +12,16 @@ from rich.text import Text
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.options import finite, from_options, settings_options
+from cheems.cli.scoring import (
+    BatchOpt,
+    CacheOpt,
+    DeviceOpt,
+    MaxLenOpt,
+    ModelOpt,
+    NoCacheOpt,
+    compute_scores,
+    scoring_inputs,
+)
 from cheems.errors import CheemsWarning, InputError
 
 app = typer.Typer(
@@ -181,43 +191,7 @@ def split(
     console.print(f"{len(train_records)} prompts -> {train}, {len(test_records)} held out -> {test}")
 
 
-ModelOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--model",
-        "-m",
-        help=(
-            "'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); "
-            "'m3e-small' = the packaged backbone."
-        ),
-    ),
-]
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
-BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
-MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
-CacheOpt = Annotated[
-    Optional[Path], typer.Option("--cache", help="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite.")
-]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
-DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
-
-
-def compute_scores(
-    model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool, device: str | None
-) -> dict:
-    """Score every response of every bench record with one model (cached on disk)."""
-    from cheems.evaluate import score_bench
-    from cheems.models import ScoreCache, load_scorer
-
-    scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
-    return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
-
-
-def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:
-    """The files ``score`` and ``eval`` read (the score cache too: an output must not replace it)."""
-    from cheems.models.cache import default_cache_path
-
-    return [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
 
 
 @app.command()
@@ -439,6 +413,10 @@ app.command("train")(train_command)
 from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
 
 app.command()(judge)
+
+from cheems.cli.bon import bon  # noqa: E402 - the command lives in its own module
+
+app.command()(bon)
 
 from cheems.cli.compare import compare  # noqa: E402 - the command lives in its own module
 

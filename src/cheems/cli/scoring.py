@@ -1,0 +1,49 @@
+"""The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
+--device) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
+
+Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help=(
+            "'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); "
+            "'m3e-small' = the packaged backbone."
+        ),
+    ),
+]
+BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
+MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
+CacheOpt = Annotated[
+    Optional[Path], typer.Option("--cache", help="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite.")
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
+DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
+
+
+def compute_scores(
+    model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool, device: str | None
+) -> dict:
+    """Score every response of every bench record with one model (cached on disk)."""
+    from cheems.evaluate import score_bench
+    from cheems.models import ScoreCache, load_scorer
+
+    scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
+    return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+
+
+def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:
+    """The files ``score`` and ``eval`` read (the score cache too: an output must not replace it)."""
+    from cheems.models.cache import default_cache_path
+
+    return [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
