@@ -108,10 +108,11 @@ def print_result(result, output: Path) -> None:
         console.print(f"no curve: no prompt has gold quality ({result.without_gold} without gold)")
         return
     gold = result.to_dict()["gold"]
-    table = Table(
-        title=f"best-of-n by {result.scorer}: {gold['prompts']} prompts with gold ({gold['kind']}); "
-        f"{gold['without_gold']} without gold, {gold['single_candidate']} with one candidate left out"
+    console.print(
+        f"gold ({gold['kind']}) for {gold['prompts']} prompts; left out: {gold['without_gold']} without gold, "
+        f"{gold['single_candidate']} with one candidate"
     )
+    table = Table(title=f"best-of-n by {result.scorer}: mean quality and top-tier share")
     for col in ("n", "quality: pick", "oracle", "random", "top tier: pick", "oracle", "random"):
         table.add_column(col, justify="right")
     for point in result.curve:
