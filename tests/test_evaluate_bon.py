@@ -233,3 +233,28 @@ def test_cli_user_errors(tmp_path, pool_file, monkeypatch, capsys):
     )  # fmt: skip
     assert_user_error(proc, "--plot needs gold quality")
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_demo_best_of_five_step(tmp_path, monkeypatch, capsys):
+    proc = run_main(
+        "demo", "-o", tmp_path / "demo", "--no-train", "-m", "length", monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "best-of-5 on the held-out human subset (16 prompts)" in proc.stdout
+    assert "the hidden quality order is not shipped" in proc.stdout
+    runs = json.loads((tmp_path / "demo" / "best-of-5.json").read_text())
+    assert list(runs) == ["length"]
+    # Independently: the length pick is the longest response (the first of equals); its quality is the share
+    # of the other responses it outranks in the resolved ranks, ties half.
+    records = [json.loads(line) for line in (tmp_path / "demo" / "bench" / "human.jsonl").read_text().splitlines()]
+    qualities, top = [], []
+    for r in records:
+        pick = max(r["responses"], key=lambda x: len(x["content"]))["id"]
+        others = [v for k, v in r["rank"].items() if k != pick]
+        mine = r["rank"][pick]
+        qualities.append((sum(mine < v for v in others) + 0.5 * sum(mine == v for v in others)) / len(others))
+        top.append(mine == min(r["rank"].values()))
+    last = runs["length"]["curve"][-1]
+    assert (last["n"], last["prompts"]) == (5, 16)
+    assert last["quality"]["pick"] == pytest.approx(sum(qualities) / 16)
+    assert last["top_tier"]["pick"] == pytest.approx(sum(top) / 16)
