@@ -158,6 +158,17 @@ def test_seeded_random_sample():
     )
 
 
+def test_ties_in_a_random_draw_go_to_the_earlier_drawn():
+    ids = ["r1", "r2", "r3", "r4"]
+    pool = [rec(f"p{k}", ids) for k in range(8)]
+    scores = {(f"p{k}", r): 1.0 for k in range(8) for r in ids}  # all tied
+    result = best_of_n(pool, scores, sample="random", seed=1)
+    draws = [random.Random(f"1:p{k}").sample(range(4), 4) for k in range(8)]
+    assert result.picks == {(f"p{k}", ids[d[0]]): 1.0 for k, d in enumerate(draws)}
+    assert {d[0] for d in draws} != {0}  # the draw, not the pool order, decided
+    assert result.tied_picks == 8
+
+
 def test_bad_arguments():
     with pytest.raises(InputError, match="at least 1"):
         best_of_n(POOL, SCORES, n=0)

@@ -11,8 +11,9 @@ Definitions (also in the README):
   so a prompt's draw depends only on the seed and its id). Best-of-n looks at the first n candidates,
   so the n-sets are nested; a prompt with fewer than n candidates uses all it has. Responses without
   a score are not candidates.
-- **Pick**: the highest score among the candidates looked at; a tie goes to the response that comes
-  first in the pool.
+- **Pick**: the highest score among the candidates looked at; a tie goes to the candidate looked at
+  first (with ``sample="first"`` the earlier in the pool, with ``"random"`` the earlier drawn, so a pool
+  sorted best-first, as ranked imports are, gives ties no edge).
 - **Gold** (higher = better): ``-rank`` when the record's ``rank`` covers every candidate, else each
   response's ``score`` field when every candidate has a number there; otherwise the prompt has no gold
   and is left out of the curve (counted). Prompts with a single candidate are left out too (counted):
@@ -40,7 +41,7 @@ from cheems.errors import InputError
 
 Sample = Literal["first", "random"]
 SAMPLES: tuple[str, ...] = ("first", "random")
-TIE_BREAK = "the response that comes first in the pool"
+TIE_BREAK = "the candidate looked at first (first: earlier in the pool; random: drawn earlier)"
 
 
 @dataclass
@@ -54,9 +55,9 @@ class PromptCandidates:
     gold_kind: str | None  # "rank", "score" or None
 
     def pick(self, n: int) -> int:
-        """Position (in ``order``) of the best-scored of the first ``n`` candidates; ties: earliest in the pool."""
+        """Position (in ``order``) of the best-scored of the first ``n`` candidates; ties: the earliest there."""
         looked = range(min(n, len(self.order)))
-        return min(looked, key=lambda i: (-self.scores[i], self.order[i]))
+        return min(looked, key=lambda i: (-self.scores[i], i))
 
 
 def candidate_order(record: Record, scored: list[int], n: int, sample: Sample, seed: int) -> list[int]:
