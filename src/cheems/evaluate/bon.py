@@ -240,6 +240,7 @@ def curve_png(runs: Mapping[str, dict[str, Any]], title: str = "best-of-n") -> b
         ax.set_xlabel("n (candidates per prompt)")
         ax.set_title(label, fontsize=10)
         ax.set_ylim(0, 1.02)
-    axes[1].legend(fontsize=8, loc="lower right")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     fig.suptitle(f"{title} ({first['gold']['prompts']} prompts with gold)", fontsize=11)
     return png_bytes(fig)
