@@ -121,16 +121,13 @@ def run_demo(output: Path, model: str, console: Console, train: bool = True) -> 
         report, scores[TRAINED] = score_and_evaluate(folder, bench_files, output, console, 5)
         results[TRAINED] = report.overall
     picks = best_of_five(bench_files[1], scores, output, console, 6 if train else 4)
-    summary = Table(
-        title="summary",
-        caption="overall: mean over subsets of (accuracy + exact match) / 2; "
-        "best-of-5: mean quality of the picks on human",
-    )
+    summary = Table(title="summary")
     summary.add_column("scorer")
     summary.add_column("overall", justify="right")
     summary.add_column("best-of-5", justify="right")
     for name, value in results.items():
         summary.add_row(name, f"{value:.3f}", f"{picks[name].curve[-1]['quality']['pick']:.3f}")
     console.print(summary)
+    console.print("overall: mean over subsets of (accuracy + exact match) / 2; best-of-5: mean quality of the picks")
     console.print(f"files written to {output}/ (ranked bench, scores, metrics and best-of-5 JSON)")
     return results
