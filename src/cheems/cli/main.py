@@ -444,6 +444,10 @@ from cheems.cli.compare import compare  # noqa: E402 - the command lives in its 
 
 app.command()(compare)
 
+from cheems.cli.generate import generate  # noqa: E402 - the command lives in its own module
+
+app.command()(generate)
+
 from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
 
 app.command()(leaderboard)
