@@ -19,7 +19,8 @@ is kept in extra keys. ``cheems eval --metric`` (``cheems.evaluate.benchmarks``)
   rejected: [..], subset, models?}``): ``chosen-1``… rank 1, ``rejected-1``… rank 2; category ``[subset]``.
 - ``judgebench`` (ScalerLab/JudgeBench ``data/dataset=judgebench,response_model=*.jsonl``, rows
   ``{pair_id, question, response_model, response_A, response_B, label: "A>B"|"B>A", source}``):
-  responses ``A`` and ``B``; category ``[mmlu-pro|livebench-reasoning|livebench-math|livecodebench, source]``.
+  responses ``A`` and ``B``; category ``[mmlu-pro|livebench-reasoning|livebench-math|livecodebench]``, plus
+  the source when it differs (``["mmlu-pro", "mmlu-pro-law"]``).
 
 ``rmbench`` and ``rmb`` also read a folder (every ``*.json`` below it, in path order), as the
 benchmarks ship one file per domain or scenario.
@@ -71,6 +72,12 @@ def _record(prompt: Any, pid: str, category: list[str], responses: list[dict[str
     return _validate({"id": pid, "input": prompt, "category": category, "responses": responses, "rank": rank}, where)
 
 
+def _grouped(name: str, groups: tuple[str, ...]) -> list[str]:
+    """Category path ``[group, name]`` for the group ``name`` starts with, ``[name]`` when it is a group itself."""
+    group = next((g for g in groups if name.startswith(g)), name)
+    return [group] if group == name else [group, name]
+
+
 # ---------------------------------------------------------------- one row of each benchmark
 
 
@@ -82,14 +89,12 @@ def rmbench_row(row: dict[str, Any], where: _Where, domain: str | None) -> Recor
         raise where.error(
             "is missing", "domain", "give a domain, or import a per-domain file such as chat_filtered.json"
         )
-    group = next((d for d in _RMBENCH_DOMAINS if domain.startswith(d)), domain)
     responses = [
         {"id": f"{side}-{style}", "content": text, "style": style, "better": side == "chosen"}
         for side in ("chosen", "rejected")
         for style, text in zip(RMBENCH_STYLES, _text_list(row, side, where, len(RMBENCH_STYLES)))
     ]
-    category = [group] if group == domain else [group, domain]
-    return _record(prompt, f"{domain}-{_uid(row, 'id', where)}", category, responses, where)
+    return _record(prompt, f"{domain}-{_uid(row, 'id', where)}", _grouped(domain, _RMBENCH_DOMAINS), responses, where)
 
 
 def _rmb_answer(value: Any, field: str, where: _Where) -> tuple[str, str | None]:
@@ -151,7 +156,7 @@ def judgebench_row(row: dict[str, Any], where: _Where) -> Record:
     category = []
     if source is not None:
         source = _string(source, "source", where)
-        category = [next((g for g in JUDGEBENCH_GROUPS if source.startswith(g)), source), source]
+        category = _grouped(source, JUDGEBENCH_GROUPS)
     return _record(_text(row, "question", where), _uid(row, "pair_id", where), category, responses, where)
 
 
