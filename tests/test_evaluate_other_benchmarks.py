@@ -357,12 +357,15 @@ def test_judge_both_orders_on_judgebench(imported, tmp_path, monkeypatch, capsys
         proc = run_main(*args, "--metric", metric, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys,
                         env={"OPENAI_API_KEY": "test-key"})  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-        return json.loads(out.read_text(encoding="utf-8"))
+        return json.loads(out.read_text(encoding="utf-8")), proc.stdout
 
     with FakeJudgeServer(faults=u1_b_first_unparseable) as server:
-        pairwise = run(server, "fair.sqlite", "pairwise")["subsets"]["judgebench"]
-        cheems = run(server, "fair.sqlite", "cheems")["subsets"]["judgebench"]
+        pairwise = run(server, "fair.sqlite", "pairwise")[0]["subsets"]["judgebench"]
+        cheems = run(server, "fair.sqlite", "cheems")[0]["subsets"]["judgebench"]
     assert pairwise["pooled_accuracy"] == 0.75 and pairwise["categories"]["mmlu-pro"]["accuracy"] == 1.0
     assert cheems["categories"]["mmlu-pro"]["accuracy"] == 0.5  # u1 wrong: not every verdict names A
     with FakeJudgeServer(always="A") as server:
-        assert run(server, "always-a.sqlite", "pairwise")["overall"] == 0.0
+        always_a, shown = run(server, "always-a.sqlite", "pairwise")
+    assert always_a["overall"] == 0.0
+    assert always_a["judge"]["position_consistency"] == {"pairs": 4, "consistent": 0, "rate": 0.0}
+    assert "both orders: 0 of 4 pairs consistent" in shown

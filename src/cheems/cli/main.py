@@ -411,11 +411,14 @@ def check_metric(metric: str, report: Path | None) -> None:
 
 
 def other_metric(metric: str, records: dict, result) -> dict:
-    """Print another benchmark's metric of the judged pairs; returns its JSON."""
+    """Print another benchmark's metric of the judged pairs (and a judge's verdict statistics); returns its JSON."""
     from cheems.evaluate.benchmarks import benchmark_report, print_benchmark
+    from cheems.evaluate.report import judge_lines
 
     other = benchmark_report(metric, records, result)
     print_benchmark(other, console)
+    for line in judge_lines(result):
+        console.print(line, soft_wrap=True, highlight=False)
     return other.to_dict()
 
 

@@ -65,6 +65,7 @@ class BenchmarkReport:
     subsets: dict[str, dict]
     scorer: str = ""
     without_pairs: list[str] = field(default_factory=list)
+    judge: dict | None = None  # a generative judge's run, as in ``EvalReport.judge``
 
     @property
     def overall(self) -> float:
@@ -74,6 +75,8 @@ class BenchmarkReport:
         out: dict = {"metric": self.metric, "subsets": self.subsets, "overall": self.overall}
         if self.scorer:
             out["scorer"] = self.scorer
+        if self.judge is not None:
+            out["judge"] = self.judge
         if self.without_pairs:
             out["subsets_without_pairs"] = self.without_pairs
         return out
@@ -172,7 +175,7 @@ def benchmark_report(metric: str, bench: dict[str, list[Record]], report: EvalRe
         subsets = {name: subset(outcomes) for name, outcomes in report.outcomes.items()}
     else:
         raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS[1:])}")
-    return BenchmarkReport(metric, subsets, report.scorer, report.without_pairs)
+    return BenchmarkReport(metric, subsets, report.scorer, report.without_pairs, report.judge)
 
 
 _TITLES = {"rmbench": "RM-Bench", "bon": "best-of-N", "pairwise": "pairwise"}
