@@ -150,8 +150,13 @@ def print_winrate(result: Any, judged_by: str) -> None:
     table = Table(title=f"win rate against the baseline: {judged_by}", show_header=False)
     table.add_column("what")
     table.add_column("n", justify="right")
-    for key in ("n", "wins", "losses", "ties", "parse_failures"):
-        table.add_row(key.replace("_", " "), str(numbers[key]))
+    for key in ("n", "wins", "losses", "ties"):
+        table.add_row(key, str(numbers[key]))
+    if numbers["parse_failures"]:
+        table.add_row(
+            "unparseable replies (their prompts are ties)",
+            f"{numbers['parse_failures']} in {numbers['prompts_with_parse_failure']} prompt(s)",
+        )
     rate, interval = numbers["win_rate"], numbers["interval"]
     text = "-" if rate is None else f"{rate:.3f}"
     if interval is not None:
