@@ -226,6 +226,20 @@ def test_missing_pieces_are_one_line_errors_or_skipped_and_listed(tmp_path, monk
         "winrate", picks, "--pool", pool, "--baseline-field", "gpt4", monkeypatch=monkeypatch, capsys=capsys
     )
     assert_user_error(proc, "exactly one of --judge-model, --annotate or --from-export")
+    proc = run_main(
+        "winrate",
+        picks,
+        "--pool",
+        pool,
+        "--baseline-field",
+        "gpt4",
+        "--annotate",
+        tmp_path / "project",
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
+    assert_user_error(proc, "--people: is needed with --annotate")
+    assert not (tmp_path / "project").exists()
 
 
 # ---------------------------------------------------------------------------- people

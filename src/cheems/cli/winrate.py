@@ -86,7 +86,7 @@ def winrate(
             "--judge-model NAME --base-url URL",
         )
     if annotate is not None and people is None:
-        raise InputError("--annotate needs --people PEOPLE.yaml", path="--annotate", hint="name who annotates")
+        raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
     cfg = None
     inputs = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
     if judge:
