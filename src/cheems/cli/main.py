@@ -422,6 +422,10 @@ from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives
 
 app.command()(leaderboard)
 
+from cheems.cli.correlate import correlate  # noqa: E402 - the command lives in its own module
+
+app.command()(correlate)
+
 from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
 
 app.add_typer(curate_app, name="curate")
