@@ -11,6 +11,7 @@ from rich.text import Text
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
+from cheems.cli.judge import JUDGE_OPTIONS, judge_inputs
 from cheems.cli.options import finite, from_options, settings_options
 from cheems.errors import CheemsWarning, InputError
 
@@ -252,26 +253,6 @@ def score(
     console.print(f"wrote {n} scores to {output}")
 
 
-JUDGE_OPTIONS = (
-    "judge_model",
-    "base_url",
-    "backend",
-    "api_key_env",
-    "seed",
-    "both_orders",
-    "concurrency",
-    "template",
-    "criteria",
-    "timeout",
-    "max_retries",
-    "max_requests",
-    "max_tokens",
-    "retry_failed",
-    "price_in",
-    "price_out",
-)
-
-
 @app.command("eval")
 @settings_options(
     JudgeSettings,
@@ -438,13 +419,6 @@ def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_siz
     return cfg
 
 
-def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
-    """The files a judge run reads (the cache too: an output must not replace it)."""
-    from cheems.annotate.cache import JudgeCache
-
-    return [("--template", cfg.template), ("--criteria", cfg.criteria), ("--cache", JudgeCache(cfg.cache).path)]
-
-
 def warn_unmatched(result, source: str) -> None:
     """One warning for scores that match no response of the bench (they are not used)."""
     if result.unmatched_scores:
@@ -495,6 +469,10 @@ from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives
 
 app.command()(leaderboard)
 
+from cheems.cli.correlate import correlate  # noqa: E402 - the command lives in its own module
+
+app.command()(correlate)
+
 from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
 
 app.add_typer(curate_app, name="curate")
@@ -506,6 +484,10 @@ app.add_typer(annotate_app, name="annotate")
 from cheems.cli.analyze import analyze_app  # noqa: E402 - the sub-app lives in its own module
 
 app.add_typer(analyze_app, name="analyze")
+
+from cheems.cli.winrate import winrate  # noqa: E402 - the command lives in its own module
+
+app.command()(winrate)
 
 
 def main() -> None:
