@@ -35,6 +35,7 @@ from cheems.data.importers import import_file
 from cheems.errors import InputError
 from cheems.evaluate import evaluate, load_bench, score_bench
 from cheems.evaluate.benchmarks import benchmark_report, pair_right
+from cheems.evaluate.leaderboard import read_eval_json
 from cheems.evaluate.metrics import PairOutcome, ShownVerdict
 from cheems.models import load_scorer
 from fault_server import ANSWER, FakeJudgeServer
@@ -281,6 +282,13 @@ def test_cli_import_then_eval_each_metric(tmp_path, monkeypatch, capsys):
     proc = cheems("eval", "--bench", rm, "--model", "length", "--no-cache", "--metric", "rmbench", "--output-json", out)
     got = json.loads(out.read_text(encoding="utf-8"))
     assert got["overall"] == pytest.approx(19 / 36) and got["subsets"]["rm"]["normal"] == pytest.approx(7 / 12)
+    # leaderboard and correlate read it: no prompt has all 9 style pairs right, 27 pairs
+    assert read_eval_json(out)["subsets"]["rm"] == {
+        "accuracy": pytest.approx(19 / 36),
+        "exact_match": 0.0,
+        "n_prompts": 3,
+        "n_pairs": 27,
+    }
     assert "RM-Bench metrics: length" in proc.stdout and "0.528" in proc.stdout and "0.583" in proc.stdout
     assert "detailed_markdown" in proc.stdout  # the style matrix
 
@@ -289,7 +297,8 @@ def test_cli_import_then_eval_each_metric(tmp_path, monkeypatch, capsys):
     proc = cheems(
         "eval", "--bench", jb, "--model", "length", "--no-cache", "--metric", "pairwise", "--output-json", out
     )
-    assert json.loads(out.read_text(encoding="utf-8"))["subsets"]["jb"]["pooled_accuracy"] == 0.75
+    got = json.loads(out.read_text(encoding="utf-8"))["subsets"]["jb"]
+    assert got["pooled_accuracy"] == 0.75 and got["exact_match"] == pytest.approx(2 / 3)  # one pair per prompt
     assert "pairwise metrics" in proc.stdout and "0.667" in proc.stdout and "0.750" in proc.stdout
 
     bon = tmp_path / "bon.jsonl"

@@ -27,7 +27,9 @@ with a tie or an unparsed reply is right; with one order, right iff that verdict
   ``easy`` = mean of the lower-left triangle; a subset's numbers (and matrix) are the means over its
   domains, and its ``accuracy`` = (hard + normal + easy) / 3, upstream's ``total_avg_acc``.
 
-``overall`` = the mean of the subsets' ``accuracy``.
+``overall`` = the mean of the subsets' ``accuracy``. Every subset also has ``exact_match`` (the share of
+prompts with every pair right, mean over main categories: ``bon``'s accuracy) and ``n_pairs``, the keys
+``cheems leaderboard`` and ``cheems correlate`` read from an eval JSON, so these JSONs go there as they are.
 """
 
 from __future__ import annotations
@@ -175,6 +177,10 @@ def benchmark_report(metric: str, bench: dict[str, list[Record]], report: EvalRe
         subsets = {name: subset(outcomes) for name, outcomes in report.outcomes.items()}
     else:
         raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS[1:])}")
+    for name, outcomes in report.outcomes.items():
+        # the keys every eval JSON has, so that cheems leaderboard and cheems correlate read this one too
+        exact = bon_subset(outcomes)["accuracy"]
+        subsets[name] |= {"exact_match": exact, "n_pairs": sum(len(o.pairs) for o in outcomes)}
     return BenchmarkReport(metric, subsets, report.scorer, report.without_pairs, report.judge)
 
 
