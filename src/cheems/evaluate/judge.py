@@ -36,7 +36,7 @@ def judge_bench(bench: dict[str, list[Record]], settings: JudgeSettings, progres
     # Without their comparisons: a bench labelled by this very judge must still be asked, not skipped.
     asked = [r.model_copy(update={"comparisons": []}) for records in ranked.values() for r in records]
     result = judge_records(asked, settings, progress, pairs=ranked_pairs, template=EVAL_TEMPLATE)
-    _require_complete(result, settings)
+    require_complete(result, settings)
     verdicts = _verdicts_by_pair(result, settings.seed)
     outcomes = {
         name: [_prompt_outcome(r, verdicts, settings.both_orders) for r in records]
@@ -49,7 +49,7 @@ def judge_bench(bench: dict[str, list[Record]], settings: JudgeSettings, progres
     return report
 
 
-def _require_complete(result: JudgeResult, settings: JudgeSettings) -> None:
+def require_complete(result: JudgeResult, settings: JudgeSettings) -> None:
     """Stop when a question has no verdict for a reason other than the judge's reply (missing, not wrong)."""
     missing = Counter(f.reason for f in result.failures if f.reason not in FAILURE_REASONS)
     if result.stats.not_attempted:
@@ -74,7 +74,7 @@ def _verdicts_by_pair(result: JudgeResult, seed: int) -> dict[PairKey, list[Show
             first, second = (c.a, c.b) if shown == "ab" else (c.b, c.a)
             label = "C" if c.label == "tie" else ("A" if (c.a if c.label == "a" else c.b) == first else "B")
             found.setdefault((record.id, c.a, c.b), {})[shown] = ShownVerdict(first, label)
-    for f in result.failures:  # only parse failures are left (_require_complete)
+    for f in result.failures:  # only parse failures are left (require_complete)
         found.setdefault((f.prompt_id, f.a, f.b), {})[f.shown] = ShownVerdict(
             f.a if f.shown == "ab" else f.b, None, f.reason
         )
