@@ -150,9 +150,9 @@ class SampleCache:
         with cache_errors(self.path, WHAT, HINT), conn:
             conn.execute(
                 "INSERT OR REPLACE INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (generator, item, gen_model, prompt_id, index, sample.content, sample.prompt_tokens,
-                 sample.completion_tokens, sample.requests, time.time()),
-            )  # fmt: skip
+                (generator, item, gen_model, prompt_id, index, sample.content)
+                + (sample.prompt_tokens, sample.completion_tokens, sample.requests, time.time()),
+            )
 
     def count(self) -> int:
         """How many samples are stored (all models)."""
