@@ -5,7 +5,8 @@ the bench's comparisons (pairs with different ranks) and asked with the evaluati
 (``EVAL_TEMPLATE``: pick A or B) unless the user gives a template. Each pair is shown once in the
 order the seed fixes, or with ``both_orders`` twice. A pair is right only if every verdict names
 the chosen response: a tie (C) is wrong, an unparseable reply is wrong (and counted), and with
-both orders an inconsistent pair is wrong (as in JudgeBench). Accuracy, exact match and overall
+both orders an inconsistent pair is wrong (as in JudgeBench; stricter than it, a right verdict
+beside a tie or a parse failure is wrong too). Accuracy, exact match and overall
 then follow DESIGN.md exactly as for a reward model.
 
 A question with no verdict for another reason (the server failed after all retries, the request
