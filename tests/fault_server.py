@@ -23,6 +23,10 @@ connection (a judge server killed mid-run); ``kill()`` does that at once.
 Every request is counted per question: the key is the sha256 of the messages as the client's
 cache computes it, so tests can check that nothing was asked twice.
 
+A request with a ``seed`` (``cheems generate`` sends one; the judge never does) is a generation
+request: the reply is :func:`fake_sample` of the last user turn and the seed, and the question key
+is :func:`sample_key` (messages and seed), so each sample has its own count and its own fault schedule.
+
 Run alone (for benchmarks): ``python tests/fault_server.py --latency 0.2`` prints the base URL.
 """
 
@@ -62,6 +66,16 @@ def fake_verdict(user_text: str) -> str:
     if len(a) != len(b):
         return "A" if len(a) > len(b) else "B"
     return "C"
+
+
+def sample_key(messages: Any, seed: Any) -> str:
+    """The question key of a generation request: its messages and its seed (each sample is its own question)."""
+    return f"{messages_key(messages)}#{seed}"
+
+
+def fake_sample(user_text: str, seed: Any) -> str:
+    """The fake generator's reply to a generation request: a function of the last user turn and the seed."""
+    return f"回答「{user_text}」#{seed}"
 
 
 def scheduled(user_text: str, attempt: int) -> str:
@@ -200,7 +214,7 @@ class FakeJudgeServer:
                 except (ValueError, KeyError, StopIteration, TypeError):
                     self._json(400, {"error": {"message": "bad request body"}})
                     return
-                key = messages_key(messages)
+                key = messages_key(messages) if "seed" not in body else sample_key(messages, body["seed"])
                 with server.lock:
                     attempt = server.counts[key]
                     server.counts[key] += 1
@@ -274,6 +288,8 @@ class FakeJudgeServer:
                     content = f"收到的请求头：{auth}\n{label}"
                 elif behaviour == "null":
                     content = None
+                elif "seed" in body:  # a generation request (the judge sends no seed)
+                    content = fake_sample(user, body["seed"])
                 else:
                     content = STYLES[int(key[:2], 16) % len(STYLES)].format(label)
                 self._json(

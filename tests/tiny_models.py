@@ -14,6 +14,7 @@ from transformers import (
     BertConfig,
     BertForSequenceClassification,
     Qwen2Config,
+    Qwen2ForCausalLM,
     Qwen2ForSequenceClassification,
 )
 
@@ -22,8 +23,9 @@ from cheems.models import resolve_backbone
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}
 
 
-def build_tiny_qwen2(dir: str | Path, tokenizer_dir: str | Path, seed: int = 0) -> Path:
-    """A random Qwen2ForSequenceClassification (num_labels=1) with the shared Qwen2 tokenizer, saved in ``dir``."""
+def build_tiny_qwen2(dir: str | Path, tokenizer_dir: str | Path, seed: int = 0, *, causal_lm: bool = False) -> Path:
+    """A random Qwen2ForSequenceClassification (num_labels=1) with the shared Qwen2 tokenizer, saved in ``dir``;
+    with ``causal_lm``, a random Qwen2ForCausalLM (its own LM head) for generation."""
     dir = Path(dir)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = Qwen2Config(
@@ -31,12 +33,13 @@ def build_tiny_qwen2(dir: str | Path, tokenizer_dir: str | Path, seed: int = 0) 
         num_attention_heads=4,
         num_key_value_heads=2,
         num_labels=1,
+        tie_word_embeddings=False,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         **TINY,
     )
     torch.manual_seed(seed)
-    Qwen2ForSequenceClassification(config).save_pretrained(dir)
+    (Qwen2ForCausalLM if causal_lm else Qwen2ForSequenceClassification)(config).save_pretrained(dir)
     tokenizer.save_pretrained(dir)
     return dir
 

@@ -4,6 +4,8 @@
 order, asks an OpenAI-compatible endpoint or a local Hugging Face causal LM with a Chinese
 prompt and category-specific criteria, parses the one-letter verdict strictly, caches every
 judgement on disk as it completes, and appends ``source: "judge"`` comparisons to the records.
+``generate_records(records, GenerateSettings(...))`` samples N responses per prompt from the same
+kinds of backend (a candidate pool for best-of-N), cached and resumable in the same way.
 
 Nothing here imports httpx, torch or transformers at import time.
 
@@ -18,6 +20,7 @@ _EXPORTS = {
     "CriteriaMap": "prompt",
     "FAILURE_REASONS": "verdict",
     "FailedPair": "judge",
+    "GenerateSettings": "settings",
     "JudgeCache": "cache",
     "JudgeResult": "judge",
     "JudgeSettings": "settings",
@@ -28,6 +31,7 @@ _EXPORTS = {
     "TEMPLATE_VERSION": "prompt",
     "Verdict": "verdict",
     "build_messages": "prompt",
+    "generate_records": "generate",
     "judge_records": "judge",
     "load_criteria_map": "prompt",
     "parse_verdict": "verdict",

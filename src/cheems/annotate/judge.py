@@ -228,7 +228,7 @@ def judge_records(
             saved = sum(outcomes[item].final for item in new)
             if not saved:
                 raise
-            raise _with_saved_note(e, f"{saved} judgement(s) of this run are saved in {cache.path}") from None
+            raise with_saved_note(e, f"{saved} judgement(s) of this run are saved in {cache.path}") from None
         finally:
             bar.close()
     stats.cost = (stats.prompt_tokens * settings.price_in + stats.completion_tokens * settings.price_out) / 1e6
@@ -265,7 +265,7 @@ def _store(cache: JudgeCache, judge: str, item: str, outcome: Outcome, task: Pai
     )
 
 
-def _with_saved_note(e: InputError, saved_in: str) -> InputError:
+def with_saved_note(e: InputError, saved_in: str) -> InputError:
     """``e`` with a note that the judgements finished before it are not lost."""
     return InputError(
         e.message, path=e.path, line=e.line, field=e.field, hint=f"{e.hint}; {saved_in}" if e.hint else saved_in

@@ -1,4 +1,4 @@
-"""Judge over any OpenAI-compatible chat-completions endpoint: async HTTP, bounded concurrency.
+"""Judge (and generator) over any OpenAI-compatible chat-completions endpoint: async HTTP, bounded concurrency.
 
 ``concurrency`` workers, each with its own ``httpx.AsyncClient`` holding one keep-alive
 connection, take the next question when done with the last, so at most ``concurrency``
@@ -21,16 +21,18 @@ import json
 import random
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from cheems.annotate.settings import JudgeSettings, Outcome, RequestBudget, normalize_base_url
+from cheems.annotate.settings import EndpointSettings, JudgeSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.annotate.verdict import parse_verdict
 from cheems.errors import InputError
 
 Job = tuple[str, list[dict[str, str]]]  # (cache item key, messages)
 OnDone = Callable[[str, Outcome], None]
+J = TypeVar("J")
+Handler = Callable[[Any, Any], Awaitable[None]]  # (httpx client, job) -> handled
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 524, 529}
 FATAL_STATUS = {
@@ -131,10 +133,15 @@ def reply_text(data: Any) -> tuple[str, int, int]:
     return content or "", pt, ct
 
 
-class OpenAIJudge:
-    """A judge behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+class ChatClient:
+    """The transport to an OpenAI-compatible ``/chat/completions`` endpoint: workers, retries, fatal stops.
 
-    def __init__(self, settings: JudgeSettings, budget: RequestBudget) -> None:
+    What is asked and what a reply means is the subclass's: :class:`OpenAIJudge` (verdicts) and
+    :class:`cheems.annotate.generate.OpenAIGenerator` (free text) call :meth:`run_many` with a
+    coroutine that handles one job, using :meth:`complete` for each request.
+    """
+
+    def __init__(self, settings: EndpointSettings, budget: RequestBudget) -> None:
         self.base_url = normalize_base_url(settings.base_url)
         self.api_key = settings.resolve_api_key()
         self.settings = settings
@@ -145,29 +152,29 @@ class OpenAIJudge:
 
     @property
     def identity(self) -> dict[str, Any]:
-        """What makes this judge's verdicts this judge's (part of the cache key); no secrets."""
+        """What makes this model's replies this model's (part of the cache key); no secrets."""
         s = self.settings
         return {
             "backend": "openai",
             "base_url": self.base_url,
-            "model": s.judge_model,
+            "model": s.model_name,
             "temperature": s.temperature,
             "max_tokens": s.max_tokens,
         }
 
-    def judge_many(self, jobs: Iterable[Job], on_done: OnDone) -> None:
-        """Judge every job, calling ``on_done(item, outcome)`` as each finishes (in completion order)."""
+    def run_many(self, jobs: Iterable[J], handle: Handler) -> None:
+        """Run ``handle(client, job)`` for every job, ``concurrency`` at a time (in completion order)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            asyncio.run(self._run(jobs, on_done))
+            asyncio.run(self._run(jobs, handle))
             return
         # Called from inside an event loop (a notebook): run ours in a thread of its own.
         errors: list[BaseException] = []
 
         def target() -> None:
             try:
-                asyncio.run(self._run(jobs, on_done))
+                asyncio.run(self._run(jobs, handle))
             except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                 errors.append(e)
 
@@ -177,7 +184,7 @@ class OpenAIJudge:
         if errors:
             raise errors[0]
 
-    async def _run(self, jobs: Iterable[Job], on_done: OnDone) -> None:
+    async def _run(self, jobs: Iterable[J], handle: Handler) -> None:
         import httpx
 
         k = self.settings.concurrency
@@ -186,17 +193,17 @@ class OpenAIJudge:
             headers["Authorization"] = f"Bearer {self.api_key}"
         timeout = httpx.Timeout(self.settings.timeout)
         ssl_context = httpx.create_ssl_context()  # built once, shared by every worker's client
-        queue: Iterator[Job] = iter(jobs)  # shared by the workers; safe: one thread, no await inside next()
+        queue: Iterator[J] = iter(jobs)  # shared by the workers; safe: one thread, no await inside next()
 
         async def worker() -> None:
             # One client with one keep-alive connection per worker: httpcore scans every connection
             # of a pool on each request, which costs more than the request itself at K = 64.
             limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
             async with httpx.AsyncClient(headers=headers, limits=limits, timeout=timeout, verify=ssl_context) as client:
-                for item, messages in queue:
+                for job in queue:
                     if self.budget.exhausted:
                         return
-                    on_done(item, await self._judge(client, messages))
+                    await handle(client, job)
 
         workers = [asyncio.create_task(worker()) for _ in range(k)]
         try:
@@ -209,24 +216,6 @@ class OpenAIJudge:
             if isinstance(e, _Fatal):
                 raise e.error from None
             raise
-
-    async def _judge(self, client: Any, messages: list[dict[str, str]]) -> Outcome:
-        """Ask until the reply has a verdict (at most ``max_retries`` re-asks)."""
-        s = self.settings
-        outcome = Outcome()
-        for ask in range(s.max_retries + 1):
-            temperature = s.temperature if ask == 0 else max(s.temperature, s.retry_temperature)
-            reply = await self._complete(client, messages, temperature, outcome)
-            if reply is None:  # transport failure or budget: outcome says which; not final
-                return outcome
-            verdict = parse_verdict(reply)
-            outcome.raw = reply  # redacted already; clipped where it is stored
-            outcome.label, outcome.failure = verdict.label, verdict.failure
-            outcome.detail = "" if verdict.ok else f"after {ask + 1} ask(s)"
-            if verdict.ok:
-                break
-        outcome.final = True  # a verdict, or the judge kept answering without one
-        return outcome
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -252,28 +241,38 @@ class OpenAIJudge:
         if self._down_streak < self.settings.max_consecutive_failures:
             return
         last = f"{self._down_streak} requests in a row failed (last: {outcome.detail})"
+        role = self.settings.ROLE
         if self._any_response:
             raise _Fatal(
-                f"the judge at {url} stopped answering: {last}",
+                f"the {role} at {url} stopped answering: {last}",
                 field="base_url",
                 hint="is the server still up? start it again (or fix --base-url) and rerun the same "
-                "command: finished judgements are cached and not asked again",
+                f"command: finished {self.settings.DONE} are cached and not asked again",
             )
         raise _Fatal(
-            f"cannot reach the judge at {url}: {last}",
+            f"cannot reach the {role} at {url}: {last}",
             field="base_url",
             hint="is the server running, and is the URL right?",
         )
 
-    async def _complete(
-        self, client: Any, messages: list[dict[str, str]], temperature: float, outcome: Outcome
+    async def complete(
+        self, client: Any, messages: list[dict[str, str]], outcome: Outcome, temperature: float, **extra: Any
     ) -> str | None:
-        """One chat completion with retries; the reply text, or None with ``outcome`` saying why."""
+        """One chat completion with retries; the reply text, or None with ``outcome`` saying why.
+
+        ``extra`` goes into the request body as it is (e.g. ``seed``).
+        """
         import httpx
 
         s = self.settings
         url = f"{self.base_url}/chat/completions"
-        body = {"model": s.judge_model, "messages": messages, "temperature": temperature, "max_tokens": s.max_tokens}
+        body = {
+            "model": s.model_name,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": s.max_tokens,
+            **extra,
+        }
         for attempt in range(s.max_retries + 1):
             if not self.budget.take():
                 outcome.not_attempted, outcome.failure, outcome.detail = True, "budget", "request budget used up"
@@ -288,7 +287,7 @@ class OpenAIJudge:
                 self._failed(outcome, url, "connection", f"cannot connect: {e}", down=True)
                 if not self._any_response and attempt == s.max_retries:
                     raise _Fatal(
-                        f"cannot reach the judge at {url} ({outcome.detail})",
+                        f"cannot reach the {s.ROLE} at {url} ({outcome.detail})",
                         field="base_url",
                         hint="is the server running, and is the URL right?",
                     ) from None
@@ -300,7 +299,7 @@ class OpenAIJudge:
                 if status in FATAL_STATUS:
                     raise _Fatal(
                         self._redact(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(data)}"),
-                        hint=f"check --base-url, --judge-model and ${s.api_key_env}",
+                        hint=f"check --base-url, {s.model_option} and ${s.api_key_env}",
                     )
                 if status == 200 and data is None:  # not retried: the same question gets the same huge reply
                     self._failed(outcome, url, "too_large", f"reply over {s.max_reply_bytes} bytes, not read")
@@ -317,7 +316,7 @@ class OpenAIJudge:
                 elif status in RETRY_STATUS or status >= 500:
                     self._failed(outcome, url, f"http_{status}", _error_text(data), down=status >= 500)
                     retry_after = retry_after_seconds(headers.get("retry-after"))
-                else:  # e.g. 400 for a prompt longer than the model's context: this pair only, no retry
+                else:  # e.g. 400 for a prompt longer than the model's context: this question only, no retry
                     self._failed(outcome, url, f"http_{status}", _error_text(data))
                     return None
             if attempt < s.max_retries:
@@ -327,3 +326,36 @@ class OpenAIJudge:
 
     def _redact(self, text: str) -> str:
         return redact(text, self.api_key)
+
+
+class OpenAIJudge(ChatClient):
+    """A judge behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    settings: JudgeSettings
+
+    def judge_many(self, jobs: Iterable[Job], on_done: OnDone) -> None:
+        """Judge every job, calling ``on_done(item, outcome)`` as each finishes (in completion order)."""
+
+        async def handle(client: Any, job: Job) -> None:
+            item, messages = job
+            on_done(item, await self._judge(client, messages))
+
+        self.run_many(jobs, handle)
+
+    async def _judge(self, client: Any, messages: list[dict[str, str]]) -> Outcome:
+        """Ask until the reply has a verdict (at most ``max_retries`` re-asks)."""
+        s = self.settings
+        outcome = Outcome()
+        for ask in range(s.max_retries + 1):
+            temperature = s.temperature if ask == 0 else max(s.temperature, s.retry_temperature)
+            reply = await self.complete(client, messages, outcome, temperature)
+            if reply is None:  # transport failure or budget: outcome says which; not final
+                return outcome
+            verdict = parse_verdict(reply)
+            outcome.raw = reply  # redacted already; clipped where it is stored
+            outcome.label, outcome.failure = verdict.label, verdict.failure
+            outcome.detail = "" if verdict.ok else f"after {ask + 1} ask(s)"
+            if verdict.ok:
+                break
+        outcome.final = True  # a verdict, or the judge kept answering without one
+        return outcome

@@ -28,6 +28,34 @@ def failures_path(output: Path) -> Path:
     )
 
 
+# The judge options of the commands that ask a judge for a number (eval --judge-model, winrate).
+JUDGE_OPTIONS = (
+    "judge_model",
+    "base_url",
+    "backend",
+    "api_key_env",
+    "seed",
+    "both_orders",
+    "concurrency",
+    "template",
+    "criteria",
+    "timeout",
+    "max_retries",
+    "max_requests",
+    "max_tokens",
+    "retry_failed",
+    "price_in",
+    "price_out",
+)
+
+
+def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
+    """The files a judge run reads (the cache too: an output must not replace it)."""
+    from cheems.annotate.cache import JudgeCache
+
+    return [("--template", cfg.template), ("--criteria", cfg.criteria), ("--cache", JudgeCache(cfg.cache).path)]
+
+
 @settings_options(
     JudgeSettings,
     "output",

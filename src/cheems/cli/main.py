@@ -11,6 +11,7 @@ from rich.text import Text
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
+from cheems.cli.judge import JUDGE_OPTIONS, judge_inputs
 from cheems.cli.options import finite, from_options, settings_options
 from cheems.cli.scoring import (
     BatchOpt,
@@ -104,14 +105,16 @@ def import_(
     args: Annotated[
         list[str],
         typer.Argument(
-            metavar="[FORMAT] IN", help="FORMAT is pairwise, ranked, ratings or official (guessed when left out)."
+            metavar="[FORMAT] IN",
+            help="FORMAT is pairwise, ranked, ratings or official (guessed when left out), or a benchmark's files: "
+            "rmbench, rmb (a file or a folder), rewardbench2, judgebench.",
         ),
     ],
     output: Output,
     skip_invalid: SkipInvalid = False,
     lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
 ) -> None:
-    """Convert pairwise, ranked, rating or official files to canonical records."""
+    """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
     from cheems.data.importers import FORMATS, import_file
     from cheems.data.io import write_records
     from cheems.data.outputs import claim_outputs
@@ -224,26 +227,6 @@ def score(
     console.print(f"wrote {n} scores to {output}")
 
 
-JUDGE_OPTIONS = (
-    "judge_model",
-    "base_url",
-    "backend",
-    "api_key_env",
-    "seed",
-    "both_orders",
-    "concurrency",
-    "template",
-    "criteria",
-    "timeout",
-    "max_retries",
-    "max_requests",
-    "max_tokens",
-    "retry_failed",
-    "price_in",
-    "price_out",
-)
-
-
 @app.command("eval")
 @settings_options(
     JudgeSettings,
@@ -251,6 +234,7 @@ JUDGE_OPTIONS = (
     "scores",
     "model",
     *JUDGE_OPTIONS,
+    "metric",
     "output_json",
     "report",
     "details",
@@ -271,6 +255,14 @@ def eval_(
         Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
     ] = None,
     model: ModelOpt = None,
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            help="cheems (CheemsBench: accuracy and exact match), rmbench (RM-Bench hard/normal/easy), bon (a prompt "
+            "is right iff its best response beats every other) or pairwise (share of pairs right).",
+        ),
+    ] = "cheems",
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
     ] = None,
@@ -278,7 +270,12 @@ def eval_(
         Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")
     ] = None,
     resamples: Annotated[
-        int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the prompts for the intervals; 0: none.")
+        int,
+        typer.Option(
+            "--resamples",
+            min=0,
+            help="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none.",
+        ),
     ] = 1000,
     bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
     report: Annotated[
@@ -313,6 +310,7 @@ def eval_(
             "cheems eval needs --bench and exactly one of --scores, --model or --judge-model",
             hint="e.g. cheems eval --bench open.jsonl --model length",
         )
+    check_metric(metric, report)
     if judge:
         judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
         inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
@@ -337,16 +335,46 @@ def eval_(
             values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
         result = evaluate(records, values, source)
         warn_unmatched(result, source)
-    if resamples:
-        add_intervals(result, resamples, bootstrap_seed)
-    print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
+    if metric != "cheems":
+        data = other_metric(metric, records, result)
+    else:
+        if resamples:
+            add_intervals(result, resamples, bootstrap_seed)
+        print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
+        data = result.to_dict()
     with together():
         if output_json:
-            write_json(output_json, result.to_dict())
+            write_json(output_json, data)
         if report:
             write_report(result, report, title=result.scorer)
         if details:
             write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+
+
+def check_metric(metric: str, report: Path | None) -> None:
+    """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
+    from cheems.evaluate.benchmarks import METRICS
+
+    if metric not in METRICS:
+        raise InputError(f"unknown metric {metric!r}", path="--metric", hint=f"use one of {', '.join(METRICS)}")
+    if metric != "cheems" and report is not None:
+        raise InputError(
+            f"--report writes the CheemsBench report; --metric {metric} has none",
+            path="--report",
+            hint="leave out --report (use --output-json), or --metric",
+        )
+
+
+def other_metric(metric: str, records: dict, result) -> dict:
+    """Print another benchmark's metric of the judged pairs (and a judge's verdict statistics); returns its JSON."""
+    from cheems.evaluate.benchmarks import benchmark_report, print_benchmark
+    from cheems.evaluate.report import judge_lines
+
+    other = benchmark_report(metric, records, result)
+    print_benchmark(other, console)
+    for line in judge_lines(result):
+        console.print(line, soft_wrap=True, highlight=False)
+    return other.to_dict()
 
 
 def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_size: int, device: str | None):
@@ -363,13 +391,6 @@ def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_siz
     if cfg.backend == "openai":
         cfg.resolve_api_key()  # a missing key is a user error before any file is read
     return cfg
-
-
-def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
-    """The files a judge run reads (the cache too: an output must not replace it)."""
-    from cheems.annotate.cache import JudgeCache
-
-    return [("--template", cfg.template), ("--criteria", cfg.criteria), ("--cache", JudgeCache(cfg.cache).path)]
 
 
 def warn_unmatched(result, source: str) -> None:
@@ -422,9 +443,17 @@ from cheems.cli.compare import compare  # noqa: E402 - the command lives in its 
 
 app.command()(compare)
 
+from cheems.cli.generate import generate  # noqa: E402 - the command lives in its own module
+
+app.command()(generate)
+
 from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
 
 app.command()(leaderboard)
+
+from cheems.cli.correlate import correlate  # noqa: E402 - the command lives in its own module
+
+app.command()(correlate)
 
 from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
 
@@ -437,6 +466,10 @@ app.add_typer(annotate_app, name="annotate")
 from cheems.cli.analyze import analyze_app  # noqa: E402 - the sub-app lives in its own module
 
 app.add_typer(analyze_app, name="analyze")
+
+from cheems.cli.winrate import winrate  # noqa: E402 - the command lives in its own module
+
+app.command()(winrate)
 
 
 def main() -> None:

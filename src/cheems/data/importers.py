@@ -1,6 +1,6 @@
 """Importers: the preference formats people actually have -> canonical ``Record``s.
 
-Four formats (``FORMATS``):
+Four preference formats, and four benchmark layouts (``FORMATS``):
 
 - ``pairwise``: one chosen/rejected pair per row (TRL, LLaMA-Factory alpaca/ShareGPT, DPO, JADE CSV);
   rows with the same prompt are grouped into one record with one comparison per row.
@@ -9,6 +9,8 @@ Four formats (``FORMATS``):
 - ``ratings``: responses with numeric scores -> dense ranks (ties kept).
 - ``official``: CheemsBench / CheemsPreference release files and canonical records
   (``cheems.data.io.read_records``).
+- ``rmbench``, ``rmb``, ``rewardbench2``, ``judgebench``: those benchmarks' public files
+  (``cheems.data.bench_importers``; never guessed, always named).
 
 Every problem is an ``InputError`` naming file, line and field; with ``skip_invalid`` the bad
 row goes to ``ReadResult.skipped`` and the import goes on.
@@ -29,7 +31,8 @@ from cheems.data.io import ReadResult, load_rows, read_records, validation_error
 from cheems.data.schema import Record, dense_ranks
 from cheems.errors import InputError
 
-FORMATS = ("pairwise", "ranked", "ratings", "official")
+BENCHMARK_FORMATS = ("rmbench", "rmb", "rewardbench2", "judgebench")
+FORMATS = ("pairwise", "ranked", "ratings", "official", *BENCHMARK_FORMATS)
 
 Prompt = str | list[dict[str, str]]  # a plain prompt or a chat list of {role, content}
 
@@ -487,6 +490,11 @@ def import_file(
         raise InputError(f"unknown format {fmt!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
     if fmt == "official":
         return read_records(path, skip_invalid=skip_invalid)
+    if fmt in BENCHMARK_FORMATS:
+        # imported here: that module builds on this one's row helpers
+        from cheems.data.bench_importers import import_benchmark
+
+        return import_benchmark(path, fmt, skip_invalid)
     result = ReadResult()
     rows = load_rows(path, skip_invalid, result.skipped)
     if fmt is None:

@@ -66,6 +66,13 @@ def prompt_id(prompt: str | list[dict[str, Any]]) -> str:
     return "p-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
+def prompt_messages(prompt: str | list[Message] | list[dict[str, str]]) -> list[dict[str, str]]:
+    """The prompt as a chat list of ``{"role", "content"}`` dicts (a plain string is one user turn)."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return [m if isinstance(m, dict) else {"role": m.role, "content": m.content} for m in prompt]
+
+
 class Record(BaseModel):
     """One prompt with its responses, comparisons and (optional) resolved ranks."""
 

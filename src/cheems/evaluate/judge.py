@@ -5,7 +5,8 @@ the bench's comparisons (pairs with different ranks) and asked with the evaluati
 (``EVAL_TEMPLATE``: pick A or B) unless the user gives a template. Each pair is shown once in the
 order the seed fixes, or with ``both_orders`` twice. A pair is right only if every verdict names
 the chosen response: a tie (C) is wrong, an unparseable reply is wrong (and counted), and with
-both orders an inconsistent pair is wrong (as in JudgeBench). Accuracy, exact match and overall
+both orders an inconsistent pair is wrong (as in JudgeBench; stricter than it, a right verdict
+beside a tie or a parse failure is wrong too). Accuracy, exact match and overall
 then follow DESIGN.md exactly as for a reward model.
 
 A question with no verdict for another reason (the server failed after all retries, the request
@@ -36,7 +37,7 @@ def judge_bench(bench: dict[str, list[Record]], settings: JudgeSettings, progres
     # Without their comparisons: a bench labelled by this very judge must still be asked, not skipped.
     asked = [r.model_copy(update={"comparisons": []}) for records in ranked.values() for r in records]
     result = judge_records(asked, settings, progress, pairs=ranked_pairs, template=EVAL_TEMPLATE)
-    _require_complete(result, settings)
+    require_complete(result, settings)
     verdicts = _verdicts_by_pair(result, settings.seed)
     outcomes = {
         name: [_prompt_outcome(r, verdicts, settings.both_orders) for r in records]
@@ -49,7 +50,7 @@ def judge_bench(bench: dict[str, list[Record]], settings: JudgeSettings, progres
     return report
 
 
-def _require_complete(result: JudgeResult, settings: JudgeSettings) -> None:
+def require_complete(result: JudgeResult, settings: JudgeSettings) -> None:
     """Stop when a question has no verdict for a reason other than the judge's reply (missing, not wrong)."""
     missing = Counter(f.reason for f in result.failures if f.reason not in FAILURE_REASONS)
     if result.stats.not_attempted:
@@ -74,7 +75,7 @@ def _verdicts_by_pair(result: JudgeResult, seed: int) -> dict[PairKey, list[Show
             first, second = (c.a, c.b) if shown == "ab" else (c.b, c.a)
             label = "C" if c.label == "tie" else ("A" if (c.a if c.label == "a" else c.b) == first else "B")
             found.setdefault((record.id, c.a, c.b), {})[shown] = ShownVerdict(first, label)
-    for f in result.failures:  # only parse failures are left (_require_complete)
+    for f in result.failures:  # only parse failures are left (require_complete)
         found.setdefault((f.prompt_id, f.a, f.b), {})[f.shown] = ShownVerdict(
             f.a if f.shown == "ab" else f.b, None, f.reason
         )

@@ -75,13 +75,16 @@ def new_figure(width: float = 6.4, height: float = 4.0) -> tuple[Any, Any]:
     return fig, ax
 
 
-def new_panels(n: int, width: float = 3.6, height: float = 3.4, per_row: int = 4) -> tuple[Any, list[Any]]:
-    """A figure with ``n`` axes side by side (rows of at most ``per_row``), sharing the y axis, in the
-    report's style: one panel per group, each ``width`` x ``height`` inches. Unused cells are hidden."""
+def new_panels(
+    n: int, width: float = 3.6, height: float = 3.4, per_row: int = 4, sharey: bool = True
+) -> tuple[Any, list[Any]]:
+    """A figure with ``n`` axes side by side (rows of at most ``per_row``), sharing the y axis unless not
+    ``sharey``, in the report's style: one panel per group, each ``width`` x ``height`` inches. Unused cells
+    are hidden."""
     plt = _pyplot()
     cols, rows = min(n, per_row), -(-n // per_row)
     fig, grid = plt.subplots(
-        rows, cols, figsize=(width * cols, height * rows), dpi=110, layout="constrained", sharey=True, squeeze=False
+        rows, cols, figsize=(width * cols, height * rows), dpi=110, layout="constrained", sharey=sharey, squeeze=False
     )
     axes = list(grid.flat)
     for ax in axes[n:]:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
-from cheems.data.schema import Message
+from cheems.data.schema import Message, prompt_messages
 from cheems.runtime import content_hash
 
 Prompt = str | list[Message]
@@ -35,13 +35,6 @@ class Scorer(Protocol):
     def score(self, items: Sequence[ScoreItem]) -> list[float]:
         """One score per item, in the order given."""
         ...
-
-
-def prompt_messages(prompt: Prompt | list[dict[str, str]]) -> list[dict[str, str]]:
-    """The prompt as a chat list of ``{"role", "content"}`` dicts (a plain string is one user turn)."""
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    return [m if isinstance(m, dict) else {"role": m.role, "content": m.content} for m in prompt]
 
 
 def prompt_text(prompt: Prompt | list[dict[str, str]]) -> str:

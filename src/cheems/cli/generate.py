@@ -1,0 +1,131 @@
+"""``cheems generate``: N sampled responses per prompt (a candidate pool), from an endpoint or a local model.
+
+Registered in :mod:`cheems.cli.main` as ``app.command()(generate)``. Exit 0 when the run finished,
+even with failed samples (listed in ``OUT.failures.jsonl``) or a spent request budget (a rerun
+resumes from the cache); exit 2 for user errors; 130 / 143 when interrupted, with the outputs
+unchanged and the finished samples in the cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cheems.annotate.settings import GenerateSettings
+from cheems.cli.judge import failures_path
+from cheems.cli.options import from_options, settings_options
+from cheems.errors import InputError
+
+
+@settings_options(
+    GenerateSettings,
+    "n",
+    "output",
+    "base_url",
+    "gen_model",
+    "backend",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "concurrency",
+    "cache",
+    "timeout",
+    "max_retries",
+    "max_requests",
+    "max_consecutive_failures",
+    "batch_size",
+    "device",
+    "stats_json",
+    "no_progress",
+    show_defaults=True,
+)
+def generate(
+    *,
+    source: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PROMPTS", help="Prompt records (JSONL/JSON; 'responses' may be missing, or kept when given)."
+        ),
+    ],
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Output JSONL: the records with the samples appended as responses."),
+    ] = None,
+    stats_json: Annotated[
+        Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    settings: dict[str, Any],
+) -> None:
+    """Sample N responses per prompt from a chat model (OpenAI-compatible endpoint or local) into a pool."""
+    from cheems.annotate.generate import SampleCache, generate_records, read_prompts
+    from cheems.data.io import write_json, write_jsonl, write_records
+    from cheems.data.outputs import claim_outputs, together
+
+    if output is None:
+        raise InputError("cheems generate needs an output file", field="output", hint="add -o pool.jsonl")
+    if not settings.get("gen_model"):
+        raise InputError(
+            "cheems generate needs --gen-model",
+            field="gen_model",
+            hint="the model name the endpoint serves, or with --backend hf a model folder",
+        )
+    cfg = from_options(GenerateSettings, settings)
+    if cfg.backend == "openai":
+        cfg.resolve_api_key()  # a missing key is a user error before any file is read
+    side = failures_path(output)
+    cache_path = SampleCache(cfg.cache).path
+    claim_outputs(
+        inputs=[("PROMPTS", source), ("--cache", cache_path)],
+        files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
+        note=f"finished samples are in {cache_path}; rerun the same command to resume",
+    )
+    result = generate_records(read_prompts(source), cfg, progress=not no_progress)
+    with together():
+        write_records(output, result.records)
+        if result.failures:
+            write_jsonl(side, (f.to_dict() for f in result.failures))
+        if stats_json:
+            write_json(stats_json, result.stats.to_dict())
+    if not result.failures and side.exists():
+        side.unlink()  # a stale list from an earlier run would mislead
+    print_summary(result.stats, output, side if result.failures else None)
+
+
+def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
+    """The run as a table (stdout), then what to do about failures or a spent budget."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from cheems.annotate import reason_text
+
+    console = Console()
+    table = Table(title=f"generate: {stats.gen_model}", show_header=False)
+    table.add_column("what")
+    table.add_column("n", justify="right")
+    table.add_row("prompts", str(stats.prompts))
+    table.add_row("samples (prompt × n)", str(stats.samples))
+    table.add_row("generated now", str(stats.generated))
+    table.add_row("from cache", str(stats.cached))
+    table.add_row("failed", str(stats.failed_total))
+    for reason, n in sorted(stats.failed.items()):
+        table.add_row(f"  {reason}: {reason_text(reason)}", str(n))
+    table.add_row("not attempted (budget)", str(stats.not_attempted))
+    table.add_row("requests sent", str(stats.requests))
+    table.add_row("tokens in / out", f"{stats.prompt_tokens} / {stats.completion_tokens}")
+    console.print(table)
+    console.print(f"wrote {output}")
+    if stats.prompts_left_out:
+        console.print(f"[yellow]{stats.prompts_left_out} prompt(s) left out[/]: no response at all (rerun to resume)")
+    if failures is not None:
+        console.print(
+            f"[yellow]{stats.failed_total} sample(s) failed[/], listed in {failures} (rerun to ask them again)"
+        )
+    if stats.budget_exhausted:
+        console.print(
+            f"[yellow]request budget reached[/]: {stats.not_attempted} sample(s) not asked; "
+            "rerun the same command to resume (cached samples are reused)"
+        )
