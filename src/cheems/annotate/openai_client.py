@@ -32,6 +32,7 @@ from cheems.errors import InputError
 Job = tuple[str, list[dict[str, str]]]  # (cache item key, messages)
 OnDone = Callable[[str, Outcome], None]
 J = TypeVar("J")
+R = TypeVar("R")
 Handler = Callable[[Any, Any], Awaitable[None]]  # (httpx client, job) -> handled
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 521, 522, 524, 529}
@@ -262,10 +263,7 @@ class ChatClient:
 
         ``extra`` goes into the request body as it is (e.g. ``seed``).
         """
-        import httpx
-
         s = self.settings
-        url = f"{self.base_url}/chat/completions"
         body = {
             "model": s.model_name,
             "messages": messages,
@@ -273,6 +271,25 @@ class ChatClient:
             "max_tokens": s.max_tokens,
             **extra,
         }
+        reply = await self.post_json(client, f"{self.base_url}/chat/completions", body, outcome, reply_text)
+        if reply is None:
+            return None
+        text, pt, ct = reply
+        outcome.prompt_tokens += pt
+        outcome.completion_tokens += ct
+        return self._redact(text)
+
+    async def post_json(
+        self, client: Any, url: str, body: dict[str, Any], outcome: Outcome, parse: Callable[[Any], R]
+    ) -> R | None:
+        """POST ``body`` to ``url`` with retries; ``parse`` of the JSON reply, or None with ``outcome`` saying why.
+
+        ``parse`` raises ValueError for a reply it cannot use (retried like malformed JSON). Fatal
+        statuses and a server that stays down stop the run (see the module docstring).
+        """
+        import httpx
+
+        s = self.settings
         for attempt in range(s.max_retries + 1):
             if not self.budget.take():
                 outcome.not_attempted, outcome.failure, outcome.detail = True, "budget", "request budget used up"
@@ -306,13 +323,9 @@ class ChatClient:
                     return None
                 if status == 200:
                     try:
-                        text, pt, ct = reply_text(json.loads(data))
+                        return parse(json.loads(data))
                     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                         self._failed(outcome, url, "malformed", f"malformed reply: {str(e)[:120]}")
-                    else:
-                        outcome.prompt_tokens += pt
-                        outcome.completion_tokens += ct
-                        return self._redact(text)
                 elif status in RETRY_STATUS or status >= 500:
                     self._failed(outcome, url, f"http_{status}", _error_text(data), down=status >= 500)
                     retry_after = retry_after_seconds(headers.get("retry-after"))

@@ -17,8 +17,8 @@ ModelOpt = Annotated[
         "--model",
         "-m",
         help=(
-            "'length', 'similarity:MODEL', or a Hugging Face reward model (hub id or folder); "
-            "'m3e-small' = the packaged backbone."
+            "'length', 'similarity:MODEL', 'vllm:URL#MODEL' or 'openrlhf:URL' (an RM server), or a Hugging Face "
+            "reward model (hub id or folder); 'm3e-small' = the packaged backbone."
         ),
     ),
 ]

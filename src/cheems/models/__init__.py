@@ -1,5 +1,5 @@
-"""Scorers behind one protocol (length baseline, embedding similarity, Hugging Face reward models),
-batched scoring of records with an on-disk score cache.
+"""Scorers behind one protocol (length baseline, embedding similarity, Hugging Face reward models,
+reward model servers: vLLM and OpenRLHF), batched scoring of records with an on-disk score cache.
 
 Importing this package does not import torch; model scorers import it when they first score.
 """

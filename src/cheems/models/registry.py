@@ -1,4 +1,4 @@
-"""``load_scorer``: one spec string -> a scorer (length, similarity, or a Hugging Face RM)."""
+"""``load_scorer``: one spec string -> a scorer (length, similarity, an RM server, or a Hugging Face RM)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from cheems.models.base import Scorer
 from cheems.models.length import LengthScorer
 
 DTYPES = ("auto", "bf16", "fp16", "fp32")
-_SPEC_HINT = "use 'length', 'similarity:MODEL', 'm3e-small', a model folder or a hub id"
+_SPEC_HINT = (
+    "use 'length', 'similarity:MODEL', 'vllm:URL#MODEL', 'openrlhf:URL', 'm3e-small', a model folder or a hub id"
+)
 
 
 def load_scorer(
@@ -18,6 +20,8 @@ def load_scorer(
 
     - ``length``: characters of the response (the length baseline);
     - ``similarity:MODEL``: cosine similarity of prompt and response embeddings (zero-shot);
+    - ``vllm:URL#MODEL`` / ``openrlhf:URL``: a reward model behind a vLLM or OpenRLHF ``serve_rm``
+      server (:mod:`cheems.models.server`; ``batch_size`` = texts per OpenRLHF request);
     - anything else: an ``AutoModelForSequenceClassification`` reward model (hub id, ``id@revision``
       or local folder; ``m3e-small`` = the packaged Chinese backbone, with a random head).
 
@@ -36,6 +40,10 @@ def load_scorer(
         raise InputError(f"unknown dtype '{dtype}'", hint=f"use one of {', '.join(DTYPES)}")
     if spec == "length":
         return LengthScorer()
+    if spec.startswith(("vllm:", "openrlhf:")):
+        from cheems.models.server import server_scorer  # lazy: httpx only for server scorers
+
+        return server_scorer(spec, batch_size)
     if spec == "similarity" or spec.startswith("similarity:"):
         model = spec.partition(":")[2].strip()
         if not model:
