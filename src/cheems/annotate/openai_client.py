@@ -139,7 +139,8 @@ class ChatClient:
 
     What is asked and what a reply means is the subclass's: :class:`OpenAIJudge` (verdicts) and
     :class:`cheems.annotate.generate.OpenAIGenerator` (free text) call :meth:`run_many` with a
-    coroutine that handles one job, using :meth:`complete` for each request.
+    coroutine that handles one job, using :meth:`complete` for each request; the reward model server
+    scorers (:mod:`cheems.models.server`) use :meth:`post_json`, the same retries for any JSON endpoint.
     """
 
     def __init__(self, settings: EndpointSettings, budget: RequestBudget) -> None:
