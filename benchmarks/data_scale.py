@@ -1,0 +1,168 @@
+"""Wall time and peak memory of each data step on one record file, for one or more ``cheems`` commands.
+
+Runs, as subprocesses, on the file given (e.g. from ``benchmarks/synth_preference.py``):
+``validate``, ``resolve``, ``split``, ``curate filter``, ``curate debias``, ``score --model length``
+(on the resolved file, no cache) and ``eval --scores`` (that scores file against the resolved file).
+Each ``--cheems LABEL=COMMAND`` is run through every step in turn (default: ``before=`` this
+Python with ``-m cheems``), so an in-memory and a streaming implementation are measured side by side
+in one run, e.g. ``--cheems "before=/work/main/.venv/bin/python -m cheems"
+--cheems "after=env PYTHONPATH=/work/wt-stream/src /work/main/.venv/bin/python -m cheems"``.
+
+Per step: wall seconds; ``max_rss`` = the kernel's peak resident set of the step's process
+(``os.wait4`` rusage, exact, but for a process pool it is the largest single process, not the sum);
+``tree_rss`` = the peak of the summed RSS of the process and all its descendants, sampled every
+``--interval`` seconds (what a pool of workers really holds; a short spike between samples can be
+missed); and the SHA-256 of every output, compared with the first label's (byte-identical or not).
+Children run with ``PYTHONHASHSEED=0`` (see ``run_label``) and their output folder as working directory.
+Prints a markdown table and writes everything as JSON.
+
+    python benchmarks/data_scale.py FILE.jsonl [--cheems LABEL=COMMAND ...] [--json out.json] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+STEPS: list[tuple[str, list[str], list[str]]] = [
+    # (name, arguments, output files to hash); "{in}" is the data file, outputs are relative to the label's folder
+    ("validate", ["validate", "{in}"], []),
+    ("resolve", ["resolve", "{in}", "-o", "resolved.jsonl", "--stats-json", "resolve.json"], ["resolved.jsonl"]),
+    ("split", ["split", "{in}", "--train", "train.jsonl", "--test", "test.jsonl"], ["train.jsonl", "test.jsonl"]),
+    ("curate filter", ["curate", "filter", "{in}", "-o", "filtered.jsonl", "--report-json", "filter.json"],
+     ["filtered.jsonl", "filter.json"]),
+    ("curate debias", ["curate", "debias", "{in}", "-o", "debiased.jsonl", "--report-json", "debias.json"],
+     ["debiased.jsonl", "debias.json"]),
+    ("score --model length", ["score", "--model", "length", "--bench", "resolved.jsonl", "-o", "scores.jsonl",
+                              "--no-cache"], ["scores.jsonl"]),
+    ("eval --scores", ["eval", "--bench", "resolved.jsonl", "--scores", "scores.jsonl", "--output-json", "eval.json"],
+     ["eval.json"]),
+]  # fmt: skip
+
+
+def tree_rss(pid: int) -> int:
+    """Summed resident bytes of ``pid`` and all its descendants (0 once it is gone)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            total += next(int(x.split()[1]) * 1024 for x in status.splitlines() if x.startswith("VmRSS:"))
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, StopIteration, ValueError):
+            continue  # exited between listing and reading, or a zombie without VmRSS
+    return total
+
+
+def run_step(command: list[str], cwd: Path, log: Path, env: dict[str, str], interval: float) -> dict:
+    """Run ``command`` to completion; its wall time, kernel max RSS, sampled tree RSS peak and exit code."""
+    start = time.perf_counter()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(interval):
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, status, usage = os.wait4(proc.pid, 0)  # rusage of this child alone (RUSAGE_CHILDREN accumulates)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    sampler.join()
+    return {"seconds": round(wall, 2), "max_rss": usage.ru_maxrss * 1024, "tree_rss": peak[0], "rc": proc.returncode}
+
+
+def sha256(path: Path) -> str | None:
+    """Hex SHA-256 of a file, streamed; None when it was not written."""
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run_label(label: str, cheems: list[str], data: Path, workdir: Path, interval: float) -> list[dict]:
+    """Every step with one ``cheems`` command, outputs under ``workdir/label``."""
+    out = workdir / label
+    out.mkdir(parents=True, exist_ok=True)
+    # Each label runs in its own folder with relative output names, so outputs that echo their
+    # inputs' paths (eval's JSON names the scores file) compare equal across labels. A fixed hash
+    # seed: `resolve` writes `rank` in set order, which otherwise changes from run to run.
+    pythonpath = os.pathsep.join(
+        str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    )
+    env = {**os.environ, "CHEEMS_CACHE_DIR": str(out / "cache"), "PYTHONHASHSEED": "0", "PYTHONPATH": pythonpath}
+    rows = []
+    for name, args, outputs in STEPS:
+        argv = cheems + [a.replace("{in}", str(data)) for a in args]
+        row = {"label": label, "step": name, "command": shlex.join(argv)}
+        row.update(run_step(argv, out, out / f"{name.split()[0]}-{len(rows)}.log", env, interval))
+        row["outputs"] = {f: sha256(out / f) for f in outputs}
+        print(f"{label:>8} {name:<22} {row['seconds']:>8.1f} s {row['max_rss'] / 2**20:>8.0f} MiB rc={row['rc']}")
+        rows.append(row)
+        if row["rc"]:
+            print((out / f"{name.split()[0]}-{len(rows) - 1}.log").read_text()[-2000:], file=sys.stderr)
+    return rows
+
+
+def table(rows: list[dict], size: int) -> str:
+    """Markdown: one line per step and label, with RSS per file size and whether outputs match the first label."""
+    first = {r["step"]: r["outputs"] for r in rows if r["label"] == rows[0]["label"]}
+    lines = [
+        "| step | label | wall s | peak RSS MiB | tree RSS MiB | peak RSS / file | outputs = first label |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(rows, key=lambda r: [s[0] for s in STEPS].index(r["step"])):
+        same = "n/a" if not r["outputs"] else ("yes" if r["outputs"] == first[r["step"]] else "**no**")
+        same = same if r["rc"] == 0 else f"failed (rc {r['rc']})"
+        lines.append(
+            f"| {r['step']} | {r['label']} | {r['seconds']:.1f} | {r['max_rss'] / 2**20:,.0f} | "
+            f"{r['tree_rss'] / 2**20:,.0f} | {r['max_rss'] / size:.2f}x | {same} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", type=Path, help="record file (e.g. from synth_preference.py)")
+    parser.add_argument(
+        "--cheems",
+        action="append",
+        metavar="LABEL=COMMAND",
+        help=f"a cheems command to measure (repeatable); default: before={sys.executable} -m cheems",
+    )
+    parser.add_argument("--json", type=Path, help="write every measurement here")
+    parser.add_argument("--workdir", type=Path, help="where outputs go (default: a new temporary folder)")
+    parser.add_argument("--interval", type=float, default=0.05, help="seconds between tree RSS samples")
+    args = parser.parse_args()
+    specs = args.cheems or [f"before={shlex.join([sys.executable, '-m', 'cheems'])}"]
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cheems-scale-"))
+    size = args.data.stat().st_size
+    rows = []
+    for spec in specs:
+        label, _, command = spec.partition("=")
+        rows += run_label(label, shlex.split(command), args.data.resolve(), workdir, args.interval)
+    print(f"\n{args.data} ({size / 1e6:,.0f} MB), outputs in {workdir}, {os.cpu_count()} cores\n")
+    print(table(rows, size))
+    if args.json:
+        args.json.write_text(json.dumps({"data": str(args.data), "bytes": size, "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
