@@ -138,3 +138,38 @@ def test_consistent_comparisons_never_conflict(order):
     res = resolve_record(record(5, comps))
     assert res.conflicts == 0
     assert [res.rank[r] for r in order] == [1, 2, 3, 4, 5]
+
+
+def test_resolved_file_is_the_same_bytes_whatever_the_hash_seed(tmp_path):
+    """A cycle's members come out of a set; the written ranks must not follow the hash seed's order."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rows = [
+        {
+            "id": f"p{k}",
+            "input": "问题",
+            "responses": [{"id": f"r{i}", "content": f"回答{i}"} for i in range(6)],
+            # a 6-cycle plus a tie: all six responses merge into one layer
+            "comparisons": [{"a": f"r{i}", "b": f"r{(i + 1) % 6}", "label": "a"} for i in range(6)],
+        }
+        for k in range(5)
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    outputs = []
+    for seed in ("1", "2", "3"):
+        out = tmp_path / f"out{seed}.jsonl"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run(
+            [sys.executable, "-m", "cheems", "resolve", str(src), "-o", str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert list(json.loads(outputs[0].splitlines()[0])["rank"]) == [f"r{i}" for i in range(6)]

@@ -67,7 +67,9 @@ def resolve_record(record: Record) -> Resolution:
     Responses that no comparison mentions land in the top layer, as in the paper; they are
     listed in ``unmentioned`` so callers can warn.
     """
-    rank = layered_ranks(preference_graph(record))
+    layers = layered_ranks(preference_graph(record))
+    # in response order: a cycle's members come out of a set, whose order changes with PYTHONHASHSEED
+    rank = {r.id: layers[r.id] for r in record.responses if r.id in layers}
     mentioned = {c.a for c in record.comparisons} | {c.b for c in record.comparisons}
     conflicts = sum(not agrees(c, rank) for c in record.comparisons)
     unmentioned = [r.id for r in record.responses if r.id not in mentioned]
