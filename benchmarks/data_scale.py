@@ -13,7 +13,8 @@ Per step: wall seconds; ``max_rss`` = the kernel's peak resident set of the step
 ``tree_rss`` = the peak of the summed RSS of the process and all its descendants, sampled every
 ``--interval`` seconds (what a pool of workers really holds; a short spike between samples can be
 missed); and the SHA-256 of every output, compared with the first label's (byte-identical or not).
-Children run with ``PYTHONHASHSEED=0`` (see ``run_label``) and their output folder as working directory.
+Children run with ``PYTHONHASHSEED=0`` (see ``run_label``; a guard: set order must never reach an output) and their
+output folder as working directory.
 Prints a markdown table and writes everything as JSON.
 
     python benchmarks/data_scale.py FILE.jsonl [--cheems LABEL=COMMAND ...] [--json out.json] [--workdir DIR]
