@@ -14,8 +14,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cheems.annotate.settings import GenerateSettings
-from cheems.cli.judge import failures_path
-from cheems.cli.options import from_options, settings_options
+from cheems.cli.judge import endpoint_settings, failures_path, write_run
+from cheems.cli.options import settings_options
 from cheems.errors import InputError
 
 
@@ -62,8 +62,7 @@ def generate(
 ) -> None:
     """Sample N responses per prompt from a chat model (OpenAI-compatible endpoint or local) into a pool."""
     from cheems.annotate.generate import SampleCache, generate_records, read_prompts
-    from cheems.data.io import write_json, write_jsonl, write_records
-    from cheems.data.outputs import claim_outputs, together
+    from cheems.data.outputs import claim_outputs
 
     if output is None:
         raise InputError("cheems generate needs an output file", field="output", hint="add -o pool.jsonl")
@@ -73,9 +72,7 @@ def generate(
             field="gen_model",
             hint="the model name the endpoint serves, or with --backend hf a model folder",
         )
-    cfg = from_options(GenerateSettings, settings)
-    if cfg.backend == "openai":
-        cfg.resolve_api_key()  # a missing key is a user error before any file is read
+    cfg = endpoint_settings(GenerateSettings, settings)
     side = failures_path(output)
     cache_path = SampleCache(cfg.cache).path
     claim_outputs(
@@ -84,14 +81,7 @@ def generate(
         note=f"finished samples are in {cache_path}; rerun the same command to resume",
     )
     result = generate_records(read_prompts(source), cfg, progress=not no_progress)
-    with together():
-        write_records(output, result.records)
-        if result.failures:
-            write_jsonl(side, (f.to_dict() for f in result.failures))
-        if stats_json:
-            write_json(stats_json, result.stats.to_dict())
-    if not result.failures and side.exists():
-        side.unlink()  # a stale list from an earlier run would mislead
+    write_run(output, result.records, result.failures, side, stats_json, result.stats.to_dict())
     print_summary(result.stats, output, side if result.failures else None)
 
 

@@ -9,14 +9,16 @@ with the outputs unchanged and the finished judgements in the cache.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from cheems.annotate.settings import JudgeSettings
+from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
 from cheems.cli.options import from_options, settings_options
 from cheems.errors import InputError
+
+M = TypeVar("M", bound=EndpointSettings)
 
 
 def failures_path(output: Path) -> Path:
@@ -47,6 +49,15 @@ JUDGE_OPTIONS = (
     "price_in",
     "price_out",
 )
+
+
+def endpoint_settings(model: type[M], given: dict[str, Any]) -> M:
+    """Judge or generation settings from the options given; a missing API key is a user error here,
+    before any file is read."""
+    cfg = from_options(model, given)
+    if cfg.backend == "openai":
+        cfg.resolve_api_key()
+    return cfg
 
 
 def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
@@ -105,8 +116,8 @@ def judge(
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
     from cheems.annotate import judge_records
     from cheems.annotate.cache import JudgeCache
-    from cheems.data.io import read_records, write_json, write_jsonl, write_records
-    from cheems.data.outputs import claim_outputs, together
+    from cheems.data.io import read_records
+    from cheems.data.outputs import claim_outputs
 
     if output is None:
         raise InputError("cheems judge needs an output file", field="output", hint="add -o judged.jsonl")
@@ -116,28 +127,39 @@ def judge(
             field="judge_model",
             hint="the model name the endpoint serves, e.g. --judge-model qwen2.5-72b-instruct",
         )
-    cfg = from_options(JudgeSettings, settings)
-    if cfg.backend == "openai":
-        cfg.resolve_api_key()  # a missing key is a user error before any file is read
+    cfg = endpoint_settings(JudgeSettings, settings)
     side = failures_path(output)
     cache_path = JudgeCache(cfg.cache).path
     claim_outputs(
-        inputs=[("IN", source), ("--criteria", cfg.criteria), ("--template", cfg.template), ("--cache", cache_path)],
+        inputs=[("IN", source), *judge_inputs(cfg)],
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished judgements are in {cache_path}; rerun the same command to resume",
     )
     result = read_records(source, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
     judged = judge_records(result.records, cfg, progress=not no_progress)
-    with together():
-        write_records(output, judged.records)
-        if judged.failures:
-            write_jsonl(side, (f.to_dict() for f in judged.failures))
-        if stats_json:
-            write_json(stats_json, judged.stats.to_dict())
-    if not judged.failures and side.exists():
-        side.unlink()  # a stale list from an earlier run would mislead
+    write_run(output, judged.records, judged.failures, side, stats_json, judged.stats.to_dict())
     print_summary(judged.stats, output, side if judged.failures else None)
+
+
+def write_run(
+    output: Path, records: list, failures: list, side: Path, stats_json: Path | None, stats: dict[str, Any]
+) -> None:
+    """A judge or generation run's files, together: the records, the failures list beside them, the statistics.
+
+    With no failures, a failures list left by an earlier run is removed: it would mislead.
+    """
+    from cheems.data.io import write_json, write_jsonl, write_records
+    from cheems.data.outputs import together
+
+    with together():
+        write_records(output, records)
+        if failures:
+            write_jsonl(side, (f.to_dict() for f in failures))
+        if stats_json:
+            write_json(stats_json, stats)
+    if not failures and side.exists():
+        side.unlink()
 
 
 def print_summary(stats: Any, output: Path, failures: Path | None) -> None:

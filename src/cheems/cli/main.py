@@ -11,8 +11,8 @@ from rich.text import Text
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
-from cheems.cli.judge import JUDGE_OPTIONS, judge_inputs
-from cheems.cli.options import finite, from_options, settings_options
+from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
+from cheems.cli.options import finite, settings_options
 from cheems.cli.scoring import (
     BatchOpt,
     CacheOpt,
@@ -379,18 +379,13 @@ def other_metric(metric: str, records: dict, result) -> dict:
 
 def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_size: int, device: str | None):
     """The judge's settings from eval's options (--cache, --batch-size and --device are shared with scoring)."""
-    from cheems.annotate.settings import JudgeSettings
-
     if no_cache:
         raise InputError(
             "a judge's verdicts are always cached (an interrupted run resumes from them)",
             path="--no-cache",
             hint="leave out --no-cache, or give --cache FILE to keep them in another file",
         )
-    cfg = from_options(JudgeSettings, {**settings, "cache": cache, "batch_size": batch_size, "device": device})
-    if cfg.backend == "openai":
-        cfg.resolve_api_key()  # a missing key is a user error before any file is read
-    return cfg
+    return endpoint_settings(JudgeSettings, {**settings, "cache": cache, "batch_size": batch_size, "device": device})
 
 
 def warn_unmatched(result, source: str) -> None:

@@ -13,7 +13,7 @@ import typer
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.judge import JUDGE_OPTIONS, judge_inputs
+from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import from_options, settings_options
 from cheems.errors import InputError
 
@@ -90,9 +90,7 @@ def winrate(
     cfg = None
     inputs = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
     if judge:
-        cfg = from_options(JudgeSettings, settings)
-        if cfg.backend == "openai":
-            cfg.resolve_api_key()  # a missing key is a user error before any file is read
+        cfg = endpoint_settings(JudgeSettings, settings)
         inputs += judge_inputs(cfg)
     claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
     read = read_records(pool)
