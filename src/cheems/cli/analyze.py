@@ -12,6 +12,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
+from cheems.cli.options import SkipInvalid
 
 analyze_app = typer.Typer(
     help="Analyse labels: position and length bias of annotators and judges (Cheems Figure 15).",
@@ -41,9 +42,7 @@ def bias(
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the numbers as JSON here.")
     ] = None,
-    skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-    ] = False,
+    skip_invalid: SkipInvalid = False,
 ) -> None:
     """P(first shown wins), P(longer wins) and P(A wins) by length difference, per file, source or annotator."""
     from rich.table import Table

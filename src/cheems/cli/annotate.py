@@ -14,7 +14,7 @@ import typer
 
 from cheems.annotate.human.people import ProjectSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.options import from_options, settings_options
+from cheems.cli.options import SkipInvalid, from_options, settings_options
 
 annotate_app = typer.Typer(
     help="Human annotation (the paper's triple-wise protocol): init a project, serve it, export, status.",
@@ -34,9 +34,7 @@ def init(
     gold: Annotated[
         Optional[Path], typer.Option("--gold", help="Prompts with a known rank, planted invisibly in the queues.")
     ] = None,
-    skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-    ] = False,
+    skip_invalid: SkipInvalid = False,
     settings: dict[str, Any],
 ) -> None:
     """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
+from cheems.cli.options import SkipInvalid
 from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt
 from cheems.errors import InputError
 
@@ -43,9 +44,7 @@ def bon(
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
-    skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-    ] = False,
+    skip_invalid: SkipInvalid = False,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
     from cheems.cli.scoring import compute_scores, scoring_inputs

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cheems.cli.console import report_skipped
-from cheems.cli.options import finite, from_options, settings_options
+from cheems.cli.options import SkipInvalid, finite, from_options, settings_options
 from cheems.curate.filters import FilterConfig
 from cheems.errors import InputError
 
@@ -24,9 +24,6 @@ curate_app = typer.Typer(
 InPath = Annotated[Path, typer.Argument(metavar="IN", help="Records (canonical or official format).")]
 Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file (canonical records).")]
 ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="Write the report as JSON here.")]
-SkipInvalid = Annotated[
-    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-]
 
 
 def _console() -> Any:

@@ -15,7 +15,7 @@ import typer
 
 from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
-from cheems.cli.options import from_options, settings_options
+from cheems.cli.options import SkipInvalid, from_options, settings_options
 from cheems.errors import InputError
 
 M = TypeVar("M", bound=EndpointSettings)
@@ -107,9 +107,7 @@ def judge(
     stats_json: Annotated[
         Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")
     ] = None,
-    skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-    ] = False,
+    skip_invalid: SkipInvalid = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     settings: dict[str, Any],
 ) -> None:

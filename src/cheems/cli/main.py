@@ -12,7 +12,7 @@ from rich.text import Text
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
-from cheems.cli.options import finite, settings_options
+from cheems.cli.options import SkipInvalid, finite, settings_options
 from cheems.cli.scoring import (
     BatchOpt,
     CacheOpt,
@@ -53,9 +53,6 @@ def _global_options(
         warnings.filterwarnings("default", category=CheemsWarning)
 
 
-SkipInvalid = Annotated[
-    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-]
 Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.")]
 
 

@@ -36,6 +36,11 @@ from cheems.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
 
+# Options several commands share, declared once.
+SkipInvalid = Annotated[
+    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
+]
+
 
 def finite(low: float | None = None, high: float | None = None) -> Callable[..., float | None]:
     """An option callback: the value must be a finite number within ``[low, high]`` (each bound optional).
