@@ -12,26 +12,23 @@ from cheems.evaluate.bench import EvalReport
 from cheems.evaluate.report_html import report_page, with_ci
 
 
-def _subset_values(report: EvalReport, name: str) -> tuple[str, str]:
-    """A subset's accuracy and exact match as shown, with intervals when the report has them."""
-    subset = report.to_dict()["subsets"][name]
+def _subset_values(data: dict, name: str) -> tuple[str, str]:
+    """A subset's accuracy and exact match as shown, with intervals when the report (``to_dict()``) has them."""
+    subset = data["subsets"][name]
     return with_ci(subset, "accuracy"), with_ci(subset, "exact_match")
-
-
-def _overall_value(report: EvalReport) -> str:
-    return with_ci(report.to_dict(), "overall")
 
 
 def report_table(report: EvalReport, title: str = "") -> Table:
     """One table: each subset's categories, then the subset means, then the overall score (with intervals
     when the report has them)."""
+    data = report.to_dict()  # once: it computes every subset's length split
     table = Table(title=title or None, show_lines=False)
     for col in ("subset", "category", "accuracy", "exact match", "prompts", "pairs"):
         table.add_column(col, justify="left" if col in ("subset", "category") else "right")
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             table.add_row(name, cat, f"{m.accuracy:.3f}", f"{m.exact_match:.3f}", str(m.n_prompts), str(m.n_pairs))
-        accuracy, exact_match = _subset_values(report, name)
+        accuracy, exact_match = _subset_values(data, name)
         table.add_row(
             f"[bold]{name}[/]",
             "[bold]mean of categories[/]",
@@ -41,7 +38,7 @@ def report_table(report: EvalReport, title: str = "") -> Table:
             str(subset.n_pairs),
             end_section=True,
         )
-    table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{_overall_value(report)}[/]", "", "", "")
+    table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{with_ci(data, 'overall')}[/]", "", "", "")
     return table
 
 
@@ -63,9 +60,10 @@ def report_notes(report: EvalReport) -> list[str]:
     return notes
 
 
-def length_line(report: EvalReport) -> str:
-    """Accuracy when the chosen response is longer vs shorter: a length follower is high then low."""
-    split = report.to_dict()["length"]
+def length_line(data: dict) -> str:
+    """Accuracy when the chosen response is longer vs shorter (from ``to_dict()``): a length follower is high
+    then low."""
+    split = data["length"]
     parts = [
         f"{label} {'-' if split[key]['accuracy'] is None else format(split[key]['accuracy'], '.3f')} "
         f"({split[key]['n_pairs']} pairs)"
@@ -100,7 +98,7 @@ def print_report(report: EvalReport, title: str = "", console: Console | None = 
     eces = [f"{name} {m.ece:.3f}" for name, m in report.subsets.items() if m.ece is not None]
     if eces:
         console.print("expected calibration error of score differences: " + ", ".join(eces))
-    for line in [length_line(report), *judge_lines(report)]:
+    for line in [length_line(report.to_dict()), *judge_lines(report)]:
         console.print(line, soft_wrap=True, highlight=False)
     for note in report_notes(report):
         console.print(f"note: {note}", soft_wrap=True)
@@ -108,6 +106,7 @@ def print_report(report: EvalReport, title: str = "", console: Console | None = 
 
 def report_markdown(report: EvalReport, title: str = "") -> str:
     """The same table as markdown, for papers and issue threads."""
+    data = report.to_dict()  # once: it computes every subset's length split
     lines = [
         f"# {title}" if title else "# CheemsBench metrics",
         "",
@@ -117,13 +116,17 @@ def report_markdown(report: EvalReport, title: str = "") -> str:
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             lines.append(f"| {name} | {cat} | {m.accuracy:.3f} | {m.exact_match:.3f} | {m.n_prompts} | {m.n_pairs} |")
-        accuracy, exact_match = _subset_values(report, name)
+        accuracy, exact_match = _subset_values(data, name)
         lines.append(
             f"| **{name}** | **mean of categories** | **{accuracy}** | **{exact_match}** "
             f"| {subset.n_prompts} | {subset.n_pairs} |"
         )
-    lines += ["", f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{_overall_value(report)}**", ""]
-    lines += [f"- {line}" for line in [length_line(report), *judge_lines(report)]] + [""]
+    lines += [
+        "",
+        f"**Overall** (mean over subsets of (accuracy + exact match) / 2): **{with_ci(data, 'overall')}**",
+        "",
+    ]
+    lines += [f"- {line}" for line in [length_line(data), *judge_lines(report)]] + [""]
     notes = report_notes(report)
     if notes:
         lines += [f"- {note}" for note in notes] + [""]
