@@ -88,8 +88,8 @@ def _verdicts_by_pair(result: JudgeResult, seed: int) -> dict[PairKey, list[Show
 def _prompt_outcome(record: Record, verdicts: dict[PairKey, list[ShownVerdict]], both_orders: bool) -> PromptOutcome:
     """The record's ranked pairs; right iff every verdict (one, or two with both orders) names the chosen one."""
     pairs = []
-    for chosen, rejected in record.ranked_pairs():
-        a, b = next(p for p in ranked_pairs(record) if set(p) == {chosen, rejected})
+    for a, b in ranked_pairs(record):  # the order of record.ranked_pairs(), as (a, b) was asked
+        chosen, rejected = (a, b) if record.rank[a] < record.rank[b] else (b, a)
         got = verdicts.get((record.id, a, b), [])
         pair = PairOutcome(
             chosen,
