@@ -6,15 +6,19 @@ each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
 from cheems.cli.console import report_skipped
-from cheems.cli.options import SkipInvalid, finite, from_options, settings_options
+from cheems.cli.options import SkipInvalid, Workers, finite, from_options, settings_options
 from cheems.curate.filters import FilterConfig
 from cheems.errors import InputError
+
+T = TypeVar("T")
 
 curate_app = typer.Typer(
     help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",
@@ -58,6 +62,45 @@ def _write(output: Path, records: list, report_json: Path | None, report: dict[s
             write_json(report_json, report)
 
 
+class _Source:
+    """The records of IN as a stream of ``fn(record)`` on ``workers`` processes, in input order; each call
+    reads the file again (debias reads it twice), and :meth:`report_skipped` lists the last pass's skips."""
+
+    def __init__(self, path: Path, skip_invalid: bool, workers: int | None, label: str) -> None:
+        from cheems.data.io import ReadResult
+
+        self.path, self.skip_invalid, self.workers, self.label = path, skip_invalid, workers, label
+        self.issues = ReadResult()
+
+    def __call__(self, fn: Callable[[Any], T]) -> Iterator[T]:
+        from cheems.data.io import ReadResult
+        from cheems.data.stream import stream_records
+
+        self.issues = ReadResult()
+        return stream_records(
+            self.path,
+            fn,
+            skip_invalid=self.skip_invalid,
+            issues=self.issues,
+            workers=self.workers,
+            progress=f"curate {self.label}",
+        )
+
+    def report_skipped(self) -> None:
+        report_skipped(self.issues.skipped)
+
+
+def _write_lines(output: Path, lines: Iterable[str], report_json: Path | None, report: Callable[[], dict]) -> None:
+    """The output lines and then the report they filled in, written together (both or neither)."""
+    from cheems.data.io import write_json, write_lines
+    from cheems.data.outputs import together
+
+    with together():
+        write_lines(output, lines)
+        if report_json is not None:
+            write_json(report_json, report())
+
+
 def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
     from rich.table import Table
 
@@ -79,6 +122,7 @@ def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) ->
     "max_non_chinese_share",
     "report_json",
     "skip_invalid",
+    "workers",
 )
 def filter_(
     *,
@@ -90,17 +134,22 @@ def filter_(
     ] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
     settings: dict[str, Any],
 ) -> None:
     """Drop empty, over-long, non-Chinese, truncated and repetitive responses (with a report)."""
-    from cheems.curate.filters import filter_records
+    from cheems.curate.filters import FilterReport, filter_line, filter_lines
     from cheems.data.yamlfile import load_yaml_model
 
     _claim(source, output, report_json, ("--config", config))
     in_file = load_yaml_model(config, FilterConfig)[0].model_dump() if config else {}
     cfg = from_options(FilterConfig, settings, in_file)
-    records, report = filter_records(_read(source, skip_invalid), cfg)
-    _write(output, records, report_json, report.to_dict())
+    report = FilterReport()
+    records = _Source(source, skip_invalid, workers, "filter")
+    _write_lines(
+        output, filter_lines(records(functools.partial(filter_line, cfg)), report), report_json, report.to_dict
+    )
+    records.report_skipped()
     console = _console()
     rows = [
         (
@@ -205,15 +254,16 @@ def debias(
     ] = None,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Downsample chosen-longer or chosen-shorter pairs so both groups are the same size."""
-    from cheems.curate.debias import GROUPS, length_debias
+    from cheems.curate.debias import GROUPS, DebiasReport, debias_lines
 
     _claim(source, output, report_json)
-    records, report = length_debias(
-        _read(source, skip_invalid), seed=seed, unit="tokens" if tokenizer else "chars", tokenizer=tokenizer
-    )
-    _write(output, records, report_json, report.to_dict())
+    report = DebiasReport(seed=seed, unit="tokens" if tokenizer else "chars")
+    records = _Source(source, skip_invalid, workers, "debias")
+    _write_lines(output, debias_lines(records, report, tokenizer), report_json, report.to_dict)
+    records.report_skipped()
     rows = [(g, str(report.before[g]), str(report.after[g])) for g in GROUPS]
     console = _console()
     console.print(_table(f"pairs by length ({report.unit}, seed {seed})", rows, ("group", "before", "after")))

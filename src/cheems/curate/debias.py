@@ -17,12 +17,20 @@ fixes for ``rank``, a response that no surviving pair mentions sits at rank 1.
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Callable
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from cheems.data.io import record_line
+from cheems.data.keytable import key_digest, load_table, sort_keys
 from cheems.data.schema import Comparison, Record
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
@@ -69,7 +77,6 @@ def length_function(unit: str = "chars", tokenizer: str | Path | None = None) ->
 class Pair:
     """One implied (chosen, rejected) pair and the comparison that stands for it in the output."""
 
-    record: int  # index into the input records
     chosen: str
     rejected: str
     comparison: Comparison
@@ -102,6 +109,20 @@ def _group(chosen_len: int, rejected_len: int) -> str:
     return EQUAL
 
 
+def record_pairs(record: Record, length: LengthFn) -> list[Pair]:
+    """The record's implied pairs (:func:`implied_pairs`) with their length group."""
+    sizes = {r.id: length(r.content) for r in record.responses}
+    return [
+        Pair(chosen, rejected, comparison, _group(sizes[chosen], sizes[rejected]))
+        for chosen, rejected, comparison in implied_pairs(record)
+    ]
+
+
+def group_codes(pairs: list[Pair]) -> bytes:
+    """The pairs' groups as one byte each (the position in :data:`GROUPS`): what the first pass keeps."""
+    return bytes(GROUPS.index(p.group) for p in pairs)
+
+
 @dataclass
 class DebiasReport:
     """Group sizes before and after length debiasing."""
@@ -130,20 +151,47 @@ class DebiasReport:
         }
 
 
-def downsample(longer: list[Pair], shorter: list[Pair], seed: int) -> tuple[list[Pair], list[Pair]]:
-    """Cut the larger list to the size of the smaller: a seeded sample, kept in input order."""
-    if len(longer) == len(shorter):
-        return longer, shorter
-    big, small = (longer, shorter) if len(longer) > len(shorter) else (shorter, longer)
-    keep = sorted(random.Random(seed).sample(range(len(big)), len(small)))
-    sampled = [big[i] for i in keep]
-    return (sampled, shorter) if big is longer else (longer, sampled)
+def survivors(codes: bytes | bytearray, seed: int) -> np.ndarray:
+    """Which pairs stay (a bool per pair, in input order), given every pair's group code (:func:`group_codes`).
+
+    The larger of the longer / shorter groups is cut to the size of the smaller by a seeded sample
+    of its positions; equal-length pairs all stay.
+    """
+    groups = np.frombuffer(bytes(codes), dtype=np.int8)
+    longer, shorter = (np.flatnonzero(groups == GROUPS.index(g)) for g in (LONGER, SHORTER))
+    keep = np.ones(len(groups), dtype=bool)
+    if len(longer) != len(shorter):
+        big, small = (longer, shorter) if len(longer) > len(shorter) else (shorter, longer)
+        chosen = random.Random(seed).sample(range(len(big)), len(small))
+        keep[big] = False
+        keep[big[np.asarray(chosen, dtype=np.int64)]] = True
+    return keep
 
 
-def _rebuild(record: Record, pairs: list[Pair]) -> Record:
-    """The record with exactly ``pairs`` as comparisons and the ranks they resolve to."""
+def count_groups(report: DebiasReport, codes: bytes | bytearray, keep: np.ndarray) -> None:
+    """Fill the report's group sizes before and after."""
+    groups = np.frombuffer(bytes(codes), dtype=np.int8)
+    for i, g in enumerate(GROUPS):
+        report.before[g] = int((groups == i).sum())
+        report.after[g] = int(((groups == i) & keep).sum())
+
+
+def debiased_record(record: Record, pairs: list[Pair]) -> Record:
+    """The record with exactly ``pairs`` (its surviving implied pairs, in order) as comparisons and the
+    ranks they resolve to."""
     new = record.model_copy(update={"comparisons": [p.comparison for p in pairs], "rank": None})
-    return new.model_copy(update={"rank": resolve_record(new).rank})
+    new = new.model_copy(update={"rank": resolve_record(new).rank})
+    got = training_pairs(new)  # the promise of this module: training on the output uses exactly these pairs
+    if got != [(p.chosen, p.rejected) for p in pairs]:  # pragma: no cover - an internal invariant
+        raise RuntimeError(f"length debias: record '{record.id}' would train on {got}, expected pairs {pairs}")
+    return new
+
+
+def note_emptied(report: DebiasReport, record_id: str) -> None:
+    """Count a record with no pair left."""
+    report.records_emptied += 1
+    if len(report.records_emptied_examples) < 5:
+        report.records_emptied_examples.append(record_id)
 
 
 def length_debias(
@@ -158,39 +206,76 @@ def length_debias(
     """
     length = length_function(unit, tokenizer)
     report = DebiasReport(seed=seed, unit=unit, records_in=len(records))
-    pairs: list[Pair] = []
-    for index, record in enumerate(records):
-        sizes = {r.id: length(r.content) for r in record.responses}
-        for chosen, rejected, comparison in implied_pairs(record):
-            pairs.append(Pair(index, chosen, rejected, comparison, _group(sizes[chosen], sizes[rejected])))
-    by_group = {g: [p for p in pairs if p.group == g] for g in GROUPS}
-    longer, shorter = downsample(by_group[LONGER], by_group[SHORTER], seed)
-    kept = {id(p) for p in (*longer, *shorter, *by_group[EQUAL])}
-    for g in GROUPS:
-        report.before[g] = len(by_group[g])
-    report.after.update({LONGER: len(longer), SHORTER: len(shorter), EQUAL: len(by_group[EQUAL])})
-
-    survivors: dict[int, list[Pair]] = {}
-    for p in pairs:  # input order, so each record's pairs keep their order
-        if id(p) in kept:
-            survivors.setdefault(p.record, []).append(p)
+    pairs = [record_pairs(record, length) for record in records]
+    codes = b"".join(group_codes(p) for p in pairs)
+    keep = survivors(codes, seed)
+    count_groups(report, codes, keep)
     out: list[Record] = []
-    for index, record in enumerate(records):
-        mine = survivors.get(index)
-        if not mine:
-            report.records_emptied += 1
-            if len(report.records_emptied_examples) < 5:
-                report.records_emptied_examples.append(record.id)
+    offset = 0
+    for record, mine in zip(records, pairs):
+        flags = keep[offset : offset + len(mine)]
+        offset += len(mine)
+        kept = [p for p, k in zip(mine, flags) if k]
+        if not kept:
+            note_emptied(report, record.id)
             continue
-        new = _rebuild(record, mine)
-        _check_pairs(new, [(p.chosen, p.rejected) for p in mine])
-        out.append(new)
+        out.append(debiased_record(record, kept))
     report.records_out = len(out)
     return out, report
 
 
-def _check_pairs(record: Record, expected: list[tuple[str, str]]) -> None:
-    """The promise of this module: training on the output uses exactly the surviving pairs."""
-    got = training_pairs(record)
-    if got != expected:  # pragma: no cover - an internal invariant, not a user error
-        raise RuntimeError(f"length debias: record '{record.id}' would train on {got}, expected {expected}")
+# ---------------------------------------------------------------- streamed, in two passes
+
+Stream = Callable[[Callable[[Record], Any]], Iterable[Any]]
+
+
+@lru_cache(maxsize=2)
+def _length(unit: str, tokenizer: str | None) -> LengthFn:
+    """The length function, built once per process (a tokenizer loads once in each worker)."""
+    return length_function(unit, tokenizer)
+
+
+def pair_codes(unit: str, tokenizer: str | None, record: Record) -> tuple[bytes, bytes]:
+    """Pass 1, per record: the digest of its id and the group codes of its pairs (run in the workers)."""
+    return key_digest(record.id), group_codes(record_pairs(record, _length(unit, tokenizer)))
+
+
+def debias_line(folder: str, unit: str, tokenizer: str | None, record: Record) -> tuple[str, str | None]:
+    """Pass 2, per record: its id and output line (None: no pair left), from the survivors saved in ``folder``."""
+    table, arrays = load_table(folder)
+    pairs = record_pairs(record, _length(unit, tokenizer))
+    offset = table.get((record.id,))
+    kept = [p for p, k in zip(pairs, arrays["keep"][offset : offset + len(pairs)]) if k]
+    return record.id, (record_line(debiased_record(record, kept)) if kept else None)
+
+
+def debias_lines(stream: Stream, report: DebiasReport, tokenizer: str | None = None) -> Iterator[str]:
+    """:func:`length_debias` over a stream of records that can be read twice, with bounded memory.
+
+    ``stream(fn)`` yields ``fn(record)`` for every record in input order (e.g. a ``functools.partial``
+    of :func:`cheems.data.stream.stream_records`). Pass 1 keeps one byte per pair (its group) and
+    the offset of each record's pairs by id; the survivors are drawn as :func:`length_debias` draws
+    them; pass 2 rebuilds the records. ``report`` (its seed and unit set) is filled in as the lines pass.
+    """
+    _length(report.unit, tokenizer)  # a bad unit or tokenizer fails here, before any record is read
+    codes, ids, offsets = bytearray(), bytearray(), array("q")
+    for digest, mine in stream(functools.partial(pair_codes, report.unit, tokenizer)):
+        ids += digest
+        offsets.append(len(codes))
+        codes += mine
+    report.records_in = len(offsets)
+    keep = survivors(codes, report.seed)
+    count_groups(report, codes, keep)
+    table, repeat = sort_keys(ids, np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64))
+    if repeat is not None:  # only official pairwise groups can share an id (it comes from their text)
+        raise InputError("two records share a prompt id", hint="give every prompt its own id")
+    del codes, ids, offsets
+    with tempfile.TemporaryDirectory(prefix="cheems-debias-") as folder:
+        table.save(folder, keep=keep)
+        del table, keep
+        for record_id, line in stream(functools.partial(debias_line, folder, report.unit, tokenizer)):
+            if line is None:
+                note_emptied(report, record_id)
+                continue
+            report.records_out += 1
+            yield line

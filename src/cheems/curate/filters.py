@@ -30,11 +30,13 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, field_validator
 
+from cheems.data.io import record_line
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.settings import Settings
 
@@ -395,36 +397,77 @@ def _without(record: Record, drop: set[str]) -> tuple[Record, int]:
     return record.model_copy(update=update), len(record.comparisons) - len(comparisons)
 
 
+@dataclass
+class RecordFiltered:
+    """What the filters did to one record (its part of the report)."""
+
+    record_id: str
+    responses_in: int
+    responses_out: int  # fewer than two: the record is dropped
+    comparisons_removed: int
+    drops: list[tuple[str, str, str]]  # (reason, response id, excerpt) in response order
+
+
+def filter_record(record: Record, config: FilterConfig) -> tuple[Record | None, RecordFiltered]:
+    """One record without its bad responses (None when fewer than two are left), and what was dropped."""
+    lengths = {r.id: len(r.content) for r in record.responses}
+    exempt = prompt_is_exempt(record, config)
+    drops: list[tuple[str, str, str]] = []
+    for response in record.responses:
+        siblings = [n for rid, n in lengths.items() if rid != response.id and n > 0]
+        reason = response_reason(response.content, siblings, config, exempt)
+        if reason is not None:
+            drops.append((reason, response.id, excerpt(response.content)))
+    kept, removed = _without(record, {rid for _, rid, _ in drops}) if drops else (record, 0)
+    outcome = RecordFiltered(record.id, len(record.responses), len(kept.responses), removed, drops)
+    return (kept if len(kept.responses) >= 2 else None), outcome
+
+
+def filter_line(config: FilterConfig, record: Record) -> tuple[str | None, RecordFiltered]:
+    """:func:`filter_record` with the kept record as its output line (what a worker process sends back)."""
+    kept, outcome = filter_record(record, config)
+    return (record_line(kept) if kept is not None else None), outcome
+
+
+def add_to_report(report: FilterReport, outcome: RecordFiltered, max_examples: int = 3) -> None:
+    """Count one record's outcome; examples are the first ``max_examples`` in input order."""
+    report.records_in += 1
+    report.responses_in += outcome.responses_in
+    report.comparisons_removed += outcome.comparisons_removed
+    for reason, response_id, text in outcome.drops:
+        report.dropped[reason] += 1
+        examples = report.examples.setdefault(reason, [])
+        if len(examples) < max_examples:
+            examples.append(FilterExample(outcome.record_id, response_id, text))
+    if outcome.responses_out < 2:
+        report.records_dropped += 1
+        if len(report.records_dropped_examples) < max_examples:
+            report.records_dropped_examples.append(outcome.record_id)
+        return
+    report.records_out += 1
+    report.responses_out += outcome.responses_out
+
+
 def filter_records(
     records: list[Record], config: FilterConfig | None = None, max_examples: int = 3
 ) -> tuple[list[Record], FilterReport]:
     """Drop bad responses (and records left with fewer than two); return kept records and the report."""
     config = config or FilterConfig()
-    report = FilterReport(records_in=len(records))
+    report = FilterReport()
     out: list[Record] = []
     for record in records:
-        report.responses_in += len(record.responses)
-        lengths = {r.id: len(r.content) for r in record.responses}
-        exempt = prompt_is_exempt(record, config)
-        drop: set[str] = set()
-        for response in record.responses:
-            siblings = [n for rid, n in lengths.items() if rid != response.id and n > 0]
-            reason = response_reason(response.content, siblings, config, exempt)
-            if reason is None:
-                continue
-            drop.add(response.id)
-            report.dropped[reason] += 1
-            examples = report.examples.setdefault(reason, [])
-            if len(examples) < max_examples:
-                examples.append(FilterExample(record.id, response.id, excerpt(response.content)))
-        kept, removed = _without(record, drop) if drop else (record, 0)
-        report.comparisons_removed += removed
-        if len(kept.responses) < 2:
-            report.records_dropped += 1
-            if len(report.records_dropped_examples) < max_examples:
-                report.records_dropped_examples.append(record.id)
-            continue
-        report.responses_out += len(kept.responses)
-        out.append(kept)
-    report.records_out = len(out)
+        kept, outcome = filter_record(record, config)
+        add_to_report(report, outcome, max_examples)
+        if kept is not None:
+            out.append(kept)
     return out, report
+
+
+def filter_lines(
+    results: Iterable[tuple[str | None, RecordFiltered]], report: FilterReport, max_examples: int = 3
+) -> Iterator[str]:
+    """The output lines of a stream of :func:`filter_line` results, counting each into ``report`` as it passes."""
+    for line, outcome in results:
+        add_to_report(report, outcome, max_examples)
+        if line is not None:
+            yield line

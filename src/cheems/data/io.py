@@ -629,28 +629,51 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 ScoreKey = tuple[str, str]  # (prompt_id, response_id)
 
 
+def iter_rows(path: str | Path) -> Iterator[Row]:
+    """The rows of :func:`load_rows`, a JSON Lines file read a line at a time (other formats are parsed whole)."""
+    if file_kind(path) != "jsonl":
+        yield from load_rows(path)
+        return
+    empty = True
+    for row in _jsonl_rows(Path(path), jsonl_lines(path), False, []):
+        empty = False
+        yield row
+    if empty:
+        raise InputError("file holds no records", path=str(path), line=1, hint="give it at least one record")
+
+
+def score_row(row: Any, path: str | Path, line: int) -> tuple[ScoreKey, float]:
+    """One row of a scores file, checked: ``((prompt_id, response_id), score)``."""
+    if not isinstance(row, dict):
+        raise InputError("expected a JSON object", path=str(path), line=line)
+    for key, kind in (("prompt_id", str), ("response_id", str), ("score", (int, float))):
+        if key not in row:
+            raise InputError(
+                "is missing", path=str(path), line=line, field=key, hint="rows are {prompt_id, response_id, score}"
+            )
+        if not isinstance(row[key], kind) or isinstance(row[key], bool):
+            raise InputError(f"has the wrong type {type(row[key]).__name__}", path=str(path), line=line, field=key)
+    return (row["prompt_id"], row["response_id"]), float(row["score"])
+
+
+def repeated_score(key: ScoreKey, path: str | Path, line: int) -> InputError:
+    """The error for a second row of the same response in a scores file."""
+    return InputError(
+        f"second score for prompt '{key[0]}' response '{key[1]}'",
+        path=str(path),
+        line=line,
+        hint="keep one row per response",
+    )
+
+
 def read_scores(path: str | Path) -> dict[ScoreKey, float]:
     """Read a scores file: JSONL rows ``{"prompt_id", "response_id", "score"}``."""
     scores: dict[ScoreKey, float] = {}
     for line, row in load_rows(path):
-        if not isinstance(row, dict):
-            raise InputError("expected a JSON object", path=str(path), line=line)
-        for key, kind in (("prompt_id", str), ("response_id", str), ("score", (int, float))):
-            if key not in row:
-                raise InputError(
-                    "is missing", path=str(path), line=line, field=key, hint="rows are {prompt_id, response_id, score}"
-                )
-            if not isinstance(row[key], kind) or isinstance(row[key], bool):
-                raise InputError(f"has the wrong type {type(row[key]).__name__}", path=str(path), line=line, field=key)
-        key = (row["prompt_id"], row["response_id"])
+        key, value = score_row(row, path, line)
         if key in scores:
-            raise InputError(
-                f"second score for prompt '{key[0]}' response '{key[1]}'",
-                path=str(path),
-                line=line,
-                hint="keep one row per response",
-            )
-        scores[key] = float(row["score"])
+            raise repeated_score(key, path, line)
+        scores[key] = value
     return scores
 
 

@@ -1,0 +1,107 @@
+"""Compact lookup tables keyed by strings, for data steps that stream records at 10× paper scale.
+
+A Python ``dict`` keyed by ``(prompt_id, response_id)`` tuples costs about 300 bytes an entry (the
+tuple, two strings, a float and the hash slot): 1.47M scores take ~450 MB. :class:`KeyTable` holds
+a sorted array of 16-byte BLAKE2b digests of the keys and a numpy array of values (24 bytes an
+entry for float64), and is saved as ``.npy`` files that worker processes map read-only
+(:func:`load_table`, once per process) instead of receiving a pickled copy with every chunk.
+
+:func:`read_score_table` reads a scores file into one, with the errors of
+:func:`cheems.data.io.read_scores` (a row's checks, the first repeated response by line, an empty file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cheems.data.io import iter_rows, repeated_score, score_row
+from cheems.errors import InputError
+
+DIGEST_BYTES = 16  # 2**-128 per pair of keys: no two keys of any real file share a digest
+
+
+def key_digest(*parts: str) -> bytes:
+    """The digest of a key of strings (length-prefixed, so ``("ab", "c")`` and ``("a", "bc")`` differ)."""
+    text = "".join(f"{len(p)}:{p}" for p in parts)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES).digest()
+
+
+def _digests(raw: bytes | bytearray) -> np.ndarray:
+    return np.frombuffer(bytes(raw), dtype=f"S{DIGEST_BYTES}")
+
+
+class KeyTable:
+    """Values looked up by a tuple of strings; built once, read many times."""
+
+    def __init__(self, digests: np.ndarray, values: np.ndarray) -> None:
+        """``digests`` sorted and distinct (see :func:`sort_keys`), ``values`` in the same order."""
+        self.digests, self.values = digests, values
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def get(self, key: tuple[str, ...]) -> Any:
+        """The value of ``key`` as a Python number, or ``None`` when the table has no such key."""
+        digest = key_digest(*key)
+        i = int(np.searchsorted(self.digests, digest))
+        # numpy's S dtype drops trailing NUL bytes when it hands out an item: compare without them
+        if i < len(self.digests) and self.digests[i] == digest.rstrip(b"\0"):
+            return self.values[i].item()
+        return None
+
+    def save(self, folder: str | Path, **more: np.ndarray) -> Path:
+        """Write the table (and ``more`` arrays) as ``.npy`` files in ``folder``; return the folder."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, arr in {"digests": self.digests, "values": self.values, **more}.items():
+            np.save(folder / f"{name}.npy", arr)
+        return folder
+
+
+def sort_keys(digests: bytes | bytearray, values: np.ndarray) -> tuple[KeyTable, int | None]:
+    """A table of ``digests`` (concatenated, in input order) and their values, and the input position of
+    the first key (in input order) that repeats an earlier one, or ``None``."""
+    keys = _digests(digests)
+    order = np.argsort(keys, kind="stable")  # equal keys stay in input order: the later one is the repeat
+    ranked = keys[order]
+    repeats = np.flatnonzero(ranked[1:] == ranked[:-1]) + 1
+    first_repeat = int(order[repeats].min()) if len(repeats) else None
+    return KeyTable(ranked, np.asarray(values)[order]), first_repeat
+
+
+@lru_cache(maxsize=4)
+def load_table(folder: str) -> tuple[KeyTable, dict[str, np.ndarray]]:
+    """A table saved by :meth:`KeyTable.save` (mapped read-only, once per process) and its other arrays."""
+    arrays = {p.stem: np.load(p, mmap_mode="r") for p in Path(folder).glob("*.npy")}
+    return KeyTable(arrays.pop("digests"), arrays.pop("values")), arrays
+
+
+def read_score_table(path: str | Path) -> KeyTable:
+    """A scores file (rows ``{prompt_id, response_id, score}``) as a table keyed by (prompt_id, response_id)."""
+    digests, values, lines = bytearray(), array("d"), array("q")
+    try:
+        for line, row in iter_rows(path):
+            key, value = score_row(row, path, line)
+            digests += key_digest(*key)
+            values.append(value)
+            lines.append(line)
+    except InputError:
+        _no_repeat(path, digests, values, lines)  # read_scores stops at a repeat before a later bad row
+        raise
+    return _no_repeat(path, digests, values, lines)
+
+
+def _no_repeat(path: str | Path, digests: bytearray, values: array, lines: array) -> KeyTable:
+    """The table of the rows read so far; raise read_scores' error at the first repeated response."""
+    table, repeat = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
+    if repeat is None:
+        return table
+    line = lines[repeat]
+    key = next(score_row(row, path, n)[0] for n, row in iter_rows(path) if n == line)
+    raise repeated_score(key, path, line)
