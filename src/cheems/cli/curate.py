@@ -197,10 +197,10 @@ def distant(
     ] = False,
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
-    from cheems.curate.distant import distant_supervision
-    from cheems.data.io import read_scores
+    from cheems.curate.distant import distant_lines, distant_supervision
     from cheems.workflows.curation import rm_scores
 
     if (scores is None) == (model is None):
@@ -209,14 +209,16 @@ def distant(
             hint="e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl",
         )
     _claim(source, output, report_json, ("--scores", scores))
-    records = _read(source, skip_invalid)
-    if scores is not None:
-        values, scores_path = read_scores(scores), str(scores)
-    else:
-        values, scores_path = rm_scores(records, model or ""), model
     sources = None if all_sources else (source_name or ["judge"])
-    out, report = distant_supervision(records, values, margin, sources, scores_path=scores_path)
-    _write(output, out, report_json, report.to_dict())
+    if scores is not None:
+        records = _Source(source, skip_invalid, workers, "distant")
+        lines, report = distant_lines(records, scores, margin, sources)
+        _write_lines(output, lines, report_json, report.to_dict)
+        records.report_skipped()
+    else:  # the scorer scores every record at once: they are in memory
+        loaded = _read(source, skip_invalid)
+        out, report = distant_supervision(loaded, rm_scores(loaded, model or ""), margin, sources, scores_path=model)
+        _write(output, out, report_json, report.to_dict())
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(
         (

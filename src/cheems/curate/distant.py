@@ -23,15 +23,19 @@ comparison at all has nothing to train on and is left out of the output (counted
 
 from __future__ import annotations
 
+import functools
 import math
+import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Union
 
 import networkx as nx
 
-from cheems.data.io import ScoreKey
+from cheems.data.io import ScoreKey, record_line
+from cheems.data.keytable import KeyTable, load_table, read_score_table
 from cheems.data.schema import Comparison, Record
 from cheems.errors import InputError
 from cheems.ranking.resolve import ResolveStats, conflict_stats, resolve_record
@@ -117,7 +121,10 @@ class DistantReport:
         }
 
 
-def _score(scores: dict[ScoreKey, float], record: Record, rid: str, scores_path: str | None) -> float:
+ScoreLookup = Union[Mapping[ScoreKey, float], KeyTable]  # .get((prompt_id, response_id)) -> score or None
+
+
+def _score(scores: ScoreLookup, record: Record, rid: str, scores_path: str | None) -> float:
     value = scores.get((record.id, rid))
     if value is None:
         raise InputError(
@@ -134,27 +141,81 @@ def _score(scores: dict[ScoreKey, float], record: Record, rid: str, scores_path:
     return value
 
 
+@dataclass
+class RecordDistant:
+    """What distant supervision did to one record (its part of the report)."""
+
+    record_id: str
+    by_source: dict[str, list[int]]  # source -> [before, kept]
+    before: ResolveStats
+    after: ResolveStats | None  # None: no comparison left, the record is left out
+    cyclic: bool = False
+
+
 def _filter_record(
-    record: Record,
-    scores: dict[ScoreKey, float],
-    margin: float,
-    sources: set[str] | None,
-    report: DistantReport,
-    scores_path: str | None,
-) -> list[Comparison]:
+    record: Record, scores: ScoreLookup, margin: float, sources: Collection[str] | None, scores_path: str | None
+) -> tuple[list[Comparison], dict[str, list[int]]]:
     kept: list[Comparison] = []
+    by_source: dict[str, list[int]] = {}
     for c in record.comparisons:
-        source = c.source or UNSPECIFIED_SOURCE
-        counts = report.by_source.setdefault(source, SourceCounts())
-        counts.before += 1
+        counts = by_source.setdefault(c.source or UNSPECIFIED_SOURCE, [0, 0])
+        counts[0] += 1
         if sources is None or c.source in sources:
             s_a = _score(scores, record, c.a, scores_path)
             s_b = _score(scores, record, c.b, scores_path)
             if not keep_comparison(c, s_a, s_b, margin):
                 continue
-        counts.kept += 1
+        counts[1] += 1
         kept.append(c)
-    return kept
+    return kept, by_source
+
+
+def distant_record(
+    record: Record,
+    scores: ScoreLookup,
+    margin: float = 0.0,
+    sources: Collection[str] | None = ("judge",),
+    scores_path: str | None = None,
+) -> tuple[Record | None, RecordDistant]:
+    """One record without the comparisons the RM disagrees with, its ranks resolved again (None when no
+    comparison is left), and what was done (see :func:`distant_supervision`)."""
+    before = conflict_stats([record])
+    if not record.comparisons:  # nothing to filter: a rank-only record passes as it is
+        return record, RecordDistant(record.id, {}, before, before)
+    kept, by_source = _filter_record(record, scores, margin, sources, scores_path)
+    if not kept:
+        return None, RecordDistant(record.id, by_source, before, None)
+    changed = len(kept) != len(record.comparisons)
+    new = record.model_copy(update={"comparisons": kept}) if changed else record
+    cyclic = not is_acyclic(new)
+    if changed or not new.rank:
+        new = new.model_copy(update={"rank": resolve_record(new).rank})
+    return new, RecordDistant(record.id, by_source, before, conflict_stats([new]), cyclic)
+
+
+def _add_stats(total: ResolveStats, part: ResolveStats) -> None:
+    total.records += part.records
+    total.comparisons += part.comparisons
+    total.conflicts += part.conflicts
+
+
+def add_to_report(report: DistantReport, outcome: RecordDistant) -> None:
+    """Count one record's outcome (examples in input order)."""
+    report.records_in += 1
+    for source, (before, kept) in outcome.by_source.items():
+        counts = report.by_source.setdefault(source, SourceCounts())
+        counts.before += before
+        counts.kept += kept
+    _add_stats(report.conflicts_before, outcome.before)
+    if outcome.after is None:
+        report.records_emptied += 1
+        _note(report.records_emptied_examples, outcome.record_id)
+        return
+    report.records_out += 1
+    _add_stats(report.conflicts_after, outcome.after)
+    if outcome.cyclic:
+        report.records_cyclic += 1
+        _note(report.records_cyclic_examples, outcome.record_id)
 
 
 def _note(examples: list[str], prompt_id: str, limit: int = 5) -> None:
@@ -162,9 +223,17 @@ def _note(examples: list[str], prompt_id: str, limit: int = 5) -> None:
         examples.append(prompt_id)
 
 
+def new_report(margin: float, sources: Iterable[str] | None) -> tuple[DistantReport, frozenset[str] | None]:
+    """An empty report and the set of sources to filter (None: all), after checking the margin."""
+    if margin < 0:
+        raise InputError(f"margin must be >= 0, got {margin}", field="margin")
+    wanted = None if sources is None else frozenset(sources)
+    return DistantReport(margin=margin, sources=None if wanted is None else sorted(wanted)), wanted
+
+
 def distant_supervision(
     records: list[Record],
-    scores: dict[ScoreKey, float],
+    scores: ScoreLookup,
     margin: float = 0.0,
     sources: Iterable[str] | None = ("judge",),
     *,
@@ -172,37 +241,68 @@ def distant_supervision(
 ) -> tuple[list[Record], DistantReport]:
     """Drop the comparisons the RM's ``scores`` disagree with, then resolve ranks (Algorithm 1).
 
-    ``scores`` maps ``(prompt_id, response_id)`` to the RM's score; a missing score for a
-    response named by a filtered comparison is an ``InputError`` (naming ``scores_path``).
-    ``sources=None`` filters comparisons of every source. See the module docstring for the
-    exact keep rules.
+    ``scores`` maps ``(prompt_id, response_id)`` to the RM's score (a dict, or a
+    :class:`~cheems.data.keytable.KeyTable`); a missing score for a response named by a filtered
+    comparison is an ``InputError`` (naming ``scores_path``). ``sources=None`` filters comparisons
+    of every source. See the module docstring for the exact keep rules.
     """
-    if margin < 0:
-        raise InputError(f"margin must be >= 0, got {margin}", field="margin")
-    wanted = None if sources is None else set(sources)
-    report = DistantReport(margin=margin, sources=None if wanted is None else sorted(wanted), records_in=len(records))
-    report.conflicts_before = conflict_stats(records)
+    report, wanted = new_report(margin, sources)
     out: list[Record] = []
     for record in records:
-        if not record.comparisons:
-            out.append(record)  # nothing to filter: a rank-only record passes as it is
-            continue
-        kept = _filter_record(record, scores, margin, wanted, report, scores_path)
-        if not kept:
-            report.records_emptied += 1
-            _note(report.records_emptied_examples, record.id)
-            continue
-        changed = len(kept) != len(record.comparisons)
-        new = record.model_copy(update={"comparisons": kept}) if changed else record
-        if not is_acyclic(new):
-            report.records_cyclic += 1
-            _note(report.records_cyclic_examples, record.id)
-        if changed or not new.rank:
-            new = new.model_copy(update={"rank": resolve_record(new).rank})
-        out.append(new)
-    report.records_out = len(out)
-    report.conflicts_after = conflict_stats(out)
+        new, outcome = distant_record(record, scores, margin, wanted, scores_path)
+        add_to_report(report, outcome)
+        if new is not None:
+            out.append(new)
     return out, report
+
+
+def distant_line(
+    folder: str, margin: float, sources: frozenset[str] | None, scores_path: str, record: Record
+) -> tuple[str | None, RecordDistant | InputError]:
+    """:func:`distant_record` with the scores table saved in ``folder`` and the output as a line (run in the
+    workers). A missing score comes back as the error, so that ``--skip-invalid`` cannot skip the record."""
+    try:
+        new, outcome = distant_record(record, load_table(folder)[0], margin, sources, scores_path)
+    except InputError as e:
+        return None, e
+    return (record_line(new) if new is not None else None), outcome
+
+
+def distant_lines(
+    stream: Callable[[Callable[[Record], Any]], Iterable[Any]],
+    scores_file: str | Path,
+    margin: float = 0.0,
+    sources: Iterable[str] | None = ("judge",),
+) -> tuple[Iterator[str], DistantReport]:
+    """:func:`distant_supervision` over a stream of records (``stream(fn)`` yields ``fn(record)`` in input
+    order) with the scores of ``scores_file``: the output lines, and the report they fill in as they pass.
+
+    The scores are read first (every error of a scores file comes before any record is read) into a
+    compact table that the worker processes map from a temporary folder.
+    """
+    report, wanted = new_report(margin, sources)
+    table = read_score_table(scores_file)
+    return _distant_lines(stream, table, report, margin, wanted, str(scores_file)), report
+
+
+def _distant_lines(
+    stream: Callable[[Callable[[Record], Any]], Iterable[Any]],
+    table: KeyTable,
+    report: DistantReport,
+    margin: float,
+    sources: frozenset[str] | None,
+    scores_path: str,
+) -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="cheems-distant-") as folder:
+        table.save(folder)
+        del table
+        fn = functools.partial(distant_line, folder, margin, sources, scores_path)
+        for line, outcome in stream(fn):
+            if isinstance(outcome, InputError):
+                raise outcome
+            add_to_report(report, outcome)
+            if line is not None:
+                yield line
 
 
 def source_counts(records: Iterable[Record]) -> Counter[str]:
