@@ -13,6 +13,11 @@ its label, annotator, source and extra keys such as the judge's ``shown`` order,
 it as ``a`` would falsify); a pair that came from a rank becomes ``{"a": chosen, "b": rejected,
 "label": "a", "source": "rank"}``. A record left with no pair is left out (counted). As DESIGN.md
 fixes for ``rank``, a response that no surviving pair mentions sits at rank 1.
+
+:func:`length_debias` works on a list; :func:`debias_lines` gives the same output over a stream,
+reading it twice (pass 1: one byte per pair, its group; pass 2: the records rebuilt in the worker
+processes), so memory does not grow with the file's text. Both use the same per-record functions
+(:func:`record_pairs`, :func:`debiased_record`) and the same draw (:func:`survivors`).
 """
 
 from __future__ import annotations

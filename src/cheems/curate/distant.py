@@ -19,6 +19,10 @@ cycles) still resolves every record to ranks.
 A record that loses a comparison (or has none and no rank yet) gets ``rank`` re-resolved with
 Algorithm 1; a record whose comparisons all survive keeps the rank it has. A record left with no
 comparison at all has nothing to train on and is left out of the output (counted in the report).
+
+:func:`distant_supervision` works on a list; :func:`distant_lines` gives the same output over a
+stream of records, with the scores in a compact :class:`~cheems.data.keytable.KeyTable`; both use
+:func:`distant_record` per record.
 """
 
 from __future__ import annotations
