@@ -117,10 +117,11 @@ def import_(
     output: Output,
     skip_invalid: SkipInvalid = False,
     lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
+    workers: Workers = None,
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
-    from cheems.data.importers import FORMATS, import_file
-    from cheems.data.io import write_records
+    from cheems.data.importers import FORMATS, import_records
+    from cheems.data.io import ReadResult, write_records
     from cheems.data.outputs import claim_outputs
 
     if len(args) == 2 and args[0] in FORMATS:
@@ -132,9 +133,12 @@ def import_(
             f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
         )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
-    result = import_file(source, fmt, skip_invalid=skip_invalid, lower_is_better=lower_is_better)
-    report_skipped(result.skipped)
-    n = write_records(output, result.records)
+    issues = ReadResult()
+    records = import_records(
+        source, fmt, issues, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
+    )
+    n = write_records(output, records)
+    report_skipped(issues.skipped)
     console.print(f"wrote {n} records to {output}")
 
 
