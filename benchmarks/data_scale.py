@@ -186,9 +186,8 @@ def within_budget(rows: list[dict], budgets: dict[str, str]) -> bool:
             limit = float(budgets[r["label"]])
             used = r["tree_rss"] / 2**20
             ok &= used <= limit
-            print(
-                f"{r['label']} {r['step']}: tree RSS {used:,.0f} MiB {'<=' if used <= limit else '> **over**'} {limit:,.0f}"
-            )
+            verdict = "<=" if used <= limit else "> **over**"
+            print(f"{r['label']} {r['step']}: tree RSS {used:,.0f} MiB {verdict} {limit:,.0f}")
     return ok
 
 
