@@ -7,8 +7,10 @@ import json
 import os
 import random
 import socket
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -54,18 +56,26 @@ def write_bench(path: Path, n_prompts: int) -> Path:
     for i in range(n_prompts):
         responses = [{"id": f"r{j}", "content": "回答" * (1 + (7 * i + 5 * j) % 23) + f"第{j}种。"} for j in range(3)]
         rank = {"r0": 1, "r1": 2, "r2": 2 + i % 2}
-        rows.append({"id": f"p{i}", "input": "请回答问题" * (1 + i % 5) + f"{i}？", "responses": responses, "rank": rank})
+        rows.append(
+            {"id": f"p{i}", "input": "请回答问题" * (1 + i % 5) + f"{i}？", "responses": responses, "rank": rank}
+        )
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
 
 
-def cheems(args: list[str], processes: int = 1) -> subprocess.CompletedProcess:
-    launch = [sys.executable]
-    if processes > 1:
-        launch += ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port", str(free_port())]
-    return subprocess.run(
-        [*launch, "-m", "cheems", *args], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=120
-    )
+def cheems(args: list[str], processes: int) -> tuple[int, str, str]:
+    """Run ``cheems ARGS``: in this process for 1 (saves a torch import on a shared box), else under torchrun."""
+    if processes == 1:
+        from typer.testing import CliRunner
+
+        from cheems.cli.main import app
+
+        one = CliRunner().invoke(app, args)
+        return one.exit_code, one.stdout, ""
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]
+    launch += ["--master_port", str(free_port()), "-m", "cheems"]
+    run = subprocess.run([*launch, *args], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=120)
+    return run.returncode, run.stdout, run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -73,24 +83,38 @@ def tiny_qwen(tmp_path_factory, qwen2_tokenizer_dir) -> Path:
     return tiny_models.build_tiny_qwen2(tmp_path_factory.mktemp("qwen"), qwen2_tokenizer_dir)
 
 
-def test_two_processes_write_the_scores_file_and_eval_report_of_one(tiny_qwen, tmp_path):
+@pytest.fixture
+def one_thread():
+    """One thread here as in each launched process (OMP_NUM_THREADS=1): the same kernels, the same bits."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_two_processes_write_the_scores_file_and_eval_report_of_one(tiny_qwen, tmp_path, one_thread):
     bench = write_bench(tmp_path / "open.jsonl", 14)  # 42 responses: 14 batches of at most 3
     common = ["--model", str(tiny_qwen), "--bench", str(bench), "--batch-size", "3"]
     outputs = {}
     for n in (1, 2):
-        score = cheems(["score", *common, "--cache", str(tmp_path / f"c{n}.sqlite"), "-o", str(tmp_path / f"s{n}")], n)
-        assert score.returncode == 0, score.stderr[-3000:]
-        assert score.stdout.count("wrote 42 scores") == 1  # rank 0 alone prints
+        code, out, err = cheems(
+            ["score", *common, "--cache", str(tmp_path / f"c{n}.sqlite"), "-o", str(tmp_path / f"s{n}")], n
+        )
+        assert code == 0, (out, err[-3000:])
+        assert out.count("wrote 42 scores") == 1  # rank 0 alone prints
         report = tmp_path / f"e{n}.json"
-        ev = cheems(["eval", *common, "--no-cache", "--resamples", "50", "--output-json", str(report)], n)
-        assert ev.returncode == 0, ev.stderr[-3000:]
-        assert ev.stdout.count("CheemsBench metrics") == 1
+        code, out, err = cheems(["eval", *common, "--no-cache", "--resamples", "50", "--output-json", str(report)], n)
+        assert code == 0, (out, err[-3000:])
+        assert out.count("CheemsBench metrics") == 1
         outputs[n] = ((tmp_path / f"s{n}").read_bytes(), report.read_bytes())
     assert outputs[2] == outputs[1]
-    assert len(outputs[1][0].splitlines()) == 42 and len(set(outputs[1][0].splitlines())) == 42
-    # rank 0 wrote every score to the cache: a 1-process run on the 2-process cache reads them all back
-    again = cheems(["score", *common, "--cache", str(tmp_path / "c2.sqlite"), "-o", str(tmp_path / "again")])
-    assert again.returncode == 0 and (tmp_path / "again").read_bytes() == outputs[1][0]
+    scores = [json.loads(line)["score"] for line in outputs[1][0].splitlines()]
+    assert len(scores) == 42 and len(set(scores)) == 42  # every response scored, none left at a placeholder
+    # rank 0 wrote every score to the cache, once
+    with closing(sqlite3.connect(tmp_path / "c2.sqlite")) as db:
+        assert sorted(v for (v,) in db.execute("SELECT score FROM scores")) == sorted(scores)
 
 
 def test_a_user_error_on_rank_0_ends_both_processes_with_one_error_line(tmp_path):
@@ -98,8 +122,26 @@ def test_a_user_error_on_rank_0_ends_both_processes_with_one_error_line(tmp_path
     bench = write_bench(tmp_path / "open.jsonl", 3)
     bad = tmp_path / "cache.sqlite"
     bad.write_text("not a database, just text that is long enough to be read as a header" * 20)
-    run = cheems(["score", "--model", "length", "--bench", str(bench), "--cache", str(bad), "-o", str(tmp_path / "s")], 2)
-    assert run.returncode != 0
-    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "not a score cache" in errors[0], run.stderr[-3000:]
+    args = ["score", "--model", "length", "--bench", str(bench), "--cache", str(bad), "-o", str(tmp_path / "s")]
+    code, _, err = cheems(args, 2)
+    assert code != 0
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "not a score cache" in errors[0], err[-3000:]
     assert not (tmp_path / "s").exists()
+
+
+# ---------------------------------------------------------------- the per-process device and voice
+def test_each_launched_process_takes_its_own_gpu_and_only_rank_0_speaks(monkeypatch):
+    from cheems.runtime import ProgressBar, is_main_process, pick_device
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    assert pick_device("cuda") == "cuda" and is_main_process()
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("RANK", "11")  # the fourth process of the second machine
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert pick_device("cuda") == "cuda:3"
+    assert pick_device("cuda:0") == "cuda:0" and pick_device("cpu") == "cpu"  # asked for: kept
+    assert pick_device(cpu=True) == "cpu"
+    assert not is_main_process()
+    assert not ProgressBar(10, "scoring").enabled
