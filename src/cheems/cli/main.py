@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +13,7 @@ from rich.text import Text
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
-from cheems.cli.options import SkipInvalid, finite, settings_options
+from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.cli.scoring import (
     BatchOpt,
     CacheOpt,
@@ -61,12 +62,14 @@ Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Record files (canonical or official format).")],
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1."""
     from rich.table import Table
 
-    from cheems.data.io import read_records
-    from cheems.data.stats import dataset_stats
+    from cheems.data.io import ReadResult
+    from cheems.data.stats import Counts, record_counts
+    from cheems.data.stream import stream_records
 
     table = Table(title="dataset statistics")
     for col in (
@@ -81,10 +84,14 @@ def validate(
     ):
         table.add_column(col, justify="left" if col == "file" else "right")
     for path in files:
-        result = read_records(path, skip_invalid=skip_invalid)
-        report_skipped(result.skipped)
-        report_warnings(result.warnings)
-        s = dataset_stats(result.records)
+        issues, total = ReadResult(), Counts()
+        for counts in stream_records(
+            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+        ):
+            total += counts
+        report_skipped(issues.skipped)
+        report_warnings(issues.warnings)
+        s = total.stats()
         table.add_row(
             str(path),
             str(s.prompts),
@@ -140,16 +147,35 @@ def resolve(
         Optional[Path], typer.Option("--stats-json", help="Write pooled conflict statistics here.")
     ] = None,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import read_records, write_json, write_records
+    from cheems.data.io import ReadResult, write_json, write_lines
     from cheems.data.outputs import claim_outputs, together
-    from cheems.ranking import resolve_file_records
+    from cheems.data.stream import stream_records
+    from cheems.ranking import ResolveStats
+    from cheems.ranking.resolve import resolved_line
 
     claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
-    result = read_records(source, skip_invalid=skip_invalid)
-    report_skipped(result.skipped)
-    records, stats, warnings = resolve_file_records(result.records)
+    issues, stats = ReadResult(), ResolveStats()
+    warnings: list[tuple[str, list[str]]] = []
+
+    def lines() -> Iterator[str]:
+        for pid, line, comparisons, conflicts, unmentioned in stream_records(
+            source, resolved_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="resolving"
+        ):
+            stats.records += 1
+            stats.comparisons += comparisons
+            stats.conflicts += conflicts
+            if unmentioned:
+                warnings.append((pid, unmentioned))
+            yield line
+
+    with together():
+        write_lines(output, lines())
+        if stats_json:
+            write_json(stats_json, stats.to_dict())
+    report_skipped(issues.skipped)
     for pid, unmentioned in warnings:
         err.print(
             Text.assemble(
@@ -158,10 +184,6 @@ def resolve(
             ),
             soft_wrap=True,
         )
-    with together():
-        write_records(output, records)
-        if stats_json:
-            write_json(stats_json, stats.to_dict())
     console.print(
         f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
         f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}"
@@ -176,20 +198,31 @@ def split(
     test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", callback=finite(0.0, 1.0))] = 0.2,
     seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
-    from cheems.data.io import read_records, write_records
-    from cheems.data.outputs import claim_outputs, together
-    from cheems.data.split import split_records
+    from contextlib import ExitStack
+
+    from cheems.data.io import ReadResult
+    from cheems.data.outputs import atomic_file, claim_outputs, together
+    from cheems.data.split import held_out_ids, id_and_line, record_id
+    from cheems.data.stream import stream_records
 
     claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
-    result = read_records(source, skip_invalid=skip_invalid)
-    report_skipped(result.skipped)
-    train_records, test_records = split_records(result.records, test_fraction, seed)
-    with together():
-        write_records(train, train_records)
-        write_records(test, test_records)
-    console.print(f"{len(train_records)} prompts -> {train}, {len(test_records)} held out -> {test}")
+    # two passes: which prompts are held out depends on every id; the records themselves are not kept
+    ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
+    held_out = held_out_ids(ids, test_fraction, seed)
+    issues, counts = ReadResult(), {train: 0, test: 0}
+    with together(), ExitStack() as files:
+        out = {side: files.enter_context(atomic_file(side)) for side in (train, test)}
+        for rid, line in stream_records(
+            source, id_and_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="split: writing"
+        ):
+            side = test if rid in held_out else train
+            out[side].write(line + "\n")
+            counts[side] += 1
+    report_skipped(issues.skipped)
+    console.print(f"{counts[train]} prompts -> {train}, {counts[test]} held out -> {test}")
 
 
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
