@@ -25,6 +25,7 @@ from cheems.cli.scoring import (
     scoring_inputs,
 )
 from cheems.errors import CheemsWarning, InputError
+from cheems.runtime import is_main_process
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -257,6 +258,8 @@ def score(
     records = load_bench(bench, warnings, require_pairs=False)
     report_warnings(warnings)
     scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device)
+    if not is_main_process():  # under a launcher rank 0 writes the one scores file
+        return
     n = write_scores(output, scores)
     console.print(f"wrote {n} scores to {output}")
 
@@ -355,6 +358,8 @@ def eval_(
         files=[("--output-json", output_json), ("--details", details)],
         folders=[("--report", report, REPORT_FILES)],
     )
+    if not (model or is_main_process()):  # under a launcher only --model has work to share
+        return
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
@@ -367,6 +372,8 @@ def eval_(
             values, source = read_scores(scores), str(scores)
         else:
             values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
+        if not is_main_process():  # under a launcher rank 0 writes the one report
+            return
         result = evaluate(records, values, source)
         warn_unmatched(result, source)
     if metric != "cheems":
