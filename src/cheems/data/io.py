@@ -459,22 +459,31 @@ def load_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputE
     string is real text and nesting is at most ``MAX_DEPTH`` deep, or the row is refused with its
     line and field. With ``skip_invalid``, such rows go to ``skipped`` instead of raising.
     """
+    return list(iter_rows(path, skip_invalid, skipped))
+
+
+def iter_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputError] | None = None) -> Iterator[Row]:
+    """The rows of :func:`load_rows` as they are read: a JSON Lines file a line at a time, other formats parsed
+    whole first. A file with no rows at all (and none skipped) is refused at its end."""
     path = Path(path)
     skipped = skipped if skipped is not None else []
     before = len(skipped)
     kind = file_kind(path)
     if kind == "jsonl":
-        rows = list(_jsonl_rows(path, jsonl_lines(path), skip_invalid, skipped))
+        rows: Iterable[Row] = _jsonl_rows(path, jsonl_lines(path), skip_invalid, skipped)
     else:
         text = _read_text(path)
         rows = (
-            list(_csv_rows(path, text, skip_invalid, skipped))
+            _csv_rows(path, text, skip_invalid, skipped)
             if kind == "csv"
             else _json_rows(path, text, skip_invalid, skipped)
         )
-    if not rows and len(skipped) == before:
+    any_row = False
+    for row in rows:
+        any_row = True
+        yield row
+    if not any_row and len(skipped) == before:
         raise InputError("file holds no records", path=str(path), line=1, hint="give it at least one record")
-    return rows
 
 
 def validation_error(e: ValidationError, path: str, line: int) -> InputError:

@@ -16,6 +16,7 @@ from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches
 from cheems.models.encoding import Features, RewardEncoder, collate
 from cheems.models.quiet import load_pretrained, missing_weights_text
+from cheems.models.sharding import run_batch_share
 from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class HFRewardScorer:
     Causal LMs (a ``score`` head) are read at the last real token, found from the attention mask;
     encoders (BERT-like) use their own pooling and classifier.
     """
+
+    shards = True  # scores its share of the batches under a launcher (see cheems.models.sharding)
 
     def __init__(
         self,
@@ -183,7 +186,10 @@ class HFRewardScorer:
         return self.encoder.features(items)
 
     def score(self, items: Sequence[ScoreItem]) -> list[float]:
-        """Rewards for (prompt, response) items, batched by length, in the order given."""
+        """Rewards for (prompt, response) items, batched by length, in the order given.
+
+        Under a launcher each process runs its share of the batches (:mod:`cheems.models.sharding`).
+        """
         if not items:
             return []
         import torch
@@ -196,10 +202,13 @@ class HFRewardScorer:
         def forward(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
             return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
 
+        def run(batches: Sequence[Sequence[int]]) -> list[float]:
+            with torch.inference_mode(), autocast(self._device, self._amp):
+                return batched_rewards(forward, encoded, batches, pad_id, self._device)
+
         budget = batch_token_budget(self._device, self.batch_size, self.max_length)
         batches = length_batches([len(ids) for ids, _ in encoded], self.batch_size, budget)
-        with torch.inference_mode(), autocast(self._device, self._amp):
-            return batched_rewards(forward, encoded, batches, pad_id, self._device)
+        return run_batch_share(batches, len(items), run)  # under a launcher: this process's share, then all
 
     @staticmethod
     def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":
