@@ -638,19 +638,6 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 ScoreKey = tuple[str, str]  # (prompt_id, response_id)
 
 
-def iter_rows(path: str | Path) -> Iterator[Row]:
-    """The rows of :func:`load_rows`, a JSON Lines file read a line at a time (other formats are parsed whole)."""
-    if file_kind(path) != "jsonl":
-        yield from load_rows(path)
-        return
-    empty = True
-    for row in _jsonl_rows(Path(path), jsonl_lines(path), False, []):
-        empty = False
-        yield row
-    if empty:
-        raise InputError("file holds no records", path=str(path), line=1, hint="give it at least one record")
-
-
 def score_row(row: Any, path: str | Path, line: int) -> tuple[ScoreKey, float]:
     """One row of a scores file, checked: ``((prompt_id, response_id), score)``."""
     if not isinstance(row, dict):
