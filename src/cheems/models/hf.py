@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
-from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches
+from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages
 from cheems.models.encoding import Features, RewardEncoder, collate
+from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
@@ -95,7 +96,9 @@ class HFRewardScorer:
     """A reward model: reward = the model's one logit for (prompt, response).
 
     Causal LMs (a ``score`` head) are read at the last real token, found from the attention mask;
-    encoders (BERT-like) use their own pooling and classifier.
+    encoders (BERT-like) use their own pooling and classifier. With ``shared_prefix`` (the default)
+    a causal model runs the tokens the responses of one prompt share once and scores each response
+    from that KV cache (:mod:`cheems.models.prefix`): the same scores, so the fingerprint ignores it.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class HFRewardScorer:
         max_length: int = 512,
         device: str | None = None,
         dtype: str = "auto",
+        shared_prefix: bool = True,
     ) -> None:
         self.name = source.spec
         self.source = source
@@ -117,6 +121,10 @@ class HFRewardScorer:
         self._trained_head = has_reward_head(source)
         self._encoder: RewardEncoder | None = None
         self._model: Any = None
+        self.shared_prefix = shared_prefix
+        # Items scored from a prompt's KV cache vs by the plain path, over this scorer's life (the fallbacks
+        # are silent: the scores are the same either way).
+        self.prefix_counts = {"shared": 0, "plain": 0}
 
     def fingerprint(self) -> str:
         """Hash of the model files' identity and the settings that change scores (no weights read)."""
@@ -197,9 +205,23 @@ class HFRewardScorer:
             return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
 
         budget = batch_token_budget(self._device, self.batch_size, self.max_length)
-        batches = length_batches([len(ids) for ids, _ in encoded], self.batch_size, budget)
+        groups: list[PrefixGroup] = []
+        plain = list(range(len(items)))
+        if self.shared_prefix and supports_shared_prefix(model):
+            keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
+            groups, plain = plan_shared_prefix(encoded, keys, self.encoder.limit)
+        self.prefix_counts["plain"] += len(plain)
+        self.prefix_counts["shared"] += len(items) - len(plain)
+        batches = [
+            [plain[j] for j in b] for b in length_batches([len(encoded[i][0]) for i in plain], self.batch_size, budget)
+        ]
         with torch.inference_mode(), autocast(self._device, self._amp):
-            return batched_rewards(forward, encoded, batches, pad_id, self._device)
+            scores = batched_rewards(forward, encoded, batches, pad_id, self._device)
+            for group in groups:
+                shared = prefix_rewards(model, encoded, group, pad_id, self._device, self.batch_size, budget)
+                for i, value in shared.items():
+                    scores[i] = value
+        return scores
 
     @staticmethod
     def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":
