@@ -205,11 +205,7 @@ class HFRewardScorer:
             return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
 
         budget = batch_token_budget(self._device, self.batch_size, self.max_length)
-        groups: list[PrefixGroup] = []
-        plain = list(range(len(items)))
-        if self.shared_prefix and supports_shared_prefix(model):
-            keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
-            groups, plain = plan_shared_prefix(encoded, keys, self.encoder.limit)
+        groups, plain = self.prefix_plan(items, encoded)
         self.prefix_counts["plain"] += len(plain)
         self.prefix_counts["shared"] += len(items) - len(plain)
         batches = [
@@ -222,6 +218,18 @@ class HFRewardScorer:
                 for i, value in shared.items():
                     scores[i] = value
         return scores
+
+    def prefix_plan(
+        self, items: Sequence[ScoreItem], encoded: Sequence[Features]
+    ) -> tuple[list[PrefixGroup], list[int]]:
+        """Which rows of ``encoded`` (the ``items``) run from a shared prompt prefix, and which plainly.
+
+        All plain when ``shared_prefix`` is off or the model cannot (:func:`supports_shared_prefix`).
+        """
+        if not (self.shared_prefix and supports_shared_prefix(self.model)):
+            return [], list(range(len(items)))
+        keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
+        return plan_shared_prefix(encoded, keys, self.encoder.limit)
 
     @staticmethod
     def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":
