@@ -1,8 +1,9 @@
 """Wall time and peak memory of each data step on one record file, for one or more ``cheems`` commands.
 
 Runs, as subprocesses, on the file given (e.g. from ``benchmarks/synth_preference.py``):
-``validate``, ``resolve``, ``split``, ``curate filter``, ``curate debias``, ``score --model length``
-(on the resolved file, no cache) and ``eval --scores`` (that scores file against the resolved file).
+``validate``, ``import official``, ``resolve``, ``split``, ``curate filter``, ``curate debias``, ``score --model
+length`` (on the resolved file, no cache), ``curate distant`` (the resolved file with those scores) and ``eval
+--scores`` (that scores file against the resolved file).
 Each ``--cheems LABEL=COMMAND`` is run through every step in turn (default: ``before=`` this
 Python with ``-m cheems``), so an in-memory and a streaming implementation are measured side by side
 in one run, e.g. ``--cheems "before=/work/main/.venv/bin/python -m cheems"
@@ -37,6 +38,7 @@ from pathlib import Path
 STEPS: list[tuple[str, list[str], list[str]]] = [
     # (name, arguments, output files to hash); "{in}" is the data file, outputs are relative to the label's folder
     ("validate", ["validate", "{in}"], []),
+    ("import", ["import", "official", "{in}", "-o", "imported.jsonl"], ["imported.jsonl"]),
     ("resolve", ["resolve", "{in}", "-o", "resolved.jsonl", "--stats-json", "resolve.json"], ["resolved.jsonl"]),
     ("split", ["split", "{in}", "--train", "train.jsonl", "--test", "test.jsonl"], ["train.jsonl", "test.jsonl"]),
     ("curate filter", ["curate", "filter", "{in}", "-o", "filtered.jsonl", "--report-json", "filter.json"],
@@ -45,6 +47,8 @@ STEPS: list[tuple[str, list[str], list[str]]] = [
      ["debiased.jsonl", "debias.json"]),
     ("score --model length", ["score", "--model", "length", "--bench", "resolved.jsonl", "-o", "scores.jsonl",
                               "--no-cache"], ["scores.jsonl"]),
+    ("curate distant", ["curate", "distant", "resolved.jsonl", "--scores", "scores.jsonl", "-o", "distant.jsonl",
+                        "--report-json", "distant.json"], ["distant.jsonl", "distant.json"]),
     ("eval --scores", ["eval", "--bench", "resolved.jsonl", "--scores", "scores.jsonl", "--output-json", "eval.json"],
      ["eval.json"]),
 ]  # fmt: skip
@@ -151,6 +155,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--workdir", type=Path, help="where outputs go (default: a new temporary folder)")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between tree RSS samples")
+    parser.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="LABEL=MIB",
+        help="check that every step of LABEL stays within MIB of tree RSS (exit 1 if not); e.g. after=300",
+    )
     args = parser.parse_args()
     specs = args.cheems or [f"before={shlex.join([sys.executable, '-m', 'cheems'])}"]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cheems-scale-"))
@@ -163,6 +174,21 @@ def main() -> None:
     print(table(rows, size))
     if args.json:
         args.json.write_text(json.dumps({"data": str(args.data), "bytes": size, "rows": rows}, indent=2) + "\n")
+    if not within_budget(rows, dict(b.split("=", 1) for b in args.budget)):
+        sys.exit(1)
+
+
+def within_budget(rows: list[dict], budgets: dict[str, str]) -> bool:
+    """Print each step of a budgeted label against its memory budget (tree RSS); True when all are within."""
+    ok = True
+    for r in rows:
+        if r["label"] in budgets:
+            limit = float(budgets[r["label"]])
+            used = r["tree_rss"] / 2**20
+            ok &= used <= limit
+            verdict = "<=" if used <= limit else "> **over**"
+            print(f"{r['label']} {r['step']}: tree RSS {used:,.0f} MiB {verdict} {limit:,.0f}")
+    return ok
 
 
 if __name__ == "__main__":

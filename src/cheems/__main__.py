@@ -2,4 +2,5 @@
 
 from cheems.cli.main import main
 
-main()
+if __name__ == "__main__":  # a spawned worker process imports this module too
+    main()

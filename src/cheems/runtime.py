@@ -8,11 +8,14 @@ functions only, so a run whose scores all come from the cache never loads them.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
+import os
 import sys
 import time
 from contextlib import nullcontext
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,12 +28,18 @@ if TYPE_CHECKING:
 
 
 def pick_device(device: str | None = None, *, cpu: bool = False) -> str:
-    """``device`` as given; else ``cpu`` when asked for, else ``cuda`` when a GPU is visible, else ``cpu``."""
-    if device:
-        return device
-    import torch
+    """``device`` as given; else ``cpu`` when asked for, else ``cuda`` when a GPU is visible, else ``cpu``.
 
-    return "cuda" if not cpu and torch.cuda.is_available() else "cpu"
+    Under a launcher (torchrun, accelerate launch) a plain ``cuda`` means this process's own GPU,
+    ``cuda:LOCAL_RANK``: one process per GPU, never all of them on the first.
+    """
+    if not device:
+        import torch
+
+        device = "cuda" if not cpu and torch.cuda.is_available() else "cpu"
+    if device == "cuda" and process_rank()[1] > 1:
+        return f"cuda:{local_rank()}"
+    return device
 
 
 @cache
@@ -89,13 +98,54 @@ def autocast(device: str, dtype: "torch.dtype | None") -> Any:
     return torch.autocast(torch.device(device).type, dtype=dtype)
 
 
+# ---------------------------------------------------------------- several processes (torchrun, accelerate launch)
+
+# How long a process waits in a collective for the others: long enough for the slowest process to
+# finish its share of a large scoring run, short enough that a lost peer ends the run, not hangs it.
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+
+
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of this process, from the ``RANK`` and ``WORLD_SIZE`` a launcher sets; (0, 1) alone."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def local_rank() -> int:
+    """This process's index on its machine (``LOCAL_RANK``): the GPU it owns."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def is_main_process() -> bool:
+    """Whether this process is rank 0 (the only one that prints and writes files); True when not launched."""
+    return process_rank()[0] == 0
+
+
+def join_process_group() -> None:
+    """Join the launcher's process group once (a group already set up, e.g. by accelerate, is reused).
+
+    Objects travel over gloo (they live in CPU memory); tensors on GPUs over nccl where there are
+    GPUs. Waits at most :data:`COLLECTIVE_TIMEOUT` for the other processes.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    backend = "gloo"
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank())
+        backend = "cpu:gloo,cuda:nccl"
+    dist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
+    atexit.register(dist.destroy_process_group)
+
+
 # ---------------------------------------------------------------- progress
 
 
 class ProgressBar:
     """The one progress bar (rich, on stderr): a count out of ``total``, time left, and a stats text.
 
-    - ``enabled``: False draws nothing (``--no-progress``, or not the main process).
+    - ``enabled``: False draws nothing (``--no-progress``); a process other than rank 0 never draws.
     - ``after_s``: appear only once the work has run this long (short runs stay quiet).
     - ``terminal_only``: draw only when the console is a terminal (no bar frames in a log file).
     - ``transient``: remove the bar when done.
@@ -114,7 +164,7 @@ class ProgressBar:
         console: Any = None,
     ) -> None:
         self.total, self.label, self.done = total, label, completed
-        self.enabled = enabled and total > 0
+        self.enabled = enabled and total > 0 and is_main_process()
         self.after_s, self.transient, self.console = after_s, transient, console
         self.terminal_only = terminal_only
         self.start = time.monotonic()

@@ -15,6 +15,7 @@ from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid
 from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt, NoSharedPrefixOpt
 from cheems.errors import InputError
+from cheems.runtime import is_main_process
 
 
 def bon(
@@ -69,6 +70,8 @@ def bon(
         pool_bench, shared = {"pool": read.records}, not no_shared_prefix
         values = compute_scores(model, pool_bench, batch_size, max_length, cache, no_cache, device, shared)
         source = model
+    if not is_main_process():  # under a launcher rank 0 writes the picks
+        return
     result = best_of_n(read.records, values, n=n, sample=sample, seed=seed, scorer=source)
     report_gaps(result, source)
     if plot is not None and not result.curve:

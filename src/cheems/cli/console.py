@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - older typer
     from click import exceptions as click_errors
 
 from cheems.errors import InputError
+from cheems.runtime import is_main_process
 
 console = Console()
 err = Console(stderr=True)
@@ -54,6 +55,7 @@ def run(application: Callable[..., object]) -> None:
     from cheems.data.outputs import Interrupted, interrupted_line, signals_interrupt
 
     warnings.showwarning = show_warning
+    console.quiet = err.quiet = not is_main_process()  # under a launcher rank 0 alone speaks
     with signals_interrupt():
         try:
             code = application(standalone_mode=False)  # click's own errors come to us, to print as one line

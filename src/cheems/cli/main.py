@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +13,7 @@ from rich.text import Text
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
-from cheems.cli.options import SkipInvalid, finite, settings_options
+from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.cli.scoring import (
     BatchOpt,
     CacheOpt,
@@ -25,6 +26,7 @@ from cheems.cli.scoring import (
     scoring_inputs,
 )
 from cheems.errors import CheemsWarning, InputError
+from cheems.runtime import is_main_process
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -61,12 +63,14 @@ Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Record files (canonical or official format).")],
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1."""
     from rich.table import Table
 
-    from cheems.data.io import read_records
-    from cheems.data.stats import dataset_stats
+    from cheems.data.io import ReadResult
+    from cheems.data.stats import Counts, record_counts
+    from cheems.data.stream import stream_records
 
     table = Table(title="dataset statistics")
     for col in (
@@ -81,10 +85,14 @@ def validate(
     ):
         table.add_column(col, justify="left" if col == "file" else "right")
     for path in files:
-        result = read_records(path, skip_invalid=skip_invalid)
-        report_skipped(result.skipped)
-        report_warnings(result.warnings)
-        s = dataset_stats(result.records)
+        issues, total = ReadResult(), Counts()
+        for counts in stream_records(
+            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+        ):
+            total += counts
+        report_skipped(issues.skipped)
+        report_warnings(issues.warnings)
+        s = total.stats()
         table.add_row(
             str(path),
             str(s.prompts),
@@ -111,10 +119,11 @@ def import_(
     output: Output,
     skip_invalid: SkipInvalid = False,
     lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
+    workers: Workers = None,
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
-    from cheems.data.importers import FORMATS, import_file
-    from cheems.data.io import write_records
+    from cheems.data.importers import FORMATS, import_records
+    from cheems.data.io import ReadResult, write_records
     from cheems.data.outputs import claim_outputs
 
     if len(args) == 2 and args[0] in FORMATS:
@@ -126,9 +135,12 @@ def import_(
             f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
         )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
-    result = import_file(source, fmt, skip_invalid=skip_invalid, lower_is_better=lower_is_better)
-    report_skipped(result.skipped)
-    n = write_records(output, result.records)
+    issues = ReadResult()
+    records = import_records(
+        source, fmt, issues, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
+    )
+    n = write_records(output, records)
+    report_skipped(issues.skipped)
     console.print(f"wrote {n} records to {output}")
 
 
@@ -140,16 +152,35 @@ def resolve(
         Optional[Path], typer.Option("--stats-json", help="Write pooled conflict statistics here.")
     ] = None,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import read_records, write_json, write_records
+    from cheems.data.io import ReadResult, write_json, write_lines
     from cheems.data.outputs import claim_outputs, together
-    from cheems.ranking import resolve_file_records
+    from cheems.data.stream import stream_records
+    from cheems.ranking import ResolveStats
+    from cheems.ranking.resolve import resolved_line
 
     claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
-    result = read_records(source, skip_invalid=skip_invalid)
-    report_skipped(result.skipped)
-    records, stats, warnings = resolve_file_records(result.records)
+    issues, stats = ReadResult(), ResolveStats()
+    warnings: list[tuple[str, list[str]]] = []
+
+    def lines() -> Iterator[str]:
+        for pid, line, comparisons, conflicts, unmentioned in stream_records(
+            source, resolved_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="resolving"
+        ):
+            stats.records += 1
+            stats.comparisons += comparisons
+            stats.conflicts += conflicts
+            if unmentioned:
+                warnings.append((pid, unmentioned))
+            yield line
+
+    with together():
+        write_lines(output, lines())
+        if stats_json:
+            write_json(stats_json, stats.to_dict())
+    report_skipped(issues.skipped)
     for pid, unmentioned in warnings:
         err.print(
             Text.assemble(
@@ -158,10 +189,6 @@ def resolve(
             ),
             soft_wrap=True,
         )
-    with together():
-        write_records(output, records)
-        if stats_json:
-            write_json(stats_json, stats.to_dict())
     console.print(
         f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
         f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}"
@@ -176,20 +203,31 @@ def split(
     test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", callback=finite(0.0, 1.0))] = 0.2,
     seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
     skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
-    from cheems.data.io import read_records, write_records
-    from cheems.data.outputs import claim_outputs, together
-    from cheems.data.split import split_records
+    from contextlib import ExitStack
+
+    from cheems.data.io import ReadResult
+    from cheems.data.outputs import atomic_file, claim_outputs, together
+    from cheems.data.split import held_out_ids, id_and_line, record_id
+    from cheems.data.stream import stream_records
 
     claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
-    result = read_records(source, skip_invalid=skip_invalid)
-    report_skipped(result.skipped)
-    train_records, test_records = split_records(result.records, test_fraction, seed)
-    with together():
-        write_records(train, train_records)
-        write_records(test, test_records)
-    console.print(f"{len(train_records)} prompts -> {train}, {len(test_records)} held out -> {test}")
+    # two passes: which prompts are held out depends on every id; the records themselves are not kept
+    ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
+    held_out = held_out_ids(ids, test_fraction, seed)
+    issues, counts = ReadResult(), {train: 0, test: 0}
+    with together(), ExitStack() as files:
+        out = {side: files.enter_context(atomic_file(side)) for side in (train, test)}
+        for rid, line in stream_records(
+            source, id_and_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="split: writing"
+        ):
+            side = test if rid in held_out else train
+            out[side].write(line + "\n")
+            counts[side] += 1
+    report_skipped(issues.skipped)
+    console.print(f"{counts[train]} prompts -> {train}, {counts[test]} held out -> {test}")
 
 
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
@@ -222,6 +260,8 @@ def score(
     records = load_bench(bench, warnings, require_pairs=False)
     report_warnings(warnings)
     scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, not no_shared_prefix)
+    if not is_main_process():  # under a launcher rank 0 writes the one scores file
+        return
     n = write_scores(output, scores)
     console.print(f"wrote {n} scores to {output}")
 
@@ -321,6 +361,8 @@ def eval_(
         files=[("--output-json", output_json), ("--details", details)],
         folders=[("--report", report, REPORT_FILES)],
     )
+    if not (model or is_main_process()):  # under a launcher only --model has work to share
+        return
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
@@ -335,6 +377,8 @@ def eval_(
             shared = not no_shared_prefix
             values = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, shared)
             source = model
+        if not is_main_process():  # under a launcher rank 0 writes the one report
+            return
         result = evaluate(records, values, source)
         warn_unmatched(result, source)
     if metric != "cheems":

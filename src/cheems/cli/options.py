@@ -40,6 +40,15 @@ M = TypeVar("M", bound=BaseModel)
 SkipInvalid = Annotated[
     bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
 ]
+Workers = Annotated[
+    Optional[int],
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Processes for reading and checking records (default: $CHEEMS_WORKERS or every core; 1: this process). "
+        "The output is the same for any number.",
+    ),
+]
 
 
 def finite(low: float | None = None, high: float | None = None) -> Callable[..., float | None]:

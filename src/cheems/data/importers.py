@@ -18,8 +18,9 @@ row goes to ``ReadResult.skipped`` and the import goes on.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
@@ -27,8 +28,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cheems.data.io import ReadResult, load_rows, read_records, validation_error
+from cheems.data.io import ReadResult, iter_rows, validation_error
 from cheems.data.schema import Record, dense_ranks
+from cheems.data.stream import stream_records
 from cheems.errors import InputError
 
 BENCHMARK_FORMATS = ("rmbench", "rmb", "rewardbench2", "judgebench")
@@ -321,7 +323,11 @@ def _add_pair(groups: dict[str, _Group], pair: _Pair, where: _Where) -> None:
     group.comparisons.append({"a": a, "b": b, "label": "a", "source": "import", **pair.extra})
 
 
-def _import_pairwise(rows: list[tuple[int, Any]], path: str, result: ReadResult, skip_invalid: bool) -> None:
+def _import_pairwise(
+    rows: Iterable[tuple[int, Any]], path: str, result: ReadResult, skip_invalid: bool
+) -> Iterator[Record]:
+    """Rows grouped into one record per prompt: the groups are held until the file ends (a prompt's pairs may
+    be anywhere in it), so memory grows with the file, unlike the other formats."""
     groups: dict[str, _Group] = {}
     for line, row in rows:
         where = _Where(path, line)
@@ -337,7 +343,7 @@ def _import_pairwise(rows: list[tuple[int, Any]], path: str, result: ReadResult,
         where = _Where(path, group.line)
         record = _guard(lambda: _validate(obj, where), result, skip_invalid)
         if record is not None:
-            result.records.append(record)
+            yield record
 
 
 # ---------------------------------------------------------------- ranked and ratings (one row, one record)
@@ -430,13 +436,13 @@ def _ratings_row(row: dict[str, Any], where: _Where, lower_is_better: bool = Fal
 
 
 def _import_each(
-    rows: list[tuple[int, Any]],
+    rows: Iterable[tuple[int, Any]],
     path: str,
     result: ReadResult,
     skip_invalid: bool,
     normalise: Callable[..., dict[str, Any]],
     lower_is_better: bool,
-) -> None:
+) -> Iterator[Record]:
     """One record per row; a prompt seen again gets ``-2``, ``-3`` … (an explicit id must be unique)."""
     seen: dict[str, int] = {}
 
@@ -461,7 +467,7 @@ def _import_each(
     for line, row in rows:
         record = _guard(lambda: one(row, _Where(path, line)), result, skip_invalid)
         if record is not None:
-            result.records.append(record)
+            yield record
 
 
 # ---------------------------------------------------------------- entry point
@@ -481,34 +487,57 @@ def _guard(step: Callable[[], Any], result: ReadResult, skip_invalid: bool) -> A
 def import_file(
     path: str | Path, fmt: str | None = None, *, skip_invalid: bool = False, lower_is_better: bool = False
 ) -> ReadResult:
-    """Import one file of format ``fmt`` (guessed from its first row when None) as canonical records.
+    """Import one file of format ``fmt`` (guessed from its first row when None) as canonical records, all in memory
+    (:func:`import_records` streams them)."""
+    result = ReadResult()
+    result.records = list(import_records(path, fmt, result, skip_invalid=skip_invalid, lower_is_better=lower_is_better))
+    return result
+
+
+def import_records(
+    path: str | Path,
+    fmt: str | None,
+    issues: ReadResult,
+    *,
+    skip_invalid: bool = False,
+    lower_is_better: bool = False,
+    workers: int | None = 1,
+) -> Iterator[Record]:
+    """The records of one file of format ``fmt`` (guessed from its first row when None), as they are read.
 
     ``lower_is_better`` applies to ``ratings``. Raises ``InputError`` (file:line: field) on the first
-    bad row, or, with ``skip_invalid``, lists bad rows in ``ReadResult.skipped`` and goes on.
+    bad row, or, with ``skip_invalid``, lists bad rows in ``issues.skipped`` and goes on. Official and
+    canonical records, ranked and ratings rows stream (``workers`` processes check official records);
+    pairwise rows and the other benchmarks' files are grouped in memory.
     """
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
-    if fmt == "official":
-        return read_records(path, skip_invalid=skip_invalid)
     if fmt in BENCHMARK_FORMATS:
         # imported here: that module builds on this one's row helpers
         from cheems.data.bench_importers import import_benchmark
 
-        return import_benchmark(path, fmt, skip_invalid)
-    result = ReadResult()
-    rows = load_rows(path, skip_invalid, result.skipped)
+        found = import_benchmark(path, fmt, skip_invalid)
+        issues.skipped.extend(found.skipped)
+        yield from found.records
+        return
+    before = len(issues.skipped)
+    reading = iter_rows(path, skip_invalid, issues.skipped)
+    rows: Iterator[tuple[int, Any]] = reading
     if fmt is None:
-        if not rows:
-            return result  # every line was unreadable JSON, already listed in skipped
+        first = next(reading, None)
+        if first is None:
+            return  # every line was unreadable JSON, already listed in skipped
         try:
-            fmt = guess_format(rows[0][1])
+            fmt = guess_format(first[1])
         except InputError as e:
-            raise e.located(str(path), rows[0][0]) from None
-        if fmt == "official":
-            return read_records(path, skip_invalid=skip_invalid)
-    if fmt == "pairwise":
-        _import_pairwise(rows, str(path), result, skip_invalid)
+            raise e.located(str(path), first[0]) from None
+        rows = itertools.chain([first], reading)
+    if fmt == "official":
+        reading.close()  # read again by the record reader, with its checks (and its own skipped lines)
+        del issues.skipped[before:]
+        yield from stream_records(path, skip_invalid=skip_invalid, issues=issues, workers=workers)
+    elif fmt == "pairwise":
+        yield from _import_pairwise(rows, str(path), issues, skip_invalid)
     else:
         normalise = _ranked_row if fmt == "ranked" else _ratings_row
-        _import_each(rows, str(path), result, skip_invalid, normalise, lower_is_better)
-    return result
+        yield from _import_each(rows, str(path), issues, skip_invalid, normalise, lower_is_better)

@@ -41,35 +41,99 @@ class ReadResult:
     warnings: list[InputError] = field(default_factory=list)
 
 
-def _read_text(path: Path) -> str:
-    """The whole file as text; a BOM is dropped, bytes that are not UTF-8 are named by line."""
+def _check_path(path: Path) -> None:
     if not path.exists():
         raise InputError("no such file", path=str(path), hint="check the path")
     if path.is_dir():
         raise InputError("is a folder, not a file", path=str(path), hint="name a .jsonl/.json/.csv file")
+
+
+def _not_utf8(path: Path, data: bytes, e: UnicodeDecodeError, first_line: int = 1) -> InputError:
+    """The error for bytes that are not UTF-8; ``data`` starts on line ``first_line`` of the file."""
+    if first_line == 1 and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        what = "UTF-16 text, not UTF-8"
+    else:
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        what = f"not UTF-8 text ({e.reason} at byte {column} of the line)"
+    line = first_line + data.count(b"\n", 0, e.start)
+    return InputError(what, path=str(path), line=line, hint="save it as UTF-8")
+
+
+def _has_nul(path: Path, text: str, first_line: int = 1) -> InputError | None:
+    nul = text.find("\x00")
+    if nul < 0:
+        return None
+    return InputError(  # binary data, or UTF-16 without its BOM
+        "holds a NUL byte: binary data or UTF-16 text, not UTF-8 text",
+        path=str(path),
+        line=first_line + text.count("\n", 0, nul),
+        hint="save it as UTF-8",
+    )
+
+
+def _empty(path: Path) -> InputError:
+    return InputError("file is empty", path=str(path), line=1, hint="give it at least one record")
+
+
+def _read_text(path: Path) -> str:
+    """The whole file as text; a BOM is dropped, bytes that are not UTF-8 are named by line."""
+    _check_path(path)
     data = path.read_bytes()
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            what = "UTF-16 text, not UTF-8"
-        else:
-            column = e.start - data.rfind(b"\n", 0, e.start)
-            what = f"not UTF-8 text ({e.reason} at byte {column} of the line)"
-        raise InputError(
-            what, path=str(path), line=data.count(b"\n", 0, e.start) + 1, hint="save it as UTF-8"
-        ) from None
-    nul = text.find("\x00")
-    if nul >= 0:  # binary data, or UTF-16 without its BOM
-        raise InputError(
-            "holds a NUL byte: binary data or UTF-16 text, not UTF-8 text",
-            path=str(path),
-            line=_line_of(text, nul),
-            hint="save it as UTF-8",
-        )
+        raise _not_utf8(path, data, e) from None
+    nul = _has_nul(path, text)
+    if nul is not None:
+        raise nul
     if not text.strip():
-        raise InputError("file is empty", path=str(path), line=1, hint="give it at least one record")
+        raise _empty(path)
     return text
+
+
+def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of a JSON Lines file, decoded, with their 1-based numbers, read a line at a time.
+
+    The checks of a whole-file read, made line by line so that memory stays bounded: UTF-8 (a BOM is
+    dropped, also one that ``cat`` left mid-file), no NUL byte, not empty. Lines end at ``\\n`` only:
+    U+2028 and other separators are text inside strings.
+    """
+    path = Path(path)
+    _check_path(path)
+    seen_text = False
+    with path.open("rb") as f:
+        for n, data in enumerate(f, start=1):
+            try:
+                raw = data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _not_utf8(path, data, e, first_line=n) from None
+            nul = _has_nul(path, raw, first_line=n)
+            if nul is not None:
+                raise nul
+            raw = raw.removesuffix("\n").removeprefix("\ufeff")
+            if raw.strip():
+                seen_text = True
+                yield n, raw
+    if not seen_text:
+        raise _empty(path)
+
+
+def file_kind(path: str | Path) -> str:
+    """``csv``, ``json`` (an array, one value, or JSON Lines under a .json name) or ``jsonl``, as
+    :func:`load_rows` reads it: by suffix, and for another suffix by whether the text opens with ``[``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".json", ".jsonl"):
+        return suffix[1:]
+    _check_path(path)
+    with path.open("rb") as f:
+        while block := f.read(1 << 16):
+            start = block.lstrip(b" \t\r\n\f\v")
+            if start.startswith(b"\xef\xbb\xbf"):
+                start = start[3:].lstrip()
+            if start:
+                return "json" if start.startswith(b"[") else "jsonl"
+    return "jsonl"
 
 
 # ---------------------------------------------------------------- JSON values, checked once for every reader
@@ -98,7 +162,7 @@ class _NotFinite:
         self.message = f"{shown} is {'too large for a number' if too_large else 'not a finite number'}"
 
 
-class _Decoder:
+class Decoder:
     """``json`` decoding that refuses NaN, Infinity and numbers beyond a float, nesting deeper than
     ``MAX_DEPTH`` and lone surrogates (``"\\ud800"``, which cannot be written back as UTF-8)."""
 
@@ -203,7 +267,7 @@ def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErr
     JSON Lines under a ``.json`` name and is read as such; any other text after the first value
     is refused with its line, never ignored.
     """
-    decoder = _Decoder(path)
+    decoder = Decoder(path)
     pos = _WS.match(text).end()
     first_line = _line_of(text, pos)
     is_array = text[pos] == "["
@@ -215,7 +279,7 @@ def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErr
     if after < len(text):
         next_line = _line_of(text, after)
         if not is_array and text[pos] == "{" and _line_of(text, end) == first_line < next_line:
-            return list(_jsonl_rows(path, text, skip_invalid, skipped))
+            return list(_jsonl_rows(path, _text_lines(text), skip_invalid, skipped))
         what = "a second JSON value" if text[after] in "[{" else "more text"
         raise InputError(
             f"{what} after the JSON {'array' if is_array else 'value'} that ends on line {_line_of(text, end)}",
@@ -234,7 +298,7 @@ def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErr
 
 
 def _array_items(
-    decoder: _Decoder, text: str, pos: int, line: int, skip_invalid: bool, skipped: list[InputError]
+    decoder: Decoder, text: str, pos: int, line: int, skip_invalid: bool, skipped: list[InputError]
 ) -> tuple[list[Row], int]:
     """Items of the JSON array opening at ``pos`` with the line each starts on, and where the array ends."""
     rows: list[Row] = []
@@ -266,20 +330,28 @@ def _skip(error: InputError, skip_invalid: bool, skipped: list[InputError]) -> N
     skipped.append(error)
 
 
-def _jsonl_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputError]) -> Iterator[Row]:
-    """One JSON value per line. Lines end at ``\\n`` only: U+2028 and other separators are text inside strings."""
-    decoder = _Decoder(path)
-    for n, raw in enumerate(text.split("\n"), start=1):
-        raw = raw.removeprefix("\ufeff")  # files joined with `cat` keep each one's BOM
-        if not raw.strip():
-            continue
+def _jsonl_rows(
+    path: Path, lines: Iterable[tuple[int, str]], skip_invalid: bool, skipped: list[InputError]
+) -> Iterator[Row]:
+    """One JSON value per non-blank line of ``lines`` ((number, text) pairs, as :func:`jsonl_lines` gives them)."""
+    decoder = Decoder(path)
+    for n, raw in lines:
         try:
-            yield n, _jsonl_value(decoder, raw, n)
+            yield n, decode_jsonl_line(decoder, raw, n)
         except InputError as e:
             _skip(e, skip_invalid, skipped)
 
 
-def _jsonl_value(decoder: _Decoder, raw: str, n: int) -> Any:
+def _text_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of text already in memory. Lines end at ``\\n`` only: U+2028 and other separators are
+    text inside strings."""
+    for n, raw in enumerate(text.split("\n"), start=1):
+        raw = raw.removeprefix("\ufeff")  # files joined with `cat` keep each one's BOM
+        if raw.strip():
+            yield n, raw
+
+
+def decode_jsonl_line(decoder: Decoder, raw: str, n: int) -> Any:
     start = _WS.match(raw).end()
     looks_indented = n == 1 and raw.strip() in ("[", "{")
     value, end = decoder.decode(
@@ -387,20 +459,31 @@ def load_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputE
     string is real text and nesting is at most ``MAX_DEPTH`` deep, or the row is refused with its
     line and field. With ``skip_invalid``, such rows go to ``skipped`` instead of raising.
     """
+    return list(iter_rows(path, skip_invalid, skipped))
+
+
+def iter_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputError] | None = None) -> Iterator[Row]:
+    """The rows of :func:`load_rows` as they are read: a JSON Lines file a line at a time, other formats parsed
+    whole first. A file with no rows at all (and none skipped) is refused at its end."""
     path = Path(path)
-    text = _read_text(path)
     skipped = skipped if skipped is not None else []
     before = len(skipped)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        rows = list(_csv_rows(path, text, skip_invalid, skipped))
-    elif suffix == ".json" or (suffix != ".jsonl" and text.lstrip().startswith("[")):
-        rows = _json_rows(path, text, skip_invalid, skipped)
+    kind = file_kind(path)
+    if kind == "jsonl":
+        rows: Iterable[Row] = _jsonl_rows(path, jsonl_lines(path), skip_invalid, skipped)
     else:
-        rows = list(_jsonl_rows(path, text, skip_invalid, skipped))
-    if not rows and len(skipped) == before:
+        text = _read_text(path)
+        rows = (
+            _csv_rows(path, text, skip_invalid, skipped)
+            if kind == "csv"
+            else _json_rows(path, text, skip_invalid, skipped)
+        )
+    any_row = False
+    for row in rows:
+        any_row = True
+        yield row
+    if not any_row and len(skipped) == before:
         raise InputError("file holds no records", path=str(path), line=1, hint="give it at least one record")
-    return rows
 
 
 def validation_error(e: ValidationError, path: str, line: int) -> InputError:
@@ -434,7 +517,7 @@ def _official_label(pref: Any, path: str, line: int) -> str:
     return label
 
 
-def _add_official_pair(obj: dict[str, Any], answer1: Any, answer2: Any, pref: Any, path: str, line: int) -> None:
+def add_official_pair(obj: dict[str, Any], answer1: Any, answer2: Any, pref: Any, path: str, line: int) -> None:
     """Add one official ``answer1/answer2/preference`` judgement to a record under construction."""
     for name, value in (("answer1", answer1), ("answer2", answer2)):
         if not isinstance(value, str):
@@ -459,7 +542,7 @@ def _official_annotations(obj: dict[str, Any], path: str, line: int) -> None:
         raise InputError("must be a list", path=path, line=line, field="annotations")
     for i, ann in enumerate(annotations):
         if isinstance(ann, dict) and {"answer1", "answer2", "preference"} <= ann.keys():
-            _add_official_pair(obj, ann["answer1"], ann["answer2"], ann["preference"], path, line)
+            add_official_pair(obj, ann["answer1"], ann["answer2"], ann["preference"], path, line)
         elif isinstance(ann, (list, tuple)) and len(ann) == 3:
             label = _official_label(ann[2], path, line)
             obj.setdefault("comparisons", []).append({"a": ann[0], "b": ann[1], "label": label, "source": "official"})
@@ -472,7 +555,7 @@ def _official_annotations(obj: dict[str, Any], path: str, line: int) -> None:
             )
 
 
-def _is_official_pair(obj: Any) -> bool:
+def is_official_pair(obj: Any) -> bool:
     return isinstance(obj, dict) and {"answer1", "answer2", "preference"} <= obj.keys()
 
 
@@ -492,71 +575,40 @@ def parse_record(obj: Any, path: str, line: int) -> Record:
 
 
 def read_records(paths: str | Path | Iterable[str | Path], skip_invalid: bool = False) -> ReadResult:
-    """Read canonical or official record files; raise ``InputError`` on the first bad line.
+    """Read canonical or official record files whole; raise ``InputError`` on the first bad line.
 
     With ``skip_invalid`` bad lines are collected in ``ReadResult.skipped`` instead; nothing
-    is dropped without a record of it.
+    is dropped without a record of it. The records come from :func:`cheems.data.stream.stream_records`;
+    steps that need not hold every record at once use that directly.
     """
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    from cheems.data.stream import stream_records  # stream.py builds on this module
+
     result = ReadResult()
-    seen: dict[str, str] = {}
-    for p in paths:
-        path = str(p)
-        pairs: dict[str, tuple[int, dict[str, Any]]] = {}  # official pairwise rows grouped by input
-        for line, obj in load_rows(p, skip_invalid, result.skipped):
-            try:
-                if _is_official_pair(obj):
-                    key = json.dumps(obj.get("input"), ensure_ascii=False, sort_keys=True)
-                    first_line, group = pairs.setdefault(
-                        key, (line, {k: v for k, v in obj.items() if k not in ("answer1", "answer2", "preference")})
-                    )
-                    _add_official_pair(group, obj["answer1"], obj["answer2"], obj["preference"], path, line)
-                    continue
-                record = parse_record(obj, path, line)
-                if record.id in seen:
-                    raise InputError(
-                        f"duplicate prompt id '{record.id}' (first at {seen[record.id]})",
-                        path=path,
-                        line=line,
-                        field="id",
-                        hint="give every prompt its own id",
-                    )
-                seen[record.id] = f"{path}:{line}"
-                _add(result, record, path, line)
-            except InputError as e:
-                _skip(e, skip_invalid, result.skipped)
-        for line, group in pairs.values():
-            try:
-                _add(result, parse_record(group, path, line), path, line)
-            except InputError as e:
-                _skip(e, skip_invalid, result.skipped)
+    result.records = list(stream_records(paths, skip_invalid=skip_invalid, issues=result))
     return result
 
 
-def _add(result: ReadResult, record: Record, path: str, line: int) -> None:
-    """Keep a record read from ``path:line``; a rank that leaves responses out is a warning."""
-    result.records.append(record)
-    left_out = record.unranked()
-    if left_out:
-        result.warnings.append(
-            InputError(
-                f"prompt '{record.id}': rank leaves out {len(left_out)} of {len(record.responses)} responses "
-                f"({', '.join(left_out)}); they are in no ranked pair and not evaluated",
-                path=path,
-                line=line,
-                field="rank",
-                hint="rank every response, or drop the ones you mean to leave out",
-            )
-        )
+def json_line(row: dict[str, Any]) -> str:
+    """One JSONL line (without its newline) as every writer here writes it: UTF-8, Chinese kept readable."""
+    return json.dumps(row, ensure_ascii=False)
+
+
+def record_line(record: Record) -> str:
+    """A record as one line of a canonical record file (what :func:`write_records` writes)."""
+    return json_line(record.to_json())
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Write dicts as UTF-8 JSONL (Chinese kept readable), atomically; return how many were written."""
+    return write_lines(path, (json_line(row) for row in rows))
+
+
+def write_lines(path: str | Path, lines: Iterable[str]) -> int:
+    """Write ready-made JSONL lines (a newline added to each) atomically, as they come; return how many."""
     n = 0
     with atomic_file(path) as f:  # a crash or Ctrl-C mid-write never leaves a half file under the real name
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for line in lines:
+            f.write(line + "\n")
             n += 1
     return n
 
@@ -580,7 +632,7 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 
 def write_records(path: str | Path, records: Iterable[Record]) -> int:
     """Write records in the canonical format."""
-    return write_jsonl(path, (r.to_json() for r in records))
+    return write_lines(path, (record_line(r) for r in records))
 
 
 ScoreKey = tuple[str, str]  # (prompt_id, response_id)

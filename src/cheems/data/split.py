@@ -9,7 +9,9 @@ on any machine and Python version (no ``hash()`` salt, no RNG state).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
+from cheems.data.io import record_line
 from cheems.data.schema import Record
 
 
@@ -25,10 +27,25 @@ def split_records(
     Records sharing an id (the same prompt twice) always land on the same side, so no prompt
     is in both splits.
     """
-    if not 0 <= test_fraction <= 1:
-        raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
-    ids = sorted({r.id for r in records}, key=lambda rid: _split_key(seed, rid))
-    held_out = set(ids[: round(test_fraction * len(ids))])
+    held_out = held_out_ids([r.id for r in records], test_fraction, seed)
     train = [r for r in records if r.id not in held_out]
     test = [r for r in records if r.id in held_out]
     return train, test
+
+
+def held_out_ids(ids: Iterable[str], test_fraction: float = 0.2, seed: int = 0) -> set[str]:
+    """The ids of the test split: the first ``round(test_fraction * n)`` of the ``n`` distinct ids by split key."""
+    if not 0 <= test_fraction <= 1:
+        raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
+    ordered = sorted(set(ids), key=lambda rid: _split_key(seed, rid))
+    return set(ordered[: round(test_fraction * len(ordered))])
+
+
+def record_id(record: Record) -> str:
+    """The id of a record (what the first pass of a streamed split needs, and nothing more)."""
+    return record.id
+
+
+def id_and_line(record: Record) -> tuple[str, str]:
+    """(id, output line) of a record (the second pass of a streamed split)."""
+    return record.id, record_line(record)

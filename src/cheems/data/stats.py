@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,23 +43,49 @@ def _mean(total: int, n: int) -> float:
     return total / n if n else 0.0
 
 
-def dataset_stats(records: list[Record]) -> DatasetStats:
+@dataclass
+class Counts:
+    """The integer sums behind :class:`DatasetStats`: they add up record by record, in any grouping."""
+
+    prompts: int = 0
+    responses: int = 0
+    pairs: int = 0
+    prompt_chars: int = 0
+    chosen_chars: int = 0
+    rejected_chars: int = 0
+
+    def __iadd__(self, other: "Counts") -> "Counts":
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+        return self
+
+    def stats(self) -> DatasetStats:
+        """Counts and mean lengths."""
+        return DatasetStats(
+            prompts=self.prompts,
+            responses=self.responses,
+            responses_per_prompt=_mean(self.responses, self.prompts),
+            comparisons=self.pairs,
+            avg_prompt_chars=_mean(self.prompt_chars, self.prompts),
+            avg_chosen_chars=_mean(self.chosen_chars, self.pairs),
+            avg_rejected_chars=_mean(self.rejected_chars, self.pairs),
+        )
+
+
+def record_counts(record: Record) -> Counts:
+    """One record's share of the dataset statistics."""
+    length = {resp.id: len(resp.content) for resp in record.responses}
+    counts = Counts(prompts=1, responses=len(record.responses), prompt_chars=prompt_chars(record))
+    for chosen, rejected in preference_pairs(record):
+        counts.pairs += 1
+        counts.chosen_chars += length[chosen]
+        counts.rejected_chars += length[rejected]
+    return counts
+
+
+def dataset_stats(records: Iterable[Record]) -> DatasetStats:
     """Prompts, responses, comparisons (no ties) and mean prompt / chosen / rejected lengths."""
-    n_prompts = len(records)
-    n_responses = sum(len(r.responses) for r in records)
-    n_pairs = chosen_chars = rejected_chars = 0
+    total = Counts()
     for record in records:
-        length = {resp.id: len(resp.content) for resp in record.responses}
-        for chosen, rejected in preference_pairs(record):
-            n_pairs += 1
-            chosen_chars += length[chosen]
-            rejected_chars += length[rejected]
-    return DatasetStats(
-        prompts=n_prompts,
-        responses=n_responses,
-        responses_per_prompt=_mean(n_responses, n_prompts),
-        comparisons=n_pairs,
-        avg_prompt_chars=_mean(sum(prompt_chars(r) for r in records), n_prompts),
-        avg_chosen_chars=_mean(chosen_chars, n_pairs),
-        avg_rejected_chars=_mean(rejected_chars, n_pairs),
-    )
+        total += record_counts(record)
+    return total.stats()

@@ -24,7 +24,11 @@ SCORING_VERSION = 2
 
 @runtime_checkable
 class Scorer(Protocol):
-    """Anything that gives each (prompt, response) a number; higher = better."""
+    """Anything that gives each (prompt, response) a number; higher = better.
+
+    A scorer whose ``score`` runs only its process's share under a launcher and gathers the rest
+    sets a class attribute ``shards = True`` (:mod:`cheems.models.sharding`); any other runs on rank 0.
+    """
 
     name: str
 
@@ -98,3 +102,14 @@ def progress_hook(hook: Callable[[int], None]) -> Iterator[None]:
         yield
     finally:
         _progress_hook.reset(token)
+
+
+@contextmanager
+def scaled_progress(factor: float) -> Iterator[None]:
+    """Report each ``advance(n)`` made inside this block as ``n * factor`` (a process scoring 1/k of the work)."""
+    hook = _progress_hook.get()
+    if hook is None:
+        yield
+        return
+    with progress_hook(lambda n: hook(n * factor)):
+        yield

@@ -17,6 +17,7 @@ from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.base import ScoreItem, Scorer, item_digest, progress_hook
+from cheems.models.sharding import on_main
 from cheems.runtime import ProgressBar
 
 _WHAT_HINT = ("score cache", "pass another --cache file, or --no-cache")
@@ -87,6 +88,10 @@ def score_records(
 
     Cached scores are reused; the misses (each distinct (prompt, response) once) go to the scorer
     in one call, so it can batch by length across records, and are written back to the cache.
+
+    Under a launcher (torchrun, accelerate launch) every process calls this with the same records
+    and gets the same result: rank 0 alone reads and writes the cache, a model scorer scores its
+    share of the batches, any other scorer runs on rank 0 (:mod:`cheems.models.sharding`).
     """
     keys: list[ScoreKey] = []
     items: list[ScoreItem] = []
@@ -96,13 +101,18 @@ def score_records(
             items.append((record.prompt, response.content))  # with the sys_prompt as system turn
     digests = [item_digest(item) for item in items]
     fingerprint = scorer.fingerprint() if cache is not None else ""
-    known = cache.get_many(fingerprint, digests) if cache is not None else {}
+    unique = list(dict.fromkeys(digests))
+    cached = on_main(lambda: _cached(cache, fingerprint, unique))
+    known = {d: value for d, value in zip(unique, cached) if value is not None}
     todo: dict[str, ScoreItem] = {}
     for d, item in zip(digests, items):
         if d not in known:
             todo.setdefault(d, item)
     if todo:
-        scored = _score(scorer, list(todo.values()), progress)
+        if getattr(scorer, "shards", False):
+            scored = _score(scorer, list(todo.values()), progress)
+        else:
+            scored = on_main(lambda: _score(scorer, list(todo.values()), progress))
         if len(scored) != len(todo):
             raise RuntimeError(f"scorer {scorer.name} returned {len(scored)} scores for {len(todo)} items")
         new = dict(zip(todo, scored))
@@ -116,5 +126,11 @@ def score_records(
                 )
         known.update(new)
         if cache is not None:
-            cache.put_many(fingerprint, new)
+            on_main(lambda: cache.put_many(fingerprint, new))
     return {key: known[d] for key, d in zip(keys, digests)}
+
+
+def _cached(cache: ScoreCache | None, fingerprint: str, digests: list[str]) -> list[float | None]:
+    """The cached score of each digest, None for a miss (a list, short to send to the other processes)."""
+    found = cache.get_many(fingerprint, digests) if cache is not None else {}
+    return [found.get(d) for d in digests]

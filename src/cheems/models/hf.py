@@ -17,6 +17,7 @@ from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batch
 from cheems.models.encoding import Features, RewardEncoder, collate
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
+from cheems.models.sharding import run_batch_share
 from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ class HFRewardScorer:
     a causal model runs the tokens the responses of one prompt share once and scores each response
     from that KV cache (:mod:`cheems.models.prefix`): the same scores, so the fingerprint ignores it.
     """
+
+    shards = True  # scores its share of the batches under a launcher (see cheems.models.sharding)
 
     def __init__(
         self,
@@ -191,12 +194,16 @@ class HFRewardScorer:
         return self.encoder.features(items)
 
     def score(self, items: Sequence[ScoreItem]) -> list[float]:
-        """Rewards for (prompt, response) items, batched by length, in the order given."""
+        """Rewards for (prompt, response) items, batched by length, in the order given.
+
+        Under a launcher each process runs its share of the batches (:mod:`cheems.models.sharding`).
+        """
         if not items:
             return []
         import torch
 
         model = self.model
+        dev = self._device  # known once the model is loaded
         encoded = self.encode(items)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
@@ -204,20 +211,24 @@ class HFRewardScorer:
         def forward(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
             return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
 
+        def run(batches: Sequence[Sequence[int]]) -> list[float]:
+            with torch.inference_mode(), autocast(self._device, self._amp):
+                scores = batched_rewards(forward, encoded, [b for b in batches if b[0] not in by_first], pad_id, dev)
+                for group in (by_first[b[0]] for b in batches if b[0] in by_first):
+                    for i, value in prefix_rewards(model, encoded, group, pad_id, dev, self.batch_size, budget).items():
+                        scores[i] = value
+                return scores
+
         budget = batch_token_budget(self._device, self.batch_size, self.max_length)
         groups, plain = self.prefix_plan(items, encoded)
         self.prefix_counts["plain"] += len(plain)
         self.prefix_counts["shared"] += len(items) - len(plain)
+        # The units of work: the plain rows' batches, then each shared-prefix group (keyed by its first row).
+        by_first = {group.rows[0]: group for group in groups}
         batches = [
             [plain[j] for j in b] for b in length_batches([len(encoded[i][0]) for i in plain], self.batch_size, budget)
-        ]
-        with torch.inference_mode(), autocast(self._device, self._amp):
-            scores = batched_rewards(forward, encoded, batches, pad_id, self._device)
-            for group in groups:
-                shared = prefix_rewards(model, encoded, group, pad_id, self._device, self.batch_size, budget)
-                for i, value in shared.items():
-                    scores[i] = value
-        return scores
+        ] + [group.rows for group in groups]
+        return run_batch_share(batches, len(items), run)  # under a launcher: this process's share, then all
 
     def prefix_plan(
         self, items: Sequence[ScoreItem], encoded: Sequence[Features]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from cheems.data.io import record_line
 from cheems.data.schema import Comparison, Record
 
 
@@ -103,25 +104,41 @@ def conflict_stats(records: list[Record]) -> ResolveStats:
     return resolve_file_records(records)[1]
 
 
-def resolve_file_records(records: list[Record]) -> tuple[list[Record], ResolveStats, list[tuple[str, list[str]]]]:
-    """Add ``rank`` to every record that has comparisons; return records, pooled stats and warnings.
+def resolved(record: Record) -> tuple[Record, Resolution | None]:
+    """``record`` with the ranks its comparisons resolve to, and the resolution.
 
-    A record without comparisons keeps the ``rank`` it has (there is nothing to resolve); one
-    with neither gets every response at rank 1, as Algorithm 1 would. Warnings are
-    ``(prompt_id, unmentioned response ids)``.
+    A record without comparisons keeps the ``rank`` it has (there is nothing to resolve; the
+    resolution is None); one with neither gets every response at rank 1, as Algorithm 1 would.
     """
+    if not record.comparisons and record.rank:
+        return record, None
+    res = resolve_record(record)
+    return record.model_copy(update={"rank": res.rank}), res
+
+
+def resolved_line(record: Record) -> tuple[str, str, int, int, list[str]]:
+    """What ``cheems resolve`` needs of one record as it streams by (in a worker process): (prompt id, output
+    line, comparisons, conflicts, unmentioned response ids)."""
+    out, res = resolved(record)
+    if res is None:
+        return record.id, record_line(out), 0, 0, []
+    return record.id, record_line(out), res.comparisons, res.conflicts, res.unmentioned
+
+
+def resolve_file_records(records: list[Record]) -> tuple[list[Record], ResolveStats, list[tuple[str, list[str]]]]:
+    """Add ``rank`` to every record that has comparisons (see :func:`resolved`); return records, pooled stats and
+    warnings, ``(prompt_id, unmentioned response ids)``."""
     stats = ResolveStats()
     out: list[Record] = []
     warnings: list[tuple[str, list[str]]] = []
     for record in records:
+        new, res = resolved(record)
         stats.records += 1
-        if not record.comparisons and record.rank:
-            out.append(record)
+        out.append(new)
+        if res is None:
             continue
-        res = resolve_record(record)
         stats.comparisons += res.comparisons
         stats.conflicts += res.conflicts
         if res.unmentioned:
             warnings.append((record.id, res.unmentioned))
-        out.append(record.model_copy(update={"rank": res.rank}))
     return out, stats, warnings
