@@ -13,7 +13,7 @@ import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid
-from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt
+from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt, NoSharedPrefixOpt
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
 
@@ -45,6 +45,7 @@ def bon(
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
+    no_shared_prefix: NoSharedPrefixOpt = False,
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
@@ -66,7 +67,8 @@ def bon(
     if scores is not None:
         values, source = read_scores(scores), str(scores)
     else:
-        values = compute_scores(model, {"pool": read.records}, batch_size, max_length, cache, no_cache, device)
+        pool_bench, shared = {"pool": read.records}, not no_shared_prefix
+        values = compute_scores(model, pool_bench, batch_size, max_length, cache, no_cache, device, shared)
         source = model
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return

@@ -21,6 +21,7 @@ from cheems.cli.scoring import (
     MaxLenOpt,
     ModelOpt,
     NoCacheOpt,
+    NoSharedPrefixOpt,
     compute_scores,
     scoring_inputs,
 )
@@ -242,6 +243,7 @@ def score(
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
+    no_shared_prefix: NoSharedPrefixOpt = False,
 ) -> None:
     """Score every response of the bench files with a reward model."""
     from cheems.data.io import write_scores
@@ -257,7 +259,7 @@ def score(
     warnings: list[InputError] = []
     records = load_bench(bench, warnings, require_pairs=False)
     report_warnings(warnings)
-    scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device)
+    scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, not no_shared_prefix)
     if not is_main_process():  # under a launcher rank 0 writes the one scores file
         return
     n = write_scores(output, scores)
@@ -330,6 +332,7 @@ def eval_(
     ] = None,
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
+    no_shared_prefix: NoSharedPrefixOpt = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
     settings: dict,
 ) -> None:
@@ -371,7 +374,9 @@ def eval_(
         if scores is not None:
             values, source = read_scores(scores), str(scores)
         else:
-            values, source = compute_scores(model, records, batch_size, max_length, cache, no_cache, device), model
+            shared = not no_shared_prefix
+            values = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, shared)
+            source = model
         if not is_main_process():  # under a launcher rank 0 writes the one report
             return
         result = evaluate(records, values, source)

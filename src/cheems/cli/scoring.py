@@ -1,5 +1,5 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
---device) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
+--device, --no-shared-prefix) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
 
 Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`).
 """
@@ -29,16 +29,33 @@ CacheOpt = Annotated[
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
+NoSharedPrefixOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-shared-prefix",
+        help="Run each (prompt, response) whole: by default a causal RM runs the prompt once per prompt (its KV "
+        "cache) and scores every response from it (same scores, less compute).",
+    ),
+]
 
 
 def compute_scores(
-    model: str, bench: dict, batch_size: int, max_length: int, cache: Path | None, no_cache: bool, device: str | None
+    model: str,
+    bench: dict,
+    batch_size: int,
+    max_length: int,
+    cache: Path | None,
+    no_cache: bool,
+    device: str | None,
+    shared_prefix: bool = True,
 ) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
     from cheems.evaluate import score_bench
     from cheems.models import ScoreCache, load_scorer
 
-    scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
+    scorer = load_scorer(
+        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
+    )
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
 
 

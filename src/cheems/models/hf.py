@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
-from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches
+from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages
 from cheems.models.encoding import Features, RewardEncoder, collate
+from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
 from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
@@ -96,7 +97,9 @@ class HFRewardScorer:
     """A reward model: reward = the model's one logit for (prompt, response).
 
     Causal LMs (a ``score`` head) are read at the last real token, found from the attention mask;
-    encoders (BERT-like) use their own pooling and classifier.
+    encoders (BERT-like) use their own pooling and classifier. With ``shared_prefix`` (the default)
+    a causal model runs the tokens the responses of one prompt share once and scores each response
+    from that KV cache (:mod:`cheems.models.prefix`): the same scores, so the fingerprint ignores it.
     """
 
     shards = True  # scores its share of the batches under a launcher (see cheems.models.sharding)
@@ -109,6 +112,7 @@ class HFRewardScorer:
         max_length: int = 512,
         device: str | None = None,
         dtype: str = "auto",
+        shared_prefix: bool = True,
     ) -> None:
         self.name = source.spec
         self.source = source
@@ -120,6 +124,10 @@ class HFRewardScorer:
         self._trained_head = has_reward_head(source)
         self._encoder: RewardEncoder | None = None
         self._model: Any = None
+        self.shared_prefix = shared_prefix
+        # Items scored from a prompt's KV cache vs by the plain path, over this scorer's life (the fallbacks
+        # are silent: the scores are the same either way).
+        self.prefix_counts = {"shared": 0, "plain": 0}
 
     def fingerprint(self) -> str:
         """Hash of the model files' identity and the settings that change scores (no weights read)."""
@@ -195,6 +203,7 @@ class HFRewardScorer:
         import torch
 
         model = self.model
+        dev = self._device  # known once the model is loaded
         encoded = self.encode(items)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
@@ -204,11 +213,34 @@ class HFRewardScorer:
 
         def run(batches: Sequence[Sequence[int]]) -> list[float]:
             with torch.inference_mode(), autocast(self._device, self._amp):
-                return batched_rewards(forward, encoded, batches, pad_id, self._device)
+                scores = batched_rewards(forward, encoded, [b for b in batches if b[0] not in by_first], pad_id, dev)
+                for group in (by_first[b[0]] for b in batches if b[0] in by_first):
+                    for i, value in prefix_rewards(model, encoded, group, pad_id, dev, self.batch_size, budget).items():
+                        scores[i] = value
+                return scores
 
         budget = batch_token_budget(self._device, self.batch_size, self.max_length)
-        batches = length_batches([len(ids) for ids, _ in encoded], self.batch_size, budget)
+        groups, plain = self.prefix_plan(items, encoded)
+        self.prefix_counts["plain"] += len(plain)
+        self.prefix_counts["shared"] += len(items) - len(plain)
+        # The units of work: the plain rows' batches, then each shared-prefix group (keyed by its first row).
+        by_first = {group.rows[0]: group for group in groups}
+        batches = [
+            [plain[j] for j in b] for b in length_batches([len(encoded[i][0]) for i in plain], self.batch_size, budget)
+        ] + [group.rows for group in groups]
         return run_batch_share(batches, len(items), run)  # under a launcher: this process's share, then all
+
+    def prefix_plan(
+        self, items: Sequence[ScoreItem], encoded: Sequence[Features]
+    ) -> tuple[list[PrefixGroup], list[int]]:
+        """Which rows of ``encoded`` (the ``items``) run from a shared prompt prefix, and which plainly.
+
+        All plain when ``shared_prefix`` is off or the model cannot (:func:`supports_shared_prefix`).
+        """
+        if not (self.shared_prefix and supports_shared_prefix(self.model)):
+            return [], list(range(len(items)))
+        keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
+        return plan_shared_prefix(encoded, keys, self.encoder.limit)
 
     @staticmethod
     def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":

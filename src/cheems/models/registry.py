@@ -14,7 +14,13 @@ _SPEC_HINT = (
 
 
 def load_scorer(
-    spec: str, *, batch_size: int = 16, max_length: int = 512, device: str | None = None, dtype: str = "auto"
+    spec: str,
+    *,
+    batch_size: int = 16,
+    max_length: int = 512,
+    device: str | None = None,
+    dtype: str = "auto",
+    shared_prefix: bool = True,
 ) -> Scorer:
     """Build the scorer a spec names; weights load lazily, on the first ``score`` call.
 
@@ -27,7 +33,8 @@ def load_scorer(
 
     ``dtype``: ``auto`` (bf16 autocast where the hardware has bf16 units, else fp32), ``bf16``,
     ``fp16`` or ``fp32``. Raises ``InputError`` for a bad spec, a missing model or a model that
-    does not give one score.
+    does not give one score. ``shared_prefix``: a causal Hugging Face RM runs the tokens the
+    responses of one prompt share once (their KV cache) instead of once per response; same scores.
     """
     spec = spec.strip()
     if not spec:
@@ -55,4 +62,11 @@ def load_scorer(
         )
     from cheems.models.hf import HFRewardScorer
 
-    return HFRewardScorer(locate_model(spec), batch_size=batch_size, max_length=max_length, device=device, dtype=dtype)
+    return HFRewardScorer(
+        locate_model(spec),
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        dtype=dtype,
+        shared_prefix=shared_prefix,
+    )
