@@ -12,7 +12,7 @@ from rich.text import Text
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
-from cheems.cli.options import SkipInvalid, finite, settings_options
+from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.cli.scoring import (
     BatchOpt,
     CacheOpt,
@@ -22,6 +22,7 @@ from cheems.cli.scoring import (
     NoCacheOpt,
     compute_scores,
     scoring_inputs,
+    stream_scores,
 )
 from cheems.errors import CheemsWarning, InputError
 
@@ -204,11 +205,11 @@ def score(
     cache: CacheOpt = None,
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
+    workers: Workers = None,
 ) -> None:
     """Score every response of the bench files with a reward model."""
-    from cheems.data.io import write_scores
+    from cheems.data.io import ReadResult, write_scores
     from cheems.data.outputs import claim_outputs
-    from cheems.evaluate import load_bench
 
     if not model or not bench:
         raise InputError(
@@ -216,11 +217,10 @@ def score(
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
     claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
-    warnings: list[InputError] = []
-    records = load_bench(bench, warnings, require_pairs=False)
-    report_warnings(warnings)
-    scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device)
+    issues = ReadResult()
+    scores = stream_scores(model, bench, batch_size, max_length, cache, no_cache, device, workers, issues)
     n = write_scores(output, scores)
+    report_warnings(issues.warnings)
     console.print(f"wrote {n} scores to {output}")
 
 

@@ -6,10 +6,13 @@ Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheem
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from cheems.data.io import ReadResult, ScoreKey
 
 ModelOpt = Annotated[
     Optional[str],
@@ -40,6 +43,27 @@ def compute_scores(
 
     scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+
+
+def stream_scores(
+    model: str,
+    bench: list[Path],
+    batch_size: int,
+    max_length: int,
+    cache: Path | None,
+    no_cache: bool,
+    device: str | None,
+    workers: int | None,
+    issues: ReadResult,
+) -> Iterator[tuple[ScoreKey, float]]:
+    """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
+    stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``."""
+    from cheems.evaluate.bench import same_record, score_stream, stream_bench
+    from cheems.models import ScoreCache, load_scorer
+
+    scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
+    records = (r for _, r in stream_bench(bench, same_record, issues, workers=workers, progress="scoring"))
+    return score_stream(records, scorer, None if no_cache else ScoreCache(cache))
 
 
 def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-from cheems.data.io import ScoreKey, read_records
+from cheems.data.io import ReadResult, ScoreKey, read_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.metrics import GroupMetrics, PromptOutcome, length_split, overall, prompt_outcome, subset_metrics
 from cheems.evaluate.stats import Intervals
 from cheems.models import ScoreCache, Scorer, score_records
 from cheems.ranking import resolve_file_records
+
+T = TypeVar("T")
+
+SCORE_CHUNK = 4096
+"""Responses scored at a time by :func:`score_stream`: enough for a model to fill its length-grouped batches,
+few enough that a chunk's records are a few MB."""
 
 
 def load_bench(
@@ -30,13 +39,7 @@ def load_bench(
     owner: dict[str, str] = {}
     warnings = warnings if warnings is not None else []
     for p in paths:
-        name = Path(p).stem
-        if name in bench:
-            raise InputError(
-                f"two bench files are both named '{name}'",
-                path=str(p),
-                hint="rename one: the file stem names the subset",
-            )
+        name = _subset_name(p, set(bench))
         result = read_records(p)
         records = result.records
         warnings.extend(result.warnings)
@@ -75,6 +78,57 @@ def load_bench(
 _PAIR_HINT = "give responses a rank with at least two levels, or comparisons that are not all ties"
 
 
+def _subset_name(p: str | Path, names: set[str]) -> str:
+    name = Path(p).stem
+    if name in names:
+        raise InputError(
+            f"two bench files are both named '{name}'", path=str(p), hint="rename one: the file stem names the subset"
+        )
+    names.add(name)
+    return name
+
+
+def same_record(record: Record) -> Record:
+    """The record itself: what :func:`stream_bench` yields when the records are what is wanted (picklable)."""
+    return record
+
+
+def _with_id(fn: Callable[[Record], T], record: Record) -> tuple[str, T]:
+    return record.id, fn(record)
+
+
+def stream_bench(
+    paths: list[str | Path],
+    fn: Callable[[Record], T],
+    issues: ReadResult,
+    *,
+    workers: int | None = 1,
+    progress: str | None = None,
+) -> Iterator[tuple[str, T]]:
+    """``(subset name, fn(record))`` for every record of the bench files in order, a chunk at a time.
+
+    The checks of :func:`load_bench` that need no ranks: subset names (file stems) and prompt ids are
+    unique across the files. ``fn`` runs in worker processes (see :func:`cheems.data.stream.stream_records`);
+    the files' warnings go to ``issues``.
+    """
+    from cheems.data.stream import stream_records  # data.stream builds on data.io; imported when streaming
+
+    names: set[str] = set()
+    owner: dict[str, int] = {}  # prompt id -> file number: a few dozen bytes a prompt
+    for number, p in enumerate(paths):
+        name = _subset_name(p, names)
+        for rid, value in stream_records(p, partial(_with_id, fn), issues=issues, workers=workers, progress=progress):
+            first = owner.setdefault(rid, number)
+            if first != number:
+                raise InputError(
+                    f"prompt id '{rid}' is also in {paths[first]}",
+                    path=str(p),
+                    field="id",
+                    hint="prompt ids must be unique across bench files",
+                )
+            yield name, value
+
+
 def _has_pair(records: list[Record]) -> bool:
     return any(r.ranked_pairs() for r in records)
 
@@ -82,6 +136,23 @@ def _has_pair(records: list[Record]) -> bool:
 def score_bench(bench: dict[str, list[Record]], scorer: Scorer, cache: ScoreCache | None) -> dict[ScoreKey, float]:
     """Score every response of every subset in one call (so length bucketing spans the whole bench)."""
     return score_records([r for records in bench.values() for r in records], scorer, cache=cache)
+
+
+def score_stream(
+    records: Iterable[Record], scorer: Scorer, cache: ScoreCache | None, chunk: int | None = None
+) -> Iterator[tuple[ScoreKey, float]]:
+    """Every response's score in record order, scoring ``chunk`` responses at a time (the same scores as
+    :func:`score_bench` for a scorer whose scores do not depend on the batch)."""
+    batch: list[Record] = []
+    size = 0
+    for record in records:
+        batch.append(record)
+        size += len(record.responses)
+        if size >= (chunk or SCORE_CHUNK):
+            yield from score_records(batch, scorer, cache=cache, progress=False).items()
+            batch, size = [], 0
+    if batch:
+        yield from score_records(batch, scorer, cache=cache, progress=False).items()
 
 
 @dataclass
