@@ -243,6 +243,7 @@ def score(
     "no_cache",
     "device",
     "no_progress",
+    "workers",
     show_defaults=True,
 )
 def eval_(
@@ -291,15 +292,16 @@ def eval_(
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
+    workers: Workers = None,
     settings: dict,
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
-    from cheems.data.io import read_scores, write_json
+    from cheems.data.io import ScoreTable, read_scores, write_json
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate.bench import evaluate_stream
     from cheems.evaluate.details import bench_fingerprint, write_details
-    from cheems.evaluate.report import REPORT_FILES, print_report, write_report
-    from cheems.evaluate.stats import add_intervals
+    from cheems.evaluate.report import REPORT_FILES
 
     judge = settings.get("judge_model")
     if not bench or sum(x is not None for x in (scores, model, judge)) != 1:
@@ -318,6 +320,14 @@ def eval_(
         files=[("--output-json", output_json), ("--details", details)],
         folders=[("--report", report, REPORT_FILES)],
     )
+    if scores is not None and metric == "cheems":  # the bench and the scores a chunk at a time: bounded memory
+        result, fingerprint, warnings = evaluate_stream(
+            bench, ScoreTable(scores), str(scores), workers=workers, fingerprint=details is not None
+        )
+        report_warnings(warnings)
+        warn_unmatched(result, str(scores))
+        write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+        return
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
@@ -334,18 +344,42 @@ def eval_(
         warn_unmatched(result, source)
     if metric != "cheems":
         data = other_metric(metric, records, result)
-    else:
-        if resamples:
-            add_intervals(result, resamples, bootstrap_seed)
-        print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
-        data = result.to_dict()
+        with together():
+            if output_json:
+                write_json(output_json, data)
+            if details:
+                write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+        return
+    fingerprint = bench_fingerprint(records) if details else None
+    write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+
+
+def write_cheems_eval(
+    result,
+    resamples: int,
+    seed: int,
+    output_json: Path | None,
+    report: Path | None,
+    details: Path | None,
+    fingerprint: str | None,
+) -> None:
+    """CheemsBench's metrics of an evaluation: intervals drawn, the table printed, the files written."""
+    from cheems.data.io import write_json
+    from cheems.data.outputs import together
+    from cheems.evaluate.details import write_details
+    from cheems.evaluate.report import print_report, write_report
+    from cheems.evaluate.stats import add_intervals
+
+    if resamples:
+        add_intervals(result, resamples, seed)
+    print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
     with together():
         if output_json:
-            write_json(output_json, data)
+            write_json(output_json, result.to_dict())
         if report:
             write_report(result, report, title=result.scorer)
         if details:
-            write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+            write_details(details, result.outcomes, result.scorer, fingerprint)
 
 
 def check_metric(metric: str, report: Path | None) -> None:

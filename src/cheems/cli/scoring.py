@@ -62,7 +62,8 @@ def stream_scores(
     from cheems.models import ScoreCache, load_scorer
 
     scorer = load_scorer(model, batch_size=batch_size, max_length=max_length, device=device)
-    records = (r for _, r in stream_bench(bench, same_record, issues, workers=workers, progress="scoring"))
+    files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
+    records = (r for _, file_records in files for r in file_records)
     return score_stream(records, scorer, None if no_cache else ScoreCache(cache))
 
 

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import re
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -629,29 +630,104 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 ScoreKey = tuple[str, str]  # (prompt_id, response_id)
 
 
+def _score_row(path: str | Path, line: int, row: Any) -> tuple[ScoreKey, float]:
+    """One row of a scores file, checked: ``((prompt_id, response_id), score)``."""
+    if not isinstance(row, dict):
+        raise InputError("expected a JSON object", path=str(path), line=line)
+    for key, kind in (("prompt_id", str), ("response_id", str), ("score", (int, float))):
+        if key not in row:
+            raise InputError(
+                "is missing", path=str(path), line=line, field=key, hint="rows are {prompt_id, response_id, score}"
+            )
+        if not isinstance(row[key], kind) or isinstance(row[key], bool):
+            raise InputError(f"has the wrong type {type(row[key]).__name__}", path=str(path), line=line, field=key)
+    return (row["prompt_id"], row["response_id"]), float(row["score"])
+
+
+def _second_score(path: str | Path, line: int, key: ScoreKey) -> InputError:
+    return InputError(
+        f"second score for prompt '{key[0]}' response '{key[1]}'",
+        path=str(path),
+        line=line,
+        hint="keep one row per response",
+    )
+
+
 def read_scores(path: str | Path) -> dict[ScoreKey, float]:
     """Read a scores file: JSONL rows ``{"prompt_id", "response_id", "score"}``."""
     scores: dict[ScoreKey, float] = {}
     for line, row in load_rows(path):
-        if not isinstance(row, dict):
-            raise InputError("expected a JSON object", path=str(path), line=line)
-        for key, kind in (("prompt_id", str), ("response_id", str), ("score", (int, float))):
-            if key not in row:
-                raise InputError(
-                    "is missing", path=str(path), line=line, field=key, hint="rows are {prompt_id, response_id, score}"
-                )
-            if not isinstance(row[key], kind) or isinstance(row[key], bool):
-                raise InputError(f"has the wrong type {type(row[key]).__name__}", path=str(path), line=line, field=key)
-        key = (row["prompt_id"], row["response_id"])
+        key, value = _score_row(path, line, row)
         if key in scores:
-            raise InputError(
-                f"second score for prompt '{key[0]}' response '{key[1]}'",
-                path=str(path),
-                line=line,
-                hint="keep one row per response",
-            )
-        scores[key] = float(row["score"])
+            raise _second_score(path, line, key)
+        scores[key] = value
     return scores
+
+
+def _score_rows(path: str | Path) -> Iterator[Row]:
+    """The rows of a scores file as :func:`load_rows` reads them, a line at a time for JSON Lines."""
+    if file_kind(path) != "jsonl":
+        yield from load_rows(path)
+        return
+    yield from _jsonl_rows(Path(path), jsonl_lines(path), False, [])
+
+
+def _key_digest(prompt_id: str, response_id: str) -> bytes:
+    return hashlib.blake2b(json.dumps([prompt_id, response_id]).encode(), digest_size=16).digest()
+
+
+class ScoreTable:
+    """A scores file held compactly: sorted 16-byte digests of the keys with their scores and lines (about
+    32 bytes a score, where :func:`read_scores`'s dict of tuples takes about 200), with the same errors.
+
+    :meth:`get_many` looks up one prompt's scores and marks them used; :meth:`unused` lists the others.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        digests, values, lines = bytearray(), array("d"), array("q")
+        for line, row in _score_rows(path):
+            try:
+                key, value = _score_row(path, line, row)
+            except InputError:
+                self._sort(digests, values, lines)  # a repeated row before it is the first error, as in read_scores
+                raise
+            digests += _key_digest(*key)
+            values.append(value)
+            lines.append(line)
+        self._sort(digests, values, lines)
+
+    def _sort(self, digests: bytearray, values: array, lines: array) -> None:
+        """Sort by digest; a key seen twice raises the error of its second row (the earliest such row)."""
+        import numpy as np
+
+        keys = np.frombuffer(bytes(digests), dtype="S16")
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.values = keys[order], np.frombuffer(values, dtype=np.float64)[order]
+        self.lines = np.frombuffer(lines, dtype=np.int64)[order]
+        self.used = np.zeros(len(keys), dtype=bool)
+        repeated = np.flatnonzero(self.keys[1:] == self.keys[:-1]) + 1
+        if len(repeated):
+            line = int(self.lines[repeated].min())
+            raise _second_score(self.path, line, self._keys_at({line})[0])
+
+    def _keys_at(self, wanted: set[int]) -> list[ScoreKey]:
+        """The keys of the rows at these lines, in file order (read again: only the digests are kept)."""
+        return [_score_row(self.path, line, row)[0] for line, row in _score_rows(self.path) if line in wanted]
+
+    def get_many(self, prompt_id: str, response_ids: list[str]) -> dict[ScoreKey, float]:
+        """The scores of these responses of one prompt that the file has (marked used)."""
+        import numpy as np
+
+        wanted = np.array([_key_digest(prompt_id, r) for r in response_ids], dtype="S16")
+        at = np.minimum(np.searchsorted(self.keys, wanted), max(len(self.keys) - 1, 0))
+        found = self.keys[at] == wanted if len(self.keys) else np.zeros(len(wanted), dtype=bool)
+        self.used[at[found]] = True
+        return {(prompt_id, r): float(self.values[i]) for r, i, hit in zip(response_ids, at, found) if hit}
+
+    def unused(self) -> list[ScoreKey]:
+        """The keys never looked up, in file order."""
+        return self._keys_at(set(self.lines[~self.used].tolist())) if not self.used.all() else []
 
 
 def write_scores(path: str | Path, scores: Mapping[ScoreKey, float] | Iterable[tuple[ScoreKey, float]]) -> int:
