@@ -4,15 +4,20 @@ in-memory functions (``load_bench``, ``score_bench``, ``read_scores``, ``evaluat
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cheems.data.io import write_scores
+from cheems.data.io import read_scores, write_json, write_scores
+from cheems.errors import InputError
 from cheems.evaluate import bench as bench_module
-from cheems.evaluate import load_bench, score_bench
+from cheems.evaluate import evaluate, load_bench, score_bench
+from cheems.evaluate.details import write_details
+from cheems.evaluate.stats import add_intervals
 from cheems.models import load_scorer
+from cheems.runtime import content_hash
 from helpers import run_main, write_jsonl
 from test_data_stream import pooled  # noqa: F401 - the fixture: every file through 2 workers, a few lines a chunk
 
@@ -107,3 +112,84 @@ def test_score_checks_the_bench_as_load_bench_does(tmp_path, monkeypatch, capsys
     )  # fmt: skip
     assert result.returncode == 0 and "rank leaves out 1 of 2 responses (b)" in result.stderr
     assert [json.loads(line)["score"] for line in out.read_text().splitlines()] == [1.0, 1.0]
+
+
+def _in_memory_eval(paths: list[Path], scores: Path, tmp_path: Path) -> tuple[bytes, bytes] | str:
+    """``--output-json`` and ``--details`` as the in-memory functions write them, or the error message."""
+    try:
+        bench = load_bench(paths)
+        result = add_intervals(evaluate(bench, read_scores(scores), str(scores)), 50, 3)
+    except InputError as e:
+        return str(e)
+    fingerprint = content_hash(
+        [
+            [name, r.id, r.main_category, r.ranked_pairs(), [[x.id, x.content] for x in r.responses]]
+            for name, records in sorted(bench.items())
+            for r in records
+        ]
+    )  # bench_fingerprint's definition, computed here the plain way
+    write_json(tmp_path / "m.json", result.to_dict())
+    write_details(tmp_path / "d.jsonl", result.outcomes, result.scorer, fingerprint)
+    return (tmp_path / "m.json").read_bytes(), (tmp_path / "d.jsonl").read_bytes()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    open_rows=bench_rows("o"),
+    hidden_rows=bench_rows("h"),
+    drop=st.integers(0, 40),
+    extra=st.booleans(),
+    repeat=st.integers(0, 40),
+    seed=st.integers(0, 10**6),
+)
+def test_eval_scores_in_chunks_writes_what_the_in_memory_evaluation_writes(
+    open_rows, hidden_rows, drop, extra, repeat, seed, tmp_path, monkeypatch, capsys
+) -> None:
+    """Random scores, maybe one missing, one repeated, one of no bench response: the same files or the same error."""
+    paths = _bench(tmp_path, open_rows, hidden_rows)
+    rng = random.Random(seed)
+    rows = [
+        {"prompt_id": r["id"], "response_id": x["id"], "score": rng.choice([0, 1, 2, 0.5, -1.25])}
+        for r in open_rows + hidden_rows
+        for x in r["responses"]
+    ]
+    if drop < len(rows):
+        del rows[drop]
+    if repeat < len(rows):
+        rows.insert(rng.randrange(len(rows) + 1), {**rows[repeat], "score": 9})
+    if extra:
+        rows.insert(rng.randrange(len(rows) + 1), {"prompt_id": "elsewhere", "response_id": "r0", "score": 1})
+    scores = write_jsonl(tmp_path / "s.jsonl", rows)
+    expected = _in_memory_eval(paths, scores, tmp_path)
+    out, details = tmp_path / "e.json", tmp_path / "e.jsonl"
+    args = ["eval", "--scores", scores, "--output-json", out, "--details", details, "--resamples", "50"]
+    args += ["--bootstrap-seed", "3", "--workers", "1", *[x for p in paths for x in ("--bench", p)]]
+    result = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    if isinstance(expected, str):
+        try:  # with a bad bench AND a bad scores file, the scores file's error may come first (it is read first)
+            read_scores(scores)
+            either = [expected]
+        except InputError as e:
+            either = [expected, str(e)]
+        assert result.returncode == 2 and any(m in result.stderr for m in either), (either, result.stderr)
+        return
+    assert result.returncode == 0, result.stderr
+    assert (out.read_bytes(), details.read_bytes()) == expected
+
+
+def test_eval_scores_on_two_workers_writes_what_one_process_writes(tmp_path, pooled, monkeypatch, capsys) -> None:  # noqa: F811
+    paths = _bench(tmp_path, _fixed_rows("o", 20), _fixed_rows("h", 7))
+    rows = [
+        {"prompt_id": r["id"], "response_id": x["id"], "score": (i * 7919) % 13 / 4}
+        for r in _fixed_rows("o", 20) + _fixed_rows("h", 7)
+        for i, x in enumerate(r["responses"])
+    ]
+    scores = write_jsonl(tmp_path / "s.jsonl", rows)
+    expected = _in_memory_eval(paths, scores, tmp_path)
+    out, details, report = tmp_path / "e.json", tmp_path / "e.jsonl", tmp_path / "report"
+    args = ["eval", "--scores", scores, "--output-json", out, "--details", details, "--resamples", "50"]
+    args += ["--bootstrap-seed", "3", "--workers", "2", "--report", report, *[x for p in paths for x in ("--bench", p)]]
+    result = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    assert result.returncode == 0, result.stderr
+    assert (out.read_bytes(), details.read_bytes()) == expected
+    assert json.loads((report / "report.json").read_text()) == json.loads(expected[0])
