@@ -24,6 +24,7 @@ from cheems.cli.scoring import (
     NoSharedPrefixOpt,
     compute_scores,
     scoring_inputs,
+    stream_scores,
 )
 from cheems.errors import CheemsWarning, InputError
 from cheems.runtime import is_main_process
@@ -244,11 +245,11 @@ def score(
     no_cache: NoCacheOpt = False,
     device: DeviceOpt = None,
     no_shared_prefix: NoSharedPrefixOpt = False,
+    workers: Workers = None,
 ) -> None:
     """Score every response of the bench files with a reward model."""
-    from cheems.data.io import write_scores
+    from cheems.data.io import ReadResult, write_scores
     from cheems.data.outputs import claim_outputs
-    from cheems.evaluate import load_bench
 
     if not model or not bench:
         raise InputError(
@@ -256,13 +257,16 @@ def score(
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
     claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
-    warnings: list[InputError] = []
-    records = load_bench(bench, warnings, require_pairs=False)
-    report_warnings(warnings)
-    scores = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, not no_shared_prefix)
-    if not is_main_process():  # under a launcher rank 0 writes the one scores file
+    issues = ReadResult()
+    scores = stream_scores(
+        model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix
+    )
+    if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
+        for _ in scores:
+            pass
         return
     n = write_scores(output, scores)
+    report_warnings(issues.warnings)
     console.print(f"wrote {n} scores to {output}")
 
 
@@ -285,6 +289,7 @@ def score(
     "no_cache",
     "device",
     "no_progress",
+    "workers",
     show_defaults=True,
 )
 def eval_(
@@ -334,15 +339,17 @@ def eval_(
     device: DeviceOpt = None,
     no_shared_prefix: NoSharedPrefixOpt = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
+    workers: Workers = None,
     settings: dict,
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
     from cheems.data.io import read_scores, write_json
+    from cheems.data.keytable import read_score_table
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate.bench import evaluate_stream
     from cheems.evaluate.details import bench_fingerprint, write_details
-    from cheems.evaluate.report import REPORT_FILES, print_report, write_report
-    from cheems.evaluate.stats import add_intervals
+    from cheems.evaluate.report import REPORT_FILES
 
     judge = settings.get("judge_model")
     if not bench or sum(x is not None for x in (scores, model, judge)) != 1:
@@ -362,6 +369,14 @@ def eval_(
         folders=[("--report", report, REPORT_FILES)],
     )
     if not (model or is_main_process()):  # under a launcher only --model has work to share
+        return
+    if scores is not None and metric == "cheems":  # the bench and the scores a chunk at a time: bounded memory
+        result, fingerprint, warnings = evaluate_stream(
+            bench, read_score_table(scores), str(scores), workers=workers, fingerprint=details is not None
+        )
+        report_warnings(warnings)
+        warn_unmatched(result, str(scores))
+        write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
         return
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
@@ -383,18 +398,42 @@ def eval_(
         warn_unmatched(result, source)
     if metric != "cheems":
         data = other_metric(metric, records, result)
-    else:
-        if resamples:
-            add_intervals(result, resamples, bootstrap_seed)
-        print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
-        data = result.to_dict()
+        with together():
+            if output_json:
+                write_json(output_json, data)
+            if details:
+                write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+        return
+    fingerprint = bench_fingerprint(records) if details else None
+    write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+
+
+def write_cheems_eval(
+    result,
+    resamples: int,
+    seed: int,
+    output_json: Path | None,
+    report: Path | None,
+    details: Path | None,
+    fingerprint: str | None,
+) -> None:
+    """CheemsBench's metrics of an evaluation: intervals drawn, the table printed, the files written."""
+    from cheems.data.io import write_json
+    from cheems.data.outputs import together
+    from cheems.evaluate.details import write_details
+    from cheems.evaluate.report import print_report, write_report
+    from cheems.evaluate.stats import add_intervals
+
+    if resamples:
+        add_intervals(result, resamples, seed)
+    print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
     with together():
         if output_json:
-            write_json(output_json, data)
+            write_json(output_json, result.to_dict())
         if report:
             write_report(result, report, title=result.scorer)
         if details:
-            write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+            write_details(details, result.outcomes, result.scorer, fingerprint)
 
 
 def check_metric(metric: str, report: Path | None) -> None:

@@ -6,10 +6,13 @@ Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheem
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from cheems.data.io import ReadResult, ScoreKey
 
 ModelOpt = Annotated[
     Optional[str],
@@ -57,6 +60,32 @@ def compute_scores(
         model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
     )
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+
+
+def stream_scores(
+    model: str,
+    bench: list[Path],
+    batch_size: int,
+    max_length: int,
+    cache: Path | None,
+    no_cache: bool,
+    device: str | None,
+    workers: int | None,
+    issues: ReadResult,
+    shared_prefix: bool = True,
+) -> Iterator[tuple[ScoreKey, float]]:
+    """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
+    stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
+    launcher every process reads the files and takes its share of each chunk's batches."""
+    from cheems.evaluate.bench import same_record, score_stream, stream_bench
+    from cheems.models import ScoreCache, load_scorer
+
+    scorer = load_scorer(
+        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
+    )
+    files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
+    records = (r for _, file_records in files for r in file_records)
+    return score_stream(records, scorer, None if no_cache else ScoreCache(cache))
 
 
 def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:

@@ -14,7 +14,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -673,6 +673,7 @@ def read_scores(path: str | Path) -> dict[ScoreKey, float]:
     return scores
 
 
-def write_scores(path: str | Path, scores: dict[ScoreKey, float]) -> int:
-    """Write a scores file."""
-    return write_jsonl(path, ({"prompt_id": p, "response_id": r, "score": s} for (p, r), s in scores.items()))
+def write_scores(path: str | Path, scores: Mapping[ScoreKey, float] | Iterable[tuple[ScoreKey, float]]) -> int:
+    """Write a scores file: a dict, or ``(key, score)`` pairs as they come (consumed lazily)."""
+    pairs = scores.items() if isinstance(scores, Mapping) else scores
+    return write_jsonl(path, ({"prompt_id": p, "response_id": r, "score": s} for (p, r), s in pairs))

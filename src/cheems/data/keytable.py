@@ -48,12 +48,14 @@ class KeyTable:
 
     def get(self, key: tuple[str, ...]) -> Any:
         """The value of ``key`` as a Python number, or ``None`` when the table has no such key."""
+        i = self._index(key)
+        return None if i is None else self.values[i].item()
+
+    def _index(self, key: tuple[str, ...]) -> int | None:
         digest = key_digest(*key)
         i = int(np.searchsorted(self.digests, digest))
         # numpy's S dtype drops trailing NUL bytes when it hands out an item: compare without them
-        if i < len(self.digests) and self.digests[i] == digest.rstrip(b"\0"):
-            return self.values[i].item()
-        return None
+        return i if i < len(self.digests) and self.digests[i] == digest.rstrip(b"\0") else None
 
     def save(self, folder: str | Path, **more: np.ndarray) -> Path:
         """Write the table (and ``more`` arrays) as ``.npy`` files in ``folder``; return the folder."""
@@ -82,7 +84,34 @@ def load_table(folder: str) -> tuple[KeyTable, dict[str, np.ndarray]]:
     return KeyTable(arrays.pop("digests"), arrays.pop("values")), arrays
 
 
-def read_score_table(path: str | Path) -> KeyTable:
+class ScoreTable(KeyTable):
+    """A scores file's table that also knows the line of each score, so that the scores never looked up
+    can be listed (``eval`` warns about scores of no bench response)."""
+
+    def __init__(self, table: KeyTable, path: str | Path, lines: np.ndarray) -> None:
+        super().__init__(table.digests, table.values)
+        self.path, self.lines = path, lines
+        self.used = np.zeros(len(lines), dtype=bool)
+
+    def get_many(self, prompt_id: str, response_ids: list[str]) -> dict[tuple[str, str], float]:
+        """The scores of these responses of one prompt that the file has (marked used)."""
+        found = {}
+        for rid in response_ids:
+            i = self._index((prompt_id, rid))
+            if i is not None:
+                self.used[i] = True
+                found[(prompt_id, rid)] = self.values[i].item()
+        return found
+
+    def unused(self) -> list[tuple[str, str]]:
+        """The keys never looked up, in file order (read again from the file: only digests are kept)."""
+        if self.used.all():
+            return []
+        wanted = set(self.lines[~self.used].tolist())
+        return [score_row(row, self.path, n)[0] for n, row in iter_rows(self.path) if n in wanted]
+
+
+def read_score_table(path: str | Path) -> ScoreTable:
     """A scores file (rows ``{prompt_id, response_id, score}``) as a table keyed by (prompt_id, response_id)."""
     digests, values, lines = bytearray(), array("d"), array("q")
     try:
@@ -97,11 +126,12 @@ def read_score_table(path: str | Path) -> KeyTable:
     return _no_repeat(path, digests, values, lines)
 
 
-def _no_repeat(path: str | Path, digests: bytearray, values: array, lines: array) -> KeyTable:
+def _no_repeat(path: str | Path, digests: bytearray, values: array, lines: array) -> ScoreTable:
     """The table of the rows read so far; raise read_scores' error at the first repeated response."""
     table, repeat = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
-    if repeat is None:
-        return table
-    line = lines[repeat]
-    key = next(score_row(row, path, n)[0] for n, row in iter_rows(path) if n == line)
-    raise repeated_score(key, path, line)
+    if repeat is not None:
+        line = lines[repeat]
+        key = next(score_row(row, path, n)[0] for n, row in iter_rows(path) if n == line)
+        raise repeated_score(key, path, line)
+    order = np.argsort(_digests(digests), kind="stable")  # the order sort_keys put the values in
+    return ScoreTable(table, path, np.frombuffer(lines, dtype=np.int64)[order] if lines else np.zeros(0, np.int64))

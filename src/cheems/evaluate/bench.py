@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-from cheems.data.io import ScoreKey, read_records
+from cheems.data.io import ReadResult, ScoreKey, read_records
+from cheems.data.keytable import ScoreTable
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.metrics import GroupMetrics, PromptOutcome, length_split, overall, prompt_outcome, subset_metrics
+from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
+from cheems.evaluate.metrics import (
+    GroupMetrics,
+    PromptOutcome,
+    bare_outcome,
+    length_split,
+    overall,
+    prompt_outcome,
+    scored_outcome,
+    subset_metrics,
+)
 from cheems.evaluate.stats import Intervals
 from cheems.models import ScoreCache, Scorer, score_records
 from cheems.ranking import resolve_file_records
+
+T = TypeVar("T")
+
+SCORE_CHUNK = 4096
+"""Responses scored at a time by :func:`score_stream`: enough for a model to fill its length-grouped batches,
+few enough that a chunk's records are a few MB."""
 
 
 def load_bench(
@@ -30,13 +50,7 @@ def load_bench(
     owner: dict[str, str] = {}
     warnings = warnings if warnings is not None else []
     for p in paths:
-        name = Path(p).stem
-        if name in bench:
-            raise InputError(
-                f"two bench files are both named '{name}'",
-                path=str(p),
-                hint="rename one: the file stem names the subset",
-            )
+        name = _subset_name(p, set(bench))
         result = read_records(p)
         records = result.records
         warnings.extend(result.warnings)
@@ -54,25 +68,94 @@ def load_bench(
             resolved = {r.id: r for r in resolve_file_records(needs_ranks)[0]}
             records = [resolved.get(r.id, r) for r in records]
         if require_pairs and not _has_pair(records):
-            warnings.append(
-                InputError(
-                    f"no prompt has a ranked pair (two responses with different ranks); subset '{name}' "
-                    "is left out of overall",
-                    path=str(p),
-                    hint=_PAIR_HINT,
-                )
-            )
+            warnings.append(_no_pair_warning(name, p))
         bench[name] = records
     if require_pairs and not any(_has_pair(records) for records in bench.values()):
-        raise InputError(
-            "no prompt in any bench file has a ranked pair (two responses with different ranks)",
-            path=", ".join(map(str, paths)),
-            hint=_PAIR_HINT,
-        )
+        raise _no_pair_anywhere(paths)
     return bench
 
 
 _PAIR_HINT = "give responses a rank with at least two levels, or comparisons that are not all ties"
+
+
+def _no_pair_warning(name: str, path: str | Path) -> InputError:
+    return InputError(
+        f"no prompt has a ranked pair (two responses with different ranks); subset '{name}' is left out of overall",
+        path=str(path),
+        hint=_PAIR_HINT,
+    )
+
+
+def _no_pair_anywhere(paths: list[str | Path]) -> InputError:
+    return InputError(
+        "no prompt in any bench file has a ranked pair (two responses with different ranks)",
+        path=", ".join(map(str, paths)),
+        hint=_PAIR_HINT,
+    )
+
+
+def _subset_name(p: str | Path, names: set[str]) -> str:
+    name = Path(p).stem
+    if name in names:
+        raise InputError(
+            f"two bench files are both named '{name}'", path=str(p), hint="rename one: the file stem names the subset"
+        )
+    names.add(name)
+    return name
+
+
+def same_record(record: Record) -> Record:
+    """The record itself: what :func:`stream_bench` yields when the records are what is wanted (picklable)."""
+    return record
+
+
+def _with_id(fn: Callable[[Record], T], record: Record) -> tuple[str, T]:
+    return record.id, fn(record)
+
+
+def stream_bench(
+    paths: list[str | Path],
+    fn: Callable[[Record], T],
+    issues: ReadResult,
+    *,
+    workers: int | None = 1,
+    progress: str | None = None,
+) -> Iterator[tuple[str, Iterator[T]]]:
+    """Each bench file as ``(subset name, fn(record) of its records)``, in order, read a chunk at a time (each
+    file's records must be consumed before the next file's).
+
+    The checks of :func:`load_bench` that need no ranks: subset names (file stems) and prompt ids are
+    unique across the files. ``fn`` runs in worker processes (see :func:`cheems.data.stream.stream_records`);
+    the files' warnings go to ``issues``.
+    """
+    names: set[str] = set()
+    owner: dict[str, int] = {}  # prompt id -> file number: a few dozen bytes a prompt
+    for number, p in enumerate(paths):
+        yield _subset_name(p, names), _file_values(paths, number, fn, owner, issues, workers, progress)
+
+
+def _file_values(
+    paths: list[str | Path],
+    number: int,
+    fn: Callable[[Record], T],
+    owner: dict[str, int],
+    issues: ReadResult,
+    workers: int | None,
+    progress: str | None,
+) -> Iterator[T]:
+    from cheems.data.stream import stream_records  # data.stream builds on data.io; imported when streaming
+
+    p = paths[number]
+    for rid, value in stream_records(p, partial(_with_id, fn), issues=issues, workers=workers, progress=progress):
+        first = owner.setdefault(rid, number)
+        if first != number:
+            raise InputError(
+                f"prompt id '{rid}' is also in {paths[first]}",
+                path=str(p),
+                field="id",
+                hint="prompt ids must be unique across bench files",
+            )
+        yield value
 
 
 def _has_pair(records: list[Record]) -> bool:
@@ -82,6 +165,23 @@ def _has_pair(records: list[Record]) -> bool:
 def score_bench(bench: dict[str, list[Record]], scorer: Scorer, cache: ScoreCache | None) -> dict[ScoreKey, float]:
     """Score every response of every subset in one call (so length bucketing spans the whole bench)."""
     return score_records([r for records in bench.values() for r in records], scorer, cache=cache)
+
+
+def score_stream(
+    records: Iterable[Record], scorer: Scorer, cache: ScoreCache | None, chunk: int | None = None
+) -> Iterator[tuple[ScoreKey, float]]:
+    """Every response's score in record order, scoring ``chunk`` responses at a time (the same scores as
+    :func:`score_bench` for a scorer whose scores do not depend on the batch)."""
+    batch: list[Record] = []
+    size = 0
+    for record in records:
+        batch.append(record)
+        size += len(record.responses)
+        if size >= (chunk or SCORE_CHUNK):
+            yield from score_records(batch, scorer, cache=cache, progress=False).items()
+            batch, size = [], 0
+    if batch:
+        yield from score_records(batch, scorer, cache=cache, progress=False).items()
 
 
 @dataclass
@@ -150,6 +250,59 @@ def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], sour
     report.unmatched_scores = [key for key in scores if key not in known]
     report.unranked_responses = sum(len(r.unranked()) for records in bench.values() for r in records)
     return report
+
+
+def _bench_prompt(record: Record, fingerprint: bool) -> tuple[PromptOutcome, list[str], int, str | None]:
+    """What an evaluation keeps of a record (runs in a worker): its ranks resolved as :func:`load_bench` does,
+    its pairs not yet scored, its response ids, unranked responses and its part of the bench fingerprint."""
+    if record.rank is None and record.comparisons:
+        record = resolve_file_records([record])[0][0]
+    entry = fingerprint_entry(record) if fingerprint else None
+    return bare_outcome(record), [r.id for r in record.responses], len(record.unranked()), entry
+
+
+def evaluate_stream(
+    paths: list[str | Path], scores: ScoreTable, source: str, *, workers: int | None = 1, fingerprint: bool = False
+) -> tuple[EvalReport, str | None, list[InputError]]:
+    """:func:`evaluate` of ``load_bench(paths)`` with a scores file, reading the bench a chunk at a time: the
+    report, the bench fingerprint (with ``fingerprint``) and the warnings, as the in-memory functions give them.
+    Only each prompt's judged pairs are kept, never its texts."""
+    issues = ReadResult()
+    outcomes: dict[str, list[PromptOutcome]] = {}
+    without: list[str] = []
+    spool = FingerprintSpool() if fingerprint else None
+    unranked, missing = 0, None
+    files = stream_bench(paths, partial(_bench_prompt, fingerprint=fingerprint), issues, workers=workers)
+    for (name, prompts), path in zip(files, paths):
+        kept = outcomes.setdefault(name, [])
+        for outcome, response_ids, left_out, entry in prompts:
+            unranked += left_out
+            if spool is not None:
+                spool.add(name, entry)
+            found = scores.get_many(outcome.prompt_id, response_ids)  # every response's score is used, as in evaluate
+            if outcome.pairs and missing is None:  # a missing score is raised after the bench's own errors
+                try:
+                    scored_outcome(outcome, found, source)
+                except InputError as e:
+                    missing = e
+            kept.append(outcome)
+        if not _has_outcome_pair(kept):
+            del outcomes[name]
+            without.append(name)
+            issues.warnings.append(_no_pair_warning(name, path))
+    if not outcomes:
+        raise _no_pair_anywhere(paths)
+    if missing is not None:
+        raise missing
+    report = report_from_outcomes(outcomes, without)
+    report.scorer = source
+    report.unmatched_scores = scores.unused()
+    report.unranked_responses = unranked
+    return report, spool.hexdigest() if spool is not None else None, issues.warnings
+
+
+def _has_outcome_pair(outcomes: list[PromptOutcome]) -> bool:
+    return any(o.pairs for o in outcomes)
 
 
 def report_from_outcomes(outcomes: dict[str, list[PromptOutcome]], without_pairs: list[str] = ()) -> EvalReport:

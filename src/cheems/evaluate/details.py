@@ -16,9 +16,12 @@ compared only when they were made on the same bench. A verdict's ``winner`` is a
 
 from __future__ import annotations
 
+import hashlib
+import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
@@ -26,18 +29,49 @@ from cheems.data.io import load_rows, validation_error, write_jsonl
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
-from cheems.runtime import content_hash
 
 
 def bench_fingerprint(bench: dict[str, list[Record]]) -> str:
     """sha256 of what decides a bench's outcomes: subsets, prompts, categories, ranked pairs and texts."""
-    return content_hash(
-        [
-            [name, r.id, r.main_category, r.ranked_pairs(), [[x.id, x.content] for x in r.responses]]
-            for name, records in sorted(bench.items())
-            for r in records
-        ]
+    spool = FingerprintSpool()
+    for name, records in bench.items():
+        for r in records:
+            spool.add(name, fingerprint_entry(r))
+    return spool.hexdigest()
+
+
+def fingerprint_entry(r: Record) -> str:
+    """A record's part of :func:`bench_fingerprint` (JSON, without its subset's name)."""
+    return json.dumps(
+        [r.id, r.main_category, r.ranked_pairs(), [[x.id, x.content] for x in r.responses]],
+        ensure_ascii=False,
+        separators=(",", ":"),
     )
+
+
+class FingerprintSpool:
+    """:func:`bench_fingerprint` of records that stream by: each subset's entries wait in a temporary file and
+    are hashed in name order at the end. The hash is ``content_hash`` of the list of ``[subset, *entry]``, whose
+    compact JSON is ``[`` + the entries joined by ``,`` + ``]``."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, IO[bytes]] = {}
+
+    def add(self, name: str, entry: str) -> None:
+        """One record's :func:`fingerprint_entry` in subset ``name``."""
+        f = self.files.get(name) or self.files.setdefault(name, tempfile.TemporaryFile())
+        f.write(("," + "[" + json.dumps(name, ensure_ascii=False) + "," + entry[1:]).encode("utf-8"))
+
+    def hexdigest(self) -> str:
+        digest = hashlib.sha256(b"[")
+        for i, name in enumerate(sorted(self.files)):
+            f = self.files[name]
+            f.seek(1 if i == 0 else 0)  # the first entry has no comma before it
+            while block := f.read(1 << 20):
+                digest.update(block)
+            f.close()
+        digest.update(b"]")
+        return digest.hexdigest()
 
 
 class _Verdict(BaseModel):

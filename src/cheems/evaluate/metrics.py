@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cheems.data.io import ScoreKey
@@ -33,7 +34,7 @@ class ShownVerdict:
     failure: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # an evaluation holds one per pair of the bench: millions at 10x paper scale
 class PairOutcome:
     """One comparison of the bench and whether the scorer got it right.
 
@@ -66,7 +67,7 @@ class PairOutcome:
         return verdict.first if verdict.label == "A" else second
 
 
-@dataclass
+@dataclass(slots=True)
 class PromptOutcome:
     """The judged comparisons of one prompt."""
 
@@ -84,41 +85,47 @@ class PromptOutcome:
         return [m for m in (p.margin for p in self.pairs) if m is not None]
 
 
-def _score(scores: dict[ScoreKey, float], record: Record, rid: str, source: str) -> float:
+def _score(scores: Mapping[ScoreKey, float], prompt_id: str, rid: str, source: str) -> float:
     """The score of one response; a missing or non-finite one is an error, never a silent wrong pair."""
-    value = scores.get((record.id, rid))
+    value = scores.get((prompt_id, rid))
     if value is None:
         raise InputError(
-            f"no score for prompt '{record.id}' response '{rid}'",
+            f"no score for prompt '{prompt_id}' response '{rid}'",
             path=source,
             hint="score this bench file with the same model (cheems score) or pass --model",
         )
     if not math.isfinite(value):  # files are checked when read; this catches a model that overflowed
         raise InputError(
-            f"the score for prompt '{record.id}' response '{rid}' is {value}",
+            f"the score for prompt '{prompt_id}' response '{rid}' is {value}",
             path=source,
             hint="check the model: a reward model must give finite scores",
         )
     return value
 
 
-def prompt_outcome(record: Record, scores: dict[ScoreKey, float], source: str = "scores") -> PromptOutcome:
-    """Every ranked pair of one (ranked) record, right iff score(chosen) > score(rejected)."""
-    pairs = []
-    for chosen, rejected in record.ranked_pairs():
-        high, low = _score(scores, record, chosen, source), _score(scores, record, rejected, source)
-        pairs.append(
-            PairOutcome(
-                chosen,
-                rejected,
-                high > low,
-                len(record.response(chosen).content),
-                len(record.response(rejected).content),
-                chosen_score=high,
-                rejected_score=low,
-            )
+def bare_outcome(record: Record) -> PromptOutcome:
+    """Every ranked pair of one (ranked) record with its lengths, not yet scored (:func:`scored_outcome`)."""
+    pairs = [
+        PairOutcome(
+            chosen, rejected, False, len(record.response(chosen).content), len(record.response(rejected).content)
         )
+        for chosen, rejected in record.ranked_pairs()
+    ]
     return PromptOutcome(record.id, record.main_category, pairs)
+
+
+def scored_outcome(outcome: PromptOutcome, scores: Mapping[ScoreKey, float], source: str = "scores") -> PromptOutcome:
+    """A :func:`bare_outcome` with its scores: a pair is right iff score(chosen) > score(rejected)."""
+    for pair in outcome.pairs:
+        pair.chosen_score = _score(scores, outcome.prompt_id, pair.chosen, source)
+        pair.rejected_score = _score(scores, outcome.prompt_id, pair.rejected, source)
+        pair.correct = pair.chosen_score > pair.rejected_score
+    return outcome
+
+
+def prompt_outcome(record: Record, scores: Mapping[ScoreKey, float], source: str = "scores") -> PromptOutcome:
+    """Every ranked pair of one (ranked) record, right iff score(chosen) > score(rejected)."""
+    return scored_outcome(bare_outcome(record), scores, source)
 
 
 @dataclass

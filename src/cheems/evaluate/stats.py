@@ -83,10 +83,10 @@ def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.nd
     position[order] = np.arange(n)
     bounds = np.searchsorted(category[order], np.arange(category.max() + 2))
     ordered = values[order]
-    picks = rng.integers(0, n, size=(resamples, n))
     sums = np.empty((resamples, len(bounds) - 1, values.shape[1]))
     for start in range(0, resamples, _CHUNK):
-        rows = position[picks[start : start + _CHUNK]]
+        # drawn a chunk of resamples at a time: the same numbers as one (resamples, n) draw, without its memory
+        rows = position[rng.integers(0, n, size=(min(_CHUNK, resamples - start), n))]
         flat = (rows + n * np.arange(len(rows))[:, None]).ravel()
         counts = np.bincount(flat, minlength=rows.size).reshape(rows.shape).astype(np.float64)
         for c, (low, high) in enumerate(zip(bounds[:-1], bounds[1:])):
