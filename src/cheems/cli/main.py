@@ -124,7 +124,7 @@ def import_(
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
     from cheems.data.importers import FORMATS, import_records
-    from cheems.data.io import ReadResult, write_records
+    from cheems.data.io import ReadResult, record_line, write_lines
     from cheems.data.outputs import claim_outputs
 
     if len(args) == 2 and args[0] in FORMATS:
@@ -137,10 +137,10 @@ def import_(
         )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     issues = ReadResult()
-    records = import_records(
-        source, fmt, issues, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
+    lines = import_records(
+        source, fmt, issues, record_line, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
     )
-    n = write_records(output, records)
+    n = write_lines(output, lines)
     report_skipped(issues.skipped)
     console.print(f"wrote {n} records to {output}")
 

@@ -77,7 +77,8 @@ def stream_scores(
     """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
     stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
     launcher every process reads the files and takes its share of each chunk's batches."""
-    from cheems.evaluate.bench import same_record, score_stream, stream_bench
+    from cheems.data.stream import same_record
+    from cheems.evaluate.bench import score_stream, stream_bench
     from cheems.models import ScoreCache, load_scorer
 
     scorer = load_scorer(

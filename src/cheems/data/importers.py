@@ -24,14 +24,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from cheems.data.io import ReadResult, iter_rows, validation_error
 from cheems.data.schema import Record, dense_ranks
-from cheems.data.stream import stream_records
+from cheems.data.stream import same_record, stream_records
 from cheems.errors import InputError
+
+T = TypeVar("T")
 
 BENCHMARK_FORMATS = ("rmbench", "rmb", "rewardbench2", "judgebench")
 FORMATS = ("pairwise", "ranked", "ratings", "official", *BENCHMARK_FORMATS)
@@ -498,12 +500,14 @@ def import_records(
     path: str | Path,
     fmt: str | None,
     issues: ReadResult,
+    fn: Callable[[Record], T] = same_record,
     *,
     skip_invalid: bool = False,
     lower_is_better: bool = False,
     workers: int | None = 1,
-) -> Iterator[Record]:
-    """The records of one file of format ``fmt`` (guessed from its first row when None), as they are read.
+) -> Iterator[T]:
+    """``fn`` of the records of one file of format ``fmt`` (guessed from its first row when None), as they are
+    read (for official records in the worker processes: e.g. :func:`cheems.data.io.record_line`).
 
     ``lower_is_better`` applies to ``ratings``. Raises ``InputError`` (file:line: field) on the first
     bad row, or, with ``skip_invalid``, lists bad rows in ``issues.skipped`` and goes on. Official and
@@ -518,7 +522,7 @@ def import_records(
 
         found = import_benchmark(path, fmt, skip_invalid)
         issues.skipped.extend(found.skipped)
-        yield from found.records
+        yield from map(fn, found.records)
         return
     before = len(issues.skipped)
     reading = iter_rows(path, skip_invalid, issues.skipped)
@@ -535,9 +539,9 @@ def import_records(
     if fmt == "official":
         reading.close()  # read again by the record reader, with its checks (and its own skipped lines)
         del issues.skipped[before:]
-        yield from stream_records(path, skip_invalid=skip_invalid, issues=issues, workers=workers)
+        yield from stream_records(path, fn, skip_invalid=skip_invalid, issues=issues, workers=workers)
     elif fmt == "pairwise":
-        yield from _import_pairwise(rows, str(path), issues, skip_invalid)
+        yield from map(fn, _import_pairwise(rows, str(path), issues, skip_invalid))
     else:
         normalise = _ranked_row if fmt == "ranked" else _ratings_row
-        yield from _import_each(rows, str(path), issues, skip_invalid, normalise, lower_is_better)
+        yield from map(fn, _import_each(rows, str(path), issues, skip_invalid, normalise, lower_is_better))

@@ -68,7 +68,8 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _identity(record: Record) -> Record:
+def same_record(record: Record) -> Record:
+    """The record itself (what :func:`stream_records` yields by default)."""
     return record
 
 
@@ -238,7 +239,7 @@ class _Progress:
 
 def stream_records(
     paths: str | Path | Iterable[str | Path],
-    fn: Callable[[Record], T] = _identity,
+    fn: Callable[[Record], T] = same_record,
     *,
     skip_invalid: bool = False,
     issues: ReadResult | None = None,

@@ -104,11 +104,6 @@ def _subset_name(p: str | Path, names: set[str]) -> str:
     return name
 
 
-def same_record(record: Record) -> Record:
-    """The record itself: what :func:`stream_bench` yields when the records are what is wanted (picklable)."""
-    return record
-
-
 def _with_id(fn: Callable[[Record], T], record: Record) -> tuple[str, T]:
     return record.id, fn(record)
 
