@@ -51,17 +51,6 @@ def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: t
     claim_outputs(inputs=[("IN", source), *more_inputs], files=[("--output", output), ("--report-json", report_json)])
 
 
-def _write(output: Path, records: list, report_json: Path | None, report: dict[str, Any]) -> None:
-    """The records and the report, written together (both or neither)."""
-    from cheems.data.io import write_json, write_records
-    from cheems.data.outputs import together
-
-    with together():
-        write_records(output, records)
-        if report_json is not None:
-            write_json(report_json, report)
-
-
 class _Source:
     """The records of IN as a stream of ``fn(record)`` on ``workers`` processes, in input order; each call
     reads the file again (debias reads it twice), and :meth:`report_skipped` lists the last pass's skips."""
@@ -201,6 +190,7 @@ def distant(
 ) -> None:
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
     from cheems.curate.distant import distant_lines, distant_supervision
+    from cheems.data.io import record_line
     from cheems.workflows.curation import rm_scores
 
     if (scores is None) == (model is None):
@@ -218,7 +208,7 @@ def distant(
     else:  # the scorer scores every record at once: they are in memory
         loaded = _read(source, skip_invalid)
         out, report = distant_supervision(loaded, rm_scores(loaded, model or ""), margin, sources, scores_path=model)
-        _write(output, out, report_json, report.to_dict())
+        _write_lines(output, map(record_line, out), report_json, report.to_dict)
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(
         (

@@ -14,7 +14,13 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cheems.annotate.settings import GenerateSettings
-from cheems.cli.judge import endpoint_settings, failures_path, write_run
+from cheems.cli.judge import (
+    add_request_rows,
+    endpoint_settings,
+    failures_path,
+    print_budget_reached,
+    write_run,
+)
 from cheems.cli.options import settings_options
 from cheems.errors import InputError
 
@@ -90,8 +96,6 @@ def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from cheems.annotate import reason_text
-
     console = Console()
     table = Table(title=f"generate: {stats.gen_model}", show_header=False)
     table.add_column("what")
@@ -100,12 +104,7 @@ def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
     table.add_row("samples (prompt × n)", str(stats.samples))
     table.add_row("generated now", str(stats.generated))
     table.add_row("from cache", str(stats.cached))
-    table.add_row("failed", str(stats.failed_total))
-    for reason, n in sorted(stats.failed.items()):
-        table.add_row(f"  {reason}: {reason_text(reason)}", str(n))
-    table.add_row("not attempted (budget)", str(stats.not_attempted))
-    table.add_row("requests sent", str(stats.requests))
-    table.add_row("tokens in / out", f"{stats.prompt_tokens} / {stats.completion_tokens}")
+    add_request_rows(table, stats)
     console.print(table)
     console.print(f"wrote {output}")
     if stats.prompts_left_out:
@@ -114,8 +113,4 @@ def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
         console.print(
             f"[yellow]{stats.failed_total} sample(s) failed[/], listed in {failures} (rerun to ask them again)"
         )
-    if stats.budget_exhausted:
-        console.print(
-            f"[yellow]request budget reached[/]: {stats.not_attempted} sample(s) not asked; "
-            "rerun the same command to resume (cached samples are reused)"
-        )
+    print_budget_reached(console, stats, "sample(s)", "samples")

@@ -160,12 +160,31 @@ def write_run(
         side.unlink()
 
 
+def add_request_rows(table: Any, stats: Any) -> None:
+    """The rows of a run against an endpoint (judge or generate): failures by reason, the budget, requests, tokens."""
+    from cheems.annotate import reason_text
+
+    table.add_row("failed", str(stats.failed_total))
+    for reason, n in sorted(stats.failed.items()):
+        table.add_row(f"  {reason}: {reason_text(reason)}", str(n))
+    table.add_row("not attempted (budget)", str(stats.not_attempted))
+    table.add_row("requests sent", str(stats.requests))
+    table.add_row("tokens in / out", f"{stats.prompt_tokens} / {stats.completion_tokens}")
+
+
+def print_budget_reached(console: Any, stats: Any, items: str, cached: str) -> None:
+    """What to do when the request budget ran out: rerun, the cache keeps what was done."""
+    if stats.budget_exhausted:
+        console.print(
+            f"[yellow]request budget reached[/]: {stats.not_attempted} {items} not asked; "
+            f"rerun the same command to resume (cached {cached} are reused)"
+        )
+
+
 def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
     """The run as a table (stdout), then what to do about failures or a spent budget."""
     from rich.console import Console
     from rich.table import Table
-
-    from cheems.annotate import reason_text
 
     console = Console()
     table = Table(title=f"judge: {stats.judge_model}", show_header=False)
@@ -174,12 +193,7 @@ def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
     table.add_row("questions (pair × shown order)", str(stats.pairs))
     table.add_row("judged now", str(stats.judged))
     table.add_row("from cache", str(stats.cached))
-    table.add_row("failed", str(stats.failed_total))
-    for reason, n in sorted(stats.failed.items()):
-        table.add_row(f"  {reason}: {reason_text(reason)}", str(n))
-    table.add_row("not attempted (budget)", str(stats.not_attempted))
-    table.add_row("requests sent", str(stats.requests))
-    table.add_row("tokens in / out", f"{stats.prompt_tokens} / {stats.completion_tokens}")
+    add_request_rows(table, stats)
     table.add_row("cost", f"{stats.cost:.4f}")
     total = sum(stats.shown_labels.values())
     if total:
@@ -198,8 +212,4 @@ def print_summary(stats: Any, output: Path, failures: Path | None) -> None:
             f"[yellow]{stats.failed_total} question(s) without a verdict[/], listed in {failures} "
             "(rerun to retry connection failures; --retry-failed re-asks unparseable verdicts)"
         )
-    if stats.budget_exhausted:
-        console.print(
-            f"[yellow]request budget reached[/]: {stats.not_attempted} question(s) not asked; "
-            "rerun the same command to resume (cached judgements are reused)"
-        )
+    print_budget_reached(console, stats, "question(s)", "judgements")

@@ -271,7 +271,7 @@ def debias_lines(stream: Stream, report: DebiasReport, tokenizer: str | None = N
     report.records_in = len(offsets)
     keep = survivors(codes, report.seed)
     count_groups(report, codes, keep)
-    table, repeat = sort_keys(ids, np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64))
+    table, repeat, _ = sort_keys(ids, np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64))
     if repeat is not None:  # only official pairwise groups can share an id (it comes from their text)
         raise InputError("two records share a prompt id", hint="give every prompt its own id")
     del codes, ids, offsets

@@ -66,15 +66,16 @@ class KeyTable:
         return folder
 
 
-def sort_keys(digests: bytes | bytearray, values: np.ndarray) -> tuple[KeyTable, int | None]:
-    """A table of ``digests`` (concatenated, in input order) and their values, and the input position of
-    the first key (in input order) that repeats an earlier one, or ``None``."""
+def sort_keys(digests: bytes | bytearray, values: np.ndarray) -> tuple[KeyTable, int | None, np.ndarray]:
+    """A table of ``digests`` (concatenated, in input order) and their values, the input position of
+    the first key (in input order) that repeats an earlier one, or ``None``, and the sorting permutation
+    (to put other per-key arrays in the table's order)."""
     keys = _digests(digests)
     order = np.argsort(keys, kind="stable")  # equal keys stay in input order: the later one is the repeat
     ranked = keys[order]
     repeats = np.flatnonzero(ranked[1:] == ranked[:-1]) + 1
     first_repeat = int(order[repeats].min()) if len(repeats) else None
-    return KeyTable(ranked, np.asarray(values)[order]), first_repeat
+    return KeyTable(ranked, np.asarray(values)[order]), first_repeat, order
 
 
 @lru_cache(maxsize=4)
@@ -128,10 +129,9 @@ def read_score_table(path: str | Path) -> ScoreTable:
 
 def _no_repeat(path: str | Path, digests: bytearray, values: array, lines: array) -> ScoreTable:
     """The table of the rows read so far; raise read_scores' error at the first repeated response."""
-    table, repeat = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
+    table, repeat, order = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
     if repeat is not None:
         line = lines[repeat]
         key = next(score_row(row, path, n)[0] for n, row in iter_rows(path) if n == line)
         raise repeated_score(key, path, line)
-    order = np.argsort(_digests(digests), kind="stable")  # the order sort_keys put the values in
     return ScoreTable(table, path, np.frombuffer(lines, dtype=np.int64)[order] if lines else np.zeros(0, np.int64))

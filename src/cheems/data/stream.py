@@ -73,23 +73,14 @@ def same_record(record: Record) -> Record:
     return record
 
 
-def _parse_lines(path: str, fn: Callable[[Record], Any], lines: list[tuple[int, str]]) -> list[tuple]:
-    """A chunk of JSON Lines, parsed and passed through ``fn`` (runs in a worker)."""
-    decoder = Decoder(Path(path))
+def _parse_chunk(path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool) -> list[tuple]:
+    """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
+    else values already decoded (``.json`` and ``.csv`` files)."""
+    decoder = Decoder(Path(path)) if raw else None
     out: list[tuple] = []
-    for n, raw in lines:
+    for n, item in rows:
         try:
-            out.append(_one(path, fn, n, decode_jsonl_line(decoder, raw, n)))
-        except InputError as e:
-            out.append((n, _ERROR, e))
-    return out
-
-
-def _parse_rows(path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]]) -> list[tuple]:
-    """Like :func:`_parse_lines` for rows already decoded (``.json`` and ``.csv`` files)."""
-    out: list[tuple] = []
-    for n, obj in rows:
-        try:
+            obj = decode_jsonl_line(decoder, item, n) if decoder is not None else item
             out.append(_one(path, fn, n, obj))
         except InputError as e:
             out.append((n, _ERROR, e))
@@ -156,8 +147,7 @@ class _Reader:
                     self.skip(e)
         for n, group in groups.values():
             try:
-                record = parse_record(group, path, n)
-                value = (record.id, record.unranked(), len(record.responses), fn(record))
+                _, _, value = _one(path, fn, n, group)  # a group has no answer1/answer2: it parses as a record
                 yield self.take(path, n, value, unique=False)
             except InputError as e:
                 self.skip(e)
@@ -264,21 +254,21 @@ def stream_records(
         for p in paths:
             path = str(p)
             pooled = n_workers if Path(p).is_file() and Path(p).stat().st_size >= POOL_MIN_BYTES else 1
-            yield from reader.file(path, _in_order(_tasks(path, fn, skip_invalid, reader, bar), pooled), fn)
+            yield from reader.file(path, _in_order(_tasks(path, fn, reader, bar), pooled), fn)
     finally:
         bar.close()
 
 
 def _tasks(
-    path: str, fn: Callable[[Record], Any], skip_invalid: bool, reader: _Reader, bar: _Progress
+    path: str, fn: Callable[[Record], Any], reader: _Reader, bar: _Progress
 ) -> Iterator[tuple[Callable[..., list[tuple]], tuple]]:
     """The chunks of one file as tasks; JSON Lines read a line at a time, other formats parsed whole first."""
     if file_kind(path) != "jsonl":
-        rows = load_rows(path, skip_invalid, reader.issues.skipped)
+        rows = load_rows(path, reader.skip_invalid, reader.issues.skipped)
         bar.add(Path(path).stat().st_size, len(rows))
         for start in range(0, len(rows), 256):
-            yield _parse_rows, (path, fn, rows[start : start + 256])
+            yield _parse_chunk, (path, fn, rows[start : start + 256], False)
         return
     for chunk in _chunks(jsonl_lines(path), CHUNK_BYTES):
         bar.add(sum(len(raw.encode("utf-8")) + 1 for _, raw in chunk), len(chunk))
-        yield _parse_lines, (path, fn, chunk)
+        yield _parse_chunk, (path, fn, chunk, True)

@@ -8,9 +8,10 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from cheems.data.io import ReadResult, ScoreKey, read_records
+from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.keytable import ScoreTable
 from cheems.data.schema import Record
+from cheems.data.stream import same_record, stream_records
 from cheems.errors import InputError
 from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
 from cheems.evaluate.metrics import (
@@ -47,22 +48,12 @@ def load_bench(
     ``require_pairs``: scoring alone needs no ranks).
     """
     bench: dict[str, list[Record]] = {}
-    owner: dict[str, str] = {}
     warnings = warnings if warnings is not None else []
-    for p in paths:
-        name = _subset_name(p, set(bench))
-        result = read_records(p)
-        records = result.records
-        warnings.extend(result.warnings)
-        for r in records:
-            if r.id in owner:
-                raise InputError(
-                    f"prompt id '{r.id}' is also in {owner[r.id]}",
-                    path=str(p),
-                    field="id",
-                    hint="prompt ids must be unique across bench files",
-                )
-            owner[r.id] = str(p)
+    issues = ReadResult()
+    for (name, read), p in zip(stream_bench(paths, same_record, issues), paths):
+        records = list(read)
+        warnings.extend(issues.warnings)  # this file's, before its own no-pair warning
+        issues.warnings.clear()
         needs_ranks = [r for r in records if r.rank is None and r.comparisons]
         if needs_ranks:
             resolved = {r.id: r for r in resolve_file_records(needs_ranks)[0]}
@@ -138,8 +129,6 @@ def _file_values(
     workers: int | None,
     progress: str | None,
 ) -> Iterator[T]:
-    from cheems.data.stream import stream_records  # data.stream builds on data.io; imported when streaming
-
     p = paths[number]
     for rid, value in stream_records(p, partial(_with_id, fn), issues=issues, workers=workers, progress=progress):
         first = owner.setdefault(rid, number)
