@@ -19,6 +19,10 @@ output folder as working directory.
 Prints a markdown table and writes everything as JSON.
 
     python benchmarks/data_scale.py FILE.jsonl [--cheems LABEL=COMMAND ...] [--json out.json] [--workdir DIR]
+        [--steps "curate filter,eval --scores"]
+
+``--steps`` runs some steps only; a step that reads an earlier step's output (``resolved.jsonl``,
+``scores.jsonl``) finds it in ``--workdir``/LABEL, so run the earlier step there first (or put the file there).
 """
 
 from __future__ import annotations
@@ -102,8 +106,10 @@ def sha256(path: Path) -> str | None:
     return h.hexdigest()
 
 
-def run_label(label: str, cheems: list[str], data: Path, workdir: Path, interval: float) -> list[dict]:
-    """Every step with one ``cheems`` command, outputs under ``workdir/label``."""
+def run_label(
+    label: str, cheems: list[str], data: Path, workdir: Path, interval: float, steps: list[str]
+) -> list[dict]:
+    """The ``steps`` named (in STEPS order) with one ``cheems`` command, outputs under ``workdir/label``."""
     out = workdir / label
     out.mkdir(parents=True, exist_ok=True)
     # Each label runs in its own folder with relative output names, so outputs that echo their
@@ -115,11 +121,17 @@ def run_label(label: str, cheems: list[str], data: Path, workdir: Path, interval
     env = {**os.environ, "CHEEMS_CACHE_DIR": str(out / "cache"), "PYTHONHASHSEED": "0", "PYTHONPATH": pythonpath}
     rows = []
     for name, args, outputs in STEPS:
+        if name not in steps:
+            continue
         argv = cheems + [a.replace("{in}", str(data)) for a in args]
         row = {"label": label, "step": name, "command": shlex.join(argv)}
         row.update(run_step(argv, out, out / f"{name.split()[0]}-{len(rows)}.log", env, interval))
         row["outputs"] = {f: sha256(out / f) for f in outputs}
-        print(f"{label:>8} {name:<22} {row['seconds']:>8.1f} s {row['max_rss'] / 2**20:>8.0f} MiB rc={row['rc']}")
+        print(
+            f"{label:>8} {name:<22} {row['seconds']:>8.1f} s {row['max_rss'] / 2**20:>8.0f} MiB "
+            f"tree {row['tree_rss'] / 2**20:>8.0f} MiB rc={row['rc']}",
+            flush=True,
+        )
         rows.append(row)
         if row["rc"]:
             print((out / f"{name.split()[0]}-{len(rows) - 1}.log").read_text()[-2000:], file=sys.stderr)
@@ -162,14 +174,23 @@ def main() -> None:
         metavar="LABEL=MIB",
         help="check that every step of LABEL stays within MIB of tree RSS (exit 1 if not); e.g. after=300",
     )
+    parser.add_argument(
+        "--steps",
+        default=",".join(s[0] for s in STEPS),
+        help="comma-separated steps to run (default: all): " + ", ".join(s[0] for s in STEPS),
+    )
     args = parser.parse_args()
+    steps = [s.strip() for s in args.steps.split(",")]
+    unknown = [s for s in steps if s not in [name for name, _, _ in STEPS]]
+    if unknown:
+        parser.error(f"--steps: unknown step(s) {', '.join(unknown)}; choose from {', '.join(s[0] for s in STEPS)}")
     specs = args.cheems or [f"before={shlex.join([sys.executable, '-m', 'cheems'])}"]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cheems-scale-"))
     size = args.data.stat().st_size
     rows = []
     for spec in specs:
         label, _, command = spec.partition("=")
-        rows += run_label(label, shlex.split(command), args.data.resolve(), workdir, args.interval)
+        rows += run_label(label, shlex.split(command), args.data.resolve(), workdir, args.interval, steps)
     print(f"\n{args.data} ({size / 1e6:,.0f} MB), outputs in {workdir}, {os.cpu_count()} cores\n")
     print(table(rows, size))
     if args.json:

@@ -36,7 +36,7 @@ from cheems.evaluate.bias import (
     quantile_bins,
 )
 from cheems.evaluate.details import write_details
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 

@@ -36,7 +36,7 @@ from cheems.errors import InputError
 from cheems.evaluate import evaluate, load_bench, score_bench
 from cheems.evaluate.benchmarks import benchmark_report, pair_right
 from cheems.evaluate.leaderboard import read_eval_json
-from cheems.evaluate.metrics import PairOutcome, ShownVerdict
+from cheems.evaluate.outcomes import PairOutcome, ShownVerdict
 from cheems.models import load_scorer
 from fault_server import ANSWER, FakeJudgeServer
 from helpers import assert_user_error, run_main

@@ -22,7 +22,7 @@ import pytest
 from cheems.data.schema import Record
 from cheems.evaluate import evaluate
 from cheems.evaluate.bench import report_from_outcomes
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.evaluate.plots import cjk_font
 from cheems.evaluate.report import REPORT_FILES, write_report
 from cheems.evaluate.report_html import report_page

@@ -14,7 +14,8 @@ from cheems.errors import InputError
 from cheems.evaluate import evaluate
 from cheems.evaluate.bench import report_from_outcomes
 from cheems.evaluate.details import Details
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome, overall, subset_metrics
+from cheems.evaluate.metrics import overall, subset_metrics
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
 from cheems.evaluate.report import report_markdown
 from cheems.evaluate.stats import add_intervals, compare_details, mcnemar
 from helpers import record
@@ -213,3 +214,14 @@ def test_details_of_different_benches_are_refused_naming_both_files():
     assert e.value.path == "A.jsonl, B.jsonl"
     assert "not the same pairs" in e.value.message and "prompt 'human0'" in e.value.message
     assert "only in A.jsonl" in e.value.message
+
+
+def test_intervals_do_not_depend_on_how_many_draws_are_counted_at_a_time(monkeypatch):
+    import cheems.evaluate.stats as stats
+
+    bench = random_bench(4)
+    whole = add_intervals(report_from_outcomes(bench), 300, seed=5).intervals
+    monkeypatch.setattr(stats, "_DRAWS", 7)  # fewer draws than one resample holds: a row at a time
+    assert add_intervals(report_from_outcomes(bench), 300, seed=5).intervals == whole
+    monkeypatch.setattr(stats, "_DRAWS", 100)  # a few resamples at a time, the last chunk short
+    assert add_intervals(report_from_outcomes(bench), 300, seed=5).intervals == whole

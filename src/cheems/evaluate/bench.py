@@ -16,7 +16,6 @@ from cheems.errors import InputError
 from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
 from cheems.evaluate.metrics import (
     GroupMetrics,
-    PromptOutcome,
     bare_outcome,
     length_split,
     overall,
@@ -24,6 +23,7 @@ from cheems.evaluate.metrics import (
     scored_outcome,
     subset_metrics,
 )
+from cheems.evaluate.outcomes import Outcomes, PromptOutcome
 from cheems.evaluate.stats import Intervals
 from cheems.models import ScoreCache, Scorer, score_records
 from cheems.ranking import resolve_file_records
@@ -173,7 +173,7 @@ class EvalReport:
     """Metrics of every subset and the overall score, in DESIGN.md's JSON shape.
 
     ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
-    (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets (for details
+    (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets, as columns (for details
     files, intervals, length diagnostics and plots); ``intervals`` are their bootstrap intervals, once
     :func:`cheems.evaluate.stats.add_intervals` has drawn them. ``unmatched_scores`` are scores of no bench
     response (not used), ``unranked_responses`` counts responses a ``rank`` leaves out. Each
@@ -181,7 +181,7 @@ class EvalReport:
     """
 
     subsets: dict[str, GroupMetrics]
-    outcomes: dict[str, list[PromptOutcome]] = field(default_factory=dict)
+    outcomes: dict[str, Outcomes] = field(default_factory=dict)
     scorer: str = ""  # what was evaluated: a model, a scores file, a judge model
     judge: dict | None = None  # a generative judge's run: verdict counts, parse failures, consistency
     intervals: Intervals | None = None
@@ -203,7 +203,7 @@ class EvalReport:
             for name, ci in self.intervals.subsets.items():
                 out["subsets"][name] |= {"accuracy_ci": list(ci.accuracy), "exact_match_ci": list(ci.exact_match)}
             out |= {"overall_ci": list(self.intervals.overall), "bootstrap": self.intervals.settings()}
-        out["length"] = length_split([o for outcomes in self.outcomes.values() for o in outcomes])
+        out["length"] = length_split(*self.outcomes.values())
         if self.scorer:
             out["scorer"] = self.scorer
         if self.judge is not None:
@@ -250,15 +250,17 @@ def evaluate_stream(
 ) -> tuple[EvalReport, str | None, list[InputError]]:
     """:func:`evaluate` of ``load_bench(paths)`` with a scores file, reading the bench a chunk at a time: the
     report, the bench fingerprint (with ``fingerprint``) and the warnings, as the in-memory functions give them.
-    Only each prompt's judged pairs are kept, never its texts."""
+    Only each prompt's judged pairs are kept, as columns (:class:`Outcomes`), never its texts."""
     issues = ReadResult()
-    outcomes: dict[str, list[PromptOutcome]] = {}
+    outcomes: dict[str, Outcomes] = {}
     without: list[str] = []
     spool = FingerprintSpool() if fingerprint else None
     unranked, missing = 0, None
-    files = stream_bench(paths, partial(_bench_prompt, fingerprint=fingerprint), issues, workers=workers)
-    for (name, prompts), path in zip(files, paths):
-        kept = outcomes.setdefault(name, [])
+
+    def scored(
+        name: str, prompts: Iterator[tuple[PromptOutcome, list[str], int, str | None]]
+    ) -> Iterator[PromptOutcome]:
+        nonlocal unranked, missing
         for outcome, response_ids, left_out, entry in prompts:
             unranked += left_out
             if spool is not None:
@@ -269,9 +271,14 @@ def evaluate_stream(
                     scored_outcome(outcome, found, source)
                 except InputError as e:
                     missing = e
-            kept.append(outcome)
-        if not _has_outcome_pair(kept):
-            del outcomes[name]
+            yield outcome
+
+    files = stream_bench(paths, partial(_bench_prompt, fingerprint=fingerprint), issues, workers=workers)
+    for (name, prompts), path in zip(files, paths):
+        table = Outcomes.of(scored(name, prompts))
+        if table.n_pairs:
+            outcomes[name] = table
+        else:
             without.append(name)
             issues.warnings.append(_no_pair_warning(name, path))
     if not outcomes:
@@ -285,14 +292,13 @@ def evaluate_stream(
     return report, spool.hexdigest() if spool is not None else None, issues.warnings
 
 
-def _has_outcome_pair(outcomes: list[PromptOutcome]) -> bool:
-    return any(o.pairs for o in outcomes)
-
-
-def report_from_outcomes(outcomes: dict[str, list[PromptOutcome]], without_pairs: list[str] = ()) -> EvalReport:
+def report_from_outcomes(
+    outcomes: dict[str, Outcomes] | dict[str, list[PromptOutcome]], without_pairs: list[str] = ()
+) -> EvalReport:
     """The metrics of every subset from its judged pairs (any scorer: a reward model or a judge)."""
+    tables = {name: Outcomes.of(prompts) for name, prompts in outcomes.items()}
     return EvalReport(
-        subsets={name: subset_metrics(prompts) for name, prompts in outcomes.items()},
-        outcomes=outcomes,
+        subsets={name: subset_metrics(table) for name, table in tables.items()},
+        outcomes=tables,
         without_pairs=list(without_pairs),
     )

@@ -46,7 +46,7 @@ from cheems.data.bench_importers import RMBENCH_STYLES
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
 
 METRICS = ("cheems", "rmbench", "bon", "pairwise")
 

@@ -39,7 +39,7 @@ from cheems.data.io import ReadResult, load_rows, read_records
 from cheems.data.schema import Comparison, Record
 from cheems.errors import InputError
 from cheems.evaluate.details import Details, read_details
-from cheems.evaluate.metrics import PairOutcome
+from cheems.evaluate.outcomes import PairOutcome
 from cheems.ranking import rank_comparisons
 
 BY = ("file", "source", "annotator")

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationErr
 from cheems.data.io import load_rows, validation_error, write_jsonl
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 
 
 def bench_fingerprint(bench: dict[str, list[Record]]) -> str:

@@ -26,7 +26,7 @@ from cheems.annotate.prompt import EVAL_TEMPLATE
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, report_from_outcomes
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 
 PairKey = tuple[str, str, str]  # (prompt id, a, b) in response order
 

@@ -12,77 +12,15 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
-
-
-@dataclass
-class ShownVerdict:
-    """One judge verdict on a pair: which response was shown first, and what the judge said.
-
-    ``label`` is about the shown order: ``A`` (first shown wins), ``B``, ``C`` (tie), or None when
-    no verdict could be parsed (``failure`` names why).
-    """
-
-    first: str
-    label: str | None
-    failure: str | None = None
-
-
-@dataclass(slots=True)  # an evaluation holds one per pair of the bench: millions at 10x paper scale
-class PairOutcome:
-    """One comparison of the bench and whether the scorer got it right.
-
-    Scores are set for scorers (a reward model, a scores file), ``verdicts`` for a judge.
-    """
-
-    chosen: str
-    rejected: str
-    correct: bool
-    chosen_chars: int
-    rejected_chars: int
-    chosen_score: float | None = None
-    rejected_score: float | None = None
-    verdicts: list[ShownVerdict] | None = None
-
-    @property
-    def margin(self) -> float | None:
-        """score(chosen) - score(rejected); None for a judge."""
-        if self.chosen_score is None or self.rejected_score is None:
-            return None
-        return self.chosen_score - self.rejected_score
-
-    def picked(self, verdict: ShownVerdict) -> str | None:
-        """The response id a verdict on this pair picks, ``"tie"``, or None (no verdict)."""
-        if verdict.label is None:
-            return None
-        if verdict.label == "C":
-            return "tie"
-        second = self.rejected if verdict.first == self.chosen else self.chosen
-        return verdict.first if verdict.label == "A" else second
-
-
-@dataclass(slots=True)
-class PromptOutcome:
-    """The judged comparisons of one prompt."""
-
-    prompt_id: str
-    category: str
-    pairs: list[PairOutcome]
-
-    @property
-    def correct(self) -> int:
-        return sum(p.correct for p in self.pairs)
-
-    @property
-    def margins(self) -> list[float]:
-        """Score margins of the pairs that have scores (none for a judge)."""
-        return [m for m in (p.margin for p in self.pairs) if m is not None]
+from cheems.evaluate.outcomes import Outcomes, PairOutcome, PromptOutcome
 
 
 def _score(scores: Mapping[ScoreKey, float], prompt_id: str, rid: str, source: str) -> float:
@@ -153,27 +91,35 @@ class GroupMetrics:
         return out
 
 
-def category_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
-    """Pooled accuracy and exact match of prompts that have at least one comparison."""
-    scored = [o for o in outcomes if o.pairs]
-    n_pairs = sum(len(o.pairs) for o in scored)
-    correct = sum(o.correct for o in scored)
-    exact = sum(o.correct == len(o.pairs) for o in scored)
+def _group(counts: np.ndarray, right: np.ndarray) -> GroupMetrics:
+    """Pooled accuracy and exact match of prompts with ``counts`` pairs, ``right`` of them right (all have pairs)."""
+    n_pairs, n_prompts = int(counts.sum()), len(counts)
     return GroupMetrics(
-        accuracy=correct / n_pairs if n_pairs else 0.0,
-        exact_match=exact / len(scored) if scored else 0.0,
-        n_prompts=len(scored),
+        accuracy=int(right.sum()) / n_pairs if n_pairs else 0.0,
+        exact_match=int((right == counts).sum()) / n_prompts if n_prompts else 0.0,
+        n_prompts=n_prompts,
         n_pairs=n_pairs,
     )
 
 
-def subset_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
+def category_metrics(outcomes: Outcomes | Iterable[PromptOutcome]) -> GroupMetrics:
+    """Pooled accuracy and exact match of prompts that have at least one comparison."""
+    table = Outcomes.of(outcomes)
+    counts, right = table.pair_counts(), table.right_counts()
+    scored = counts > 0
+    return _group(counts[scored], right[scored])
+
+
+def subset_metrics(outcomes: Outcomes | Iterable[PromptOutcome]) -> GroupMetrics:
     """Per-category metrics and their unweighted mean over main categories with comparisons."""
-    by_category: dict[str, list[PromptOutcome]] = defaultdict(list)
-    for o in outcomes:
-        if o.pairs:
-            by_category[o.category].append(o)
-    categories = {name: category_metrics(group) for name, group in sorted(by_category.items())}
+    table = Outcomes.of(outcomes)
+    counts, right, category = table.pair_counts(), table.right_counts(), table.category
+    scored = counts > 0
+    codes = {table.categories[c]: c for c in np.unique(category[scored])}
+    categories = {
+        name: _group(counts[scored & (category == code)], right[scored & (category == code)])
+        for name, code in sorted(codes.items())
+    }
     n = len(categories)
     return GroupMetrics(
         accuracy=sum(m.accuracy for m in categories.values()) / n if n else 0.0,
@@ -181,16 +127,14 @@ def subset_metrics(outcomes: list[PromptOutcome]) -> GroupMetrics:
         n_prompts=sum(m.n_prompts for m in categories.values()),
         n_pairs=sum(m.n_pairs for m in categories.values()),
         categories=categories,
-        ece=_ece_of(outcomes),
+        ece=_ece_of(table),
     )
 
 
-def _ece_of(outcomes: list[PromptOutcome]) -> float | None:
+def _ece_of(table: Outcomes) -> float | None:
     """ECE of a scorer's margins; None for a judge (its verdicts have no scores)."""
-    pairs = [p for o in outcomes for p in o.pairs]
-    if any(p.margin is None for p in pairs):
-        return None
-    return expected_calibration_error([p.margin for p in pairs])
+    margins = table.margins()
+    return None if margins is None else expected_calibration_error(margins)
 
 
 def overall(subsets: dict[str, GroupMetrics]) -> float:
@@ -201,25 +145,24 @@ def overall(subsets: dict[str, GroupMetrics]) -> float:
     return sum((m.accuracy + m.exact_match) / 2 for m in subsets.values()) / len(subsets)
 
 
-def length_split(outcomes: list[PromptOutcome]) -> dict[str, dict[str, float | int | None]]:
-    """Accuracy pooled over the pairs where the chosen response is longer, shorter or the same length.
+def length_split(*subsets: Outcomes | Iterable[PromptOutcome]) -> dict[str, dict[str, float | int | None]]:
+    """Accuracy pooled over the pairs (of all ``subsets``) where the chosen response is longer, shorter or the
+    same length.
 
     Lengths are in characters. A scorer that follows length does well on ``chosen_longer`` and
     badly on ``chosen_shorter``; a good one does well on both. ``accuracy`` is None for an empty group.
     """
-    groups: dict[str, list[bool]] = {"chosen_longer": [], "chosen_shorter": [], "same_length": []}
-    for o in outcomes:
-        for p in o.pairs:
-            if p.chosen_chars > p.rejected_chars:
-                groups["chosen_longer"].append(p.correct)
-            elif p.chosen_chars < p.rejected_chars:
-                groups["chosen_shorter"].append(p.correct)
-            else:
-                groups["same_length"].append(p.correct)
-    return {
-        name: {"accuracy": sum(hits) / len(hits) if hits else None, "n_pairs": len(hits)}
-        for name, hits in groups.items()
-    }
+    hits = {"chosen_longer": [0, 0], "chosen_shorter": [0, 0], "same_length": [0, 0]}  # [right, pairs]
+    for outcomes in subsets:
+        table = Outcomes.of(outcomes)
+        (chosen, rejected), correct = table.chars(), table.correct
+        for name, where in (("chosen_longer", chosen > rejected), ("chosen_shorter", chosen < rejected)):
+            hits[name][0] += int(correct[where].sum())
+            hits[name][1] += int(where.sum())
+        same = chosen == rejected
+        hits["same_length"][0] += int(correct[same].sum())
+        hits["same_length"][1] += int(same.sum())
+    return {name: {"accuracy": right / n if n else None, "n_pairs": n} for name, (right, n) in hits.items()}
 
 
 @dataclass
@@ -231,36 +174,36 @@ class CalibrationBin:
     count: int
 
 
-def calibration_bins(margins: list[float], n_bins: int = 5) -> list[CalibrationBin]:
+def calibration_bins(margins: Sequence[float] | np.ndarray, n_bins: int = 5) -> list[CalibrationBin]:
     """The non-empty bins behind :func:`expected_calibration_error` (the calibration curve).
 
     Pairs are binned by |margin| into ``n_bins`` equal-width bins over [0, max |margin|];
     a bin's confidence is sigmoid(mean |margin|), its accuracy the share with margin > 0
     (a score tie is wrong, as everywhere here).
     """
-    sizes = [abs(m) for m in margins]
-    top = max(sizes, default=0.0)
-    bins: list[list[float]] = [[] for _ in range(n_bins)]
-    for m, size in zip(margins, sizes):
-        index = min(int(size / top * n_bins), n_bins - 1) if top > 0 else 0
-        bins[index].append(m)
-    return [
-        CalibrationBin(
-            confidence=1 / (1 + math.exp(-sum(abs(m) for m in members) / len(members))),
-            accuracy=sum(m > 0 for m in members) / len(members),
-            count=len(members),
-        )
-        for members in bins
-        if members
-    ]
+    margins = np.asarray(margins, dtype=np.float64)
+    sizes = np.abs(margins)
+    top = float(sizes.max()) if len(sizes) else 0.0
+    index = np.minimum((sizes / top * n_bins).astype(np.intp), n_bins - 1) if top > 0 else np.zeros(len(sizes), int)
+    bins = []
+    for b in range(n_bins):
+        members = index == b
+        count = int(members.sum())
+        if count:
+            total = float(np.add.accumulate(sizes[members])[-1])  # summed in order, as Python's sum would
+            right = int((margins[members] > 0).sum())
+            bins.append(
+                CalibrationBin(confidence=1 / (1 + math.exp(-total / count)), accuracy=right / count, count=count)
+            )
+    return bins
 
 
-def expected_calibration_error(margins: list[float], n_bins: int = 5) -> float | None:
+def expected_calibration_error(margins: Sequence[float] | np.ndarray, n_bins: int = 5) -> float | None:
     """ECE of score differences read as Bradley–Terry probabilities, as in the official code.
 
     The count-weighted mean of |accuracy - confidence| over :func:`calibration_bins`. Only
     meaningful for BT-trained scores.
     """
-    if not margins:
+    if len(margins) == 0:
         return None
     return sum(b.count / len(margins) * abs(b.accuracy - b.confidence) for b in calibration_bins(margins, n_bins))

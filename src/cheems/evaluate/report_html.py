@@ -10,13 +10,19 @@ verdict block instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from cheems.annotate import reason_text
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
-from cheems.evaluate.metrics import PairOutcome, PromptOutcome, calibration_bins
+from cheems.evaluate.metrics import calibration_bins
+from cheems.evaluate.outcomes import Outcomes, PromptOutcome
 from cheems.evaluate.plots import new_figure, png_bytes
+
+ScorePairs = tuple[np.ndarray, np.ndarray]
+"""The chosen and the rejected response's score of every pair of a subset (:meth:`Outcomes.scores`)."""
 
 # one colour per series, the same on every chart of a page (colour-blind safe pair first)
 CHOSEN, REJECTED, THIRD = "#1f77b4", "#d95f02", "#7f7f7f"
@@ -32,16 +38,16 @@ def with_ci(group: dict[str, Any], key: str) -> str:
 
 
 def report_page(
-    data: dict[str, Any], outcomes: dict[str, list[PromptOutcome]], title: str, notes: Sequence[str] = ()
+    data: dict[str, Any], outcomes: Mapping[str, Iterable[PromptOutcome]], title: str, notes: Sequence[str] = ()
 ) -> str:
     """The whole page: ``data`` is the evaluation's JSON, ``outcomes`` its judged pairs per subset, ``notes`` what
     the numbers leave out and how their intervals were made (``report_notes``)."""
     sections = [metrics_section(data), categories_section(data)]
     if data.get("judge") is not None:
         sections.append(judge_section(data["judge"]))
-    pairs = {name: [p for o in prompts for p in o.pairs] for name, prompts in outcomes.items()}
-    if pairs and all(p.margin is not None for group in pairs.values() for p in group):
-        sections += [scores_section(pairs), calibration_section(data, pairs)]
+    scores = {name: Outcomes.of(prompts).scores() for name, prompts in outcomes.items()}
+    if scores and all(s is not None for s in scores.values()):
+        sections += [scores_section(scores), calibration_section(data, scores)]
     sections.append(length_section(data))
     return render_page(title, sections, [_summary(data), *notes])  # notes say how intervals were made
 
@@ -121,9 +127,9 @@ def category_chart(name: str, subset: dict[str, Any]) -> Figure:
     return Figure(png_bytes(fig), f"accuracy and exact match by category, subset {name}")
 
 
-def scores_section(pairs: dict[str, list[PairOutcome]]) -> Section:
+def scores_section(scores: dict[str, ScorePairs]) -> Section:
     """Chosen vs rejected score distributions, one chart per subset."""
-    figures = [score_chart(name, group) for name, group in pairs.items()]
+    figures = [score_chart(name, *group) for name, group in scores.items()]
     text = (
         "Each ranked pair adds its chosen and its rejected response's score (a response in several pairs counts "
         "in each). The further apart the two, the better the scorer separates them."
@@ -131,13 +137,9 @@ def scores_section(pairs: dict[str, list[PairOutcome]]) -> Section:
     return Section("Scores of chosen and rejected responses", figures, text)
 
 
-def score_chart(name: str, pairs: list[PairOutcome]) -> Figure:
-    """Two histograms on shared bins: scores of the chosen and of the rejected responses."""
-    import numpy as np
-
-    chosen = np.array([p.chosen_score for p in pairs], dtype=float)
-    rejected = np.array([p.rejected_score for p in pairs], dtype=float)
-    edges = np.histogram_bin_edges(np.concatenate([chosen, rejected]), bins=min(30, max(5, len(pairs) // 4)))
+def score_chart(name: str, chosen: np.ndarray, rejected: np.ndarray) -> Figure:
+    """Two histograms on shared bins: scores of the chosen and of the rejected responses (one of each per pair)."""
+    edges = np.histogram_bin_edges(np.concatenate([chosen, rejected]), bins=min(30, max(5, len(chosen) // 4)))
     fig, ax = new_figure(4.6, 3.0)
     for values, colour, label in ((chosen, CHOSEN, "chosen"), (rejected, REJECTED, "rejected")):
         ax.hist(values, bins=edges, color=colour, alpha=0.45, label=f"{label} (mean {values.mean():.3g})")
@@ -149,23 +151,23 @@ def score_chart(name: str, pairs: list[PairOutcome]) -> Figure:
     return Figure(png_bytes(fig), f"score distributions of chosen and rejected responses, subset {name}")
 
 
-def calibration_section(data: dict[str, Any], pairs: dict[str, list[PairOutcome]]) -> Section:
+def calibration_section(data: dict[str, Any], scores: dict[str, ScorePairs]) -> Section:
     """The reliability curve whose gaps ECE averages."""
     text = (
         "Pairs binned by |score difference| (5 equal-width bins); a point is the bin's confidence, sigmoid of its mean "
         "|difference|, against the share of its pairs right. ECE is the pair-weighted mean distance to the diagonal; "
         "it means something only for scores trained as Bradley–Terry log-odds."
     )
-    return Section("Calibration", [calibration_chart(data, pairs)], text)
+    return Section("Calibration", [calibration_chart(data, scores)], text)
 
 
-def calibration_chart(data: dict[str, Any], pairs: dict[str, list[PairOutcome]]) -> Figure:
+def calibration_chart(data: dict[str, Any], scores: dict[str, ScorePairs]) -> Figure:
     """One line per subset through its :func:`calibration_bins`, with the diagonal of a calibrated scorer."""
     fig, ax = new_figure(4.6, 3.6)
     ax.grid(True, axis="x", alpha=0.3)
     ax.plot([0.5, 1], [0.5, 1], color=THIRD, linestyle=":", linewidth=1, label="calibrated")
-    for (name, group), colour in zip(pairs.items(), (CHOSEN, REJECTED, "#1b9e77", "#7570b3", "#e7298a")):
-        bins = calibration_bins([p.margin for p in group])
+    for (name, (chosen, rejected)), colour in zip(scores.items(), (CHOSEN, REJECTED, "#1b9e77", "#7570b3", "#e7298a")):
+        bins = calibration_bins(chosen - rejected)
         ece = data["subsets"][name].get("ece")
         label = f"{name} (ECE {ece:.3f})" if ece is not None else name
         ax.plot([b.confidence for b in bins], [b.accuracy for b in bins], marker="o", color=colour, label=label)

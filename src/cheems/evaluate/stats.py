@@ -24,14 +24,17 @@ import numpy as np
 
 from cheems.errors import InputError
 from cheems.evaluate.details import Details
-from cheems.evaluate.metrics import PromptOutcome, overall, subset_metrics
+from cheems.evaluate.metrics import overall, subset_metrics
+from cheems.evaluate.outcomes import Outcomes
 
 if TYPE_CHECKING:
     from cheems.evaluate.bench import EvalReport
 
 Interval = tuple[float, float]
 
-_CHUNK = 64  # resamples turned into prompt counts at a time: bounds memory, and a category's block stays in cache
+_DRAWS = 1 << 19
+"""Prompt draws turned into counts at a time (resamples x prompts): about 50 bytes each in flight, so the
+bootstrap's memory stays near 25 MB however many prompts a subset has."""
 
 
 @dataclass
@@ -57,17 +60,25 @@ class Intervals:
         return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
 
 
-def _prompt_values(runs: list[list[PromptOutcome]]) -> tuple[np.ndarray, np.ndarray]:
-    """Each prompt's category index and values: prompts (1), pairs, then each run's correct pairs and exactness."""
+def _prompt_values(runs: list[Outcomes]) -> tuple[np.ndarray, np.ndarray]:
+    """Each prompt's category index and values: prompts (1), pairs, then each run's correct pairs and exactness.
+
+    Prompts without pairs are left out; category indices follow the names' sorted order."""
     first = runs[0]
-    names = {c: i for i, c in enumerate(sorted({o.category for o in first}))}
-    values = np.empty((len(first), 2 + 2 * len(runs)))
+    counts = first.pair_counts()
+    scored = counts > 0
+    codes = first.category[scored]
+    present = np.unique(codes)
+    rank = np.empty(max(len(first.categories), 1), dtype=np.intp)
+    rank[present[np.argsort([first.categories[c] for c in present])]] = np.arange(len(present))
+    values = np.empty((int(scored.sum()), 2 + 2 * len(runs)))
     values[:, 0] = 1.0
-    values[:, 1] = [len(o.pairs) for o in first]
+    values[:, 1] = counts[scored]
     for j, run in enumerate(runs):
-        values[:, 2 + 2 * j] = [o.correct for o in run]
-        values[:, 3 + 2 * j] = [o.correct == len(o.pairs) for o in run]
-    return np.array([names[o.category] for o in first]), values
+        right, own = run.right_counts()[scored], run.pair_counts()[scored]
+        values[:, 2 + 2 * j] = right
+        values[:, 3 + 2 * j] = right == own
+    return rank[codes], values
 
 
 def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.ndarray, resamples: int) -> np.ndarray:
@@ -84,9 +95,10 @@ def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.nd
     bounds = np.searchsorted(category[order], np.arange(category.max() + 2))
     ordered = values[order]
     sums = np.empty((resamples, len(bounds) - 1, values.shape[1]))
-    for start in range(0, resamples, _CHUNK):
+    chunk = max(1, _DRAWS // n)
+    for start in range(0, resamples, chunk):
         # drawn a chunk of resamples at a time: the same numbers as one (resamples, n) draw, without its memory
-        rows = position[rng.integers(0, n, size=(min(_CHUNK, resamples - start), n))]
+        rows = position[rng.integers(0, n, size=(min(chunk, resamples - start), n))]
         flat = (rows + n * np.arange(len(rows))[:, None]).ravel()
         counts = np.bincount(flat, minlength=rows.size).reshape(rows.shape).astype(np.float64)
         for c, (low, high) in enumerate(zip(bounds[:-1], bounds[1:])):
@@ -94,8 +106,8 @@ def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.nd
     return sums
 
 
-def _draws(rng: np.random.Generator, runs: list[list[PromptOutcome]], resamples: int) -> np.ndarray:
-    """Accuracy and exact match of each run in each resample of one subset's prompts.
+def _draws(rng: np.random.Generator, runs: list[Outcomes], resamples: int) -> np.ndarray:
+    """Accuracy and exact match of each run in each resample of one subset's prompts that have pairs.
 
     ``runs`` are one or more scorers' outcomes of the same prompts in the same order (categories and
     pair counts are read from the first). Returns shape ``(2, len(runs), resamples)``: [accuracy,
@@ -136,7 +148,7 @@ def add_intervals(report: EvalReport, resamples: int = 1000, seed: int = 0, leve
     rng = np.random.default_rng(seed)
     subsets, total = {}, np.zeros(resamples)
     for name in report.subsets:
-        draws = _draws(rng, [[o for o in report.outcomes[name] if o.pairs]], resamples)[:, 0]
+        draws = _draws(rng, [report.outcomes[name]], resamples)[:, 0]
         subsets[name] = SubsetIntervals(_interval(draws[0], level), _interval(draws[1], level))
         total += draws.mean(axis=0)
     report.intervals = Intervals(resamples, seed, level, subsets, _interval(total / len(subsets), level))
@@ -257,12 +269,12 @@ def _same_bench(a: Details, b: Details) -> tuple[dict, dict]:
     return keys_a, keys_b
 
 
-def _aligned(d: Details) -> dict[str, list[PromptOutcome]]:
+def _aligned(d: Details) -> dict[str, Outcomes]:
     """Each subset's prompts with pairs, sorted by id (so both files, and A/B swapped, resample alike)."""
     out = {
         name: sorted((o for o in d.outcomes[name] if o.pairs), key=lambda o: o.prompt_id) for name in sorted(d.outcomes)
     }
-    return {name: prompts for name, prompts in out.items() if prompts}
+    return {name: Outcomes.of(prompts) for name, prompts in out.items() if prompts}
 
 
 def _difference(a: float, b: float, draws: np.ndarray, level: float) -> Difference:
