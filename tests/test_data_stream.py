@@ -156,5 +156,5 @@ def test_workers_come_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CHEEMS_WORKERS", "3")
     assert stream.default_workers() == 3
     monkeypatch.setenv("CHEEMS_WORKERS", "many")
-    with pytest.raises(InputError, match="CHEEMS_WORKERS='many' is not a number"):
+    with pytest.raises(InputError, match="'many' is not a number of worker processes"):
         stream.default_workers()

@@ -61,7 +61,9 @@ def default_workers() -> int:
         try:
             return max(1, int(env))
         except ValueError:
-            raise InputError(f"CHEEMS_WORKERS={env!r} is not a number", hint="set it to 1, 2, …") from None
+            raise InputError(
+                f"{env!r} is not a number of worker processes", path="CHEEMS_WORKERS", hint="set it to 1, 2, …"
+            ) from None
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
