@@ -7,7 +7,7 @@ each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
@@ -16,6 +16,7 @@ import typer
 from cheems.cli.console import report_skipped
 from cheems.cli.options import SkipInvalid, Workers, finite, from_options, settings_options
 from cheems.curate.filters import FilterConfig
+from cheems.data.io import write_lines_and_report
 from cheems.errors import InputError
 
 T = TypeVar("T")
@@ -79,17 +80,6 @@ class _Source:
         report_skipped(self.issues.skipped)
 
 
-def _write_lines(output: Path, lines: Iterable[str], report_json: Path | None, report: Callable[[], dict]) -> None:
-    """The output lines and then the report they filled in, written together (both or neither)."""
-    from cheems.data.io import write_json, write_lines
-    from cheems.data.outputs import together
-
-    with together():
-        write_lines(output, lines)
-        if report_json is not None:
-            write_json(report_json, report())
-
-
 def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
     from rich.table import Table
 
@@ -135,7 +125,7 @@ def filter_(
     cfg = from_options(FilterConfig, settings, in_file)
     report = FilterReport()
     records = _Source(source, skip_invalid, workers, "filter")
-    _write_lines(
+    write_lines_and_report(
         output, filter_lines(records(functools.partial(filter_line, cfg)), report), report_json, report.to_dict
     )
     records.report_skipped()
@@ -203,12 +193,12 @@ def distant(
     if scores is not None:
         records = _Source(source, skip_invalid, workers, "distant")
         lines, report = distant_lines(records, scores, margin, sources)
-        _write_lines(output, lines, report_json, report.to_dict)
+        write_lines_and_report(output, lines, report_json, report.to_dict)
         records.report_skipped()
     else:  # the scorer scores every record at once: they are in memory
         loaded = _read(source, skip_invalid)
         out, report = distant_supervision(loaded, rm_scores(loaded, model or ""), margin, sources, scores_path=model)
-        _write_lines(output, map(record_line, out), report_json, report.to_dict)
+        write_lines_and_report(output, map(record_line, out), report_json, report.to_dict)
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(
         (
@@ -254,7 +244,7 @@ def debias(
     _claim(source, output, report_json)
     report = DebiasReport(seed=seed, unit="tokens" if tokenizer else "chars")
     records = _Source(source, skip_invalid, workers, "debias")
-    _write_lines(output, debias_lines(records, report, tokenizer), report_json, report.to_dict)
+    write_lines_and_report(output, debias_lines(records, report, tokenizer), report_json, report.to_dict)
     records.report_skipped()
     rows = [(g, str(report.before[g]), str(report.after[g])) for g in GROUPS]
     console = _console()

@@ -156,8 +156,8 @@ def resolve(
     workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import ReadResult, write_json, write_lines
-    from cheems.data.outputs import claim_outputs, together
+    from cheems.data.io import ReadResult, write_lines_and_report
+    from cheems.data.outputs import claim_outputs
     from cheems.data.stream import stream_records
     from cheems.ranking import ResolveStats
     from cheems.ranking.resolve import resolved_line
@@ -177,10 +177,7 @@ def resolve(
                 warnings.append((pid, unmentioned))
             yield line
 
-    with together():
-        write_lines(output, lines())
-        if stats_json:
-            write_json(stats_json, stats.to_dict())
+    write_lines_and_report(output, lines(), stats_json, stats.to_dict)
     report_skipped(issues.skipped)
     for pid, unmentioned in warnings:
         err.print(

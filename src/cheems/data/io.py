@@ -14,14 +14,14 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from cheems.data.outputs import atomic_file
+from cheems.data.outputs import atomic_file, together
 from cheems.data.schema import Record
 from cheems.errors import InputError
 
@@ -610,6 +610,18 @@ def write_lines(path: str | Path, lines: Iterable[str]) -> int:
         for line in lines:
             f.write(line + "\n")
             n += 1
+    return n
+
+
+def write_lines_and_report(
+    path: str | Path, lines: Iterable[str], report_path: str | Path | None, report: Callable[[], Any]
+) -> int:
+    """:func:`write_lines`, then (with ``report_path``) the JSON ``report()`` that writing them filled in: both
+    files or neither. Returns the number of lines."""
+    with together():
+        n = write_lines(path, lines)
+        if report_path is not None:
+            write_json(report_path, report())
     return n
 
 
