@@ -75,6 +75,12 @@ def same_record(record: Record) -> Record:
     return record
 
 
+def with_id(fn: Callable[[Record], T], record: Record) -> tuple[str, T]:
+    """``(record.id, fn(record))``. Here, not beside its callers, so that a worker running
+    ``partial(with_id, same_record)`` imports this module alone (about 25 MB less per worker)."""
+    return record.id, fn(record)
+
+
 def _parse_chunk(path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool) -> list[tuple]:
     """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
     else values already decoded (``.json`` and ``.csv`` files)."""

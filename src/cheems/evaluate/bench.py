@@ -11,7 +11,7 @@ from typing import TypeVar
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.keytable import ScoreTable
 from cheems.data.schema import Record
-from cheems.data.stream import same_record, stream_records
+from cheems.data.stream import same_record, stream_records, with_id
 from cheems.errors import InputError
 from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
 from cheems.evaluate.metrics import (
@@ -95,10 +95,6 @@ def _subset_name(p: str | Path, names: set[str]) -> str:
     return name
 
 
-def _with_id(fn: Callable[[Record], T], record: Record) -> tuple[str, T]:
-    return record.id, fn(record)
-
-
 def stream_bench(
     paths: list[str | Path],
     fn: Callable[[Record], T],
@@ -130,7 +126,7 @@ def _file_values(
     progress: str | None,
 ) -> Iterator[T]:
     p = paths[number]
-    for rid, value in stream_records(p, partial(_with_id, fn), issues=issues, workers=workers, progress=progress):
+    for rid, value in stream_records(p, partial(with_id, fn), issues=issues, workers=workers, progress=progress):
         first = owner.setdefault(rid, number)
         if first != number:
             raise InputError(
