@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cheems.cli.main import app
-from cheems.curate.debias import EQUAL, LONGER, SHORTER, implied_pairs, length_debias, sample_positions
+from cheems.curate.debias import EQUAL, LONGER, SHORTER, implied_pairs, length_debias
 from cheems.data.io import read_records, write_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -175,15 +174,3 @@ def test_cli_debias(tmp_path):
     report = json.loads(rep.read_text(encoding="utf-8"))
     assert report["pairs_before"] == {LONGER: 2, SHORTER: 2, EQUAL: 0} and report["pairs_dropped"] == 0
     assert pairs_of(read_records(out).records) == pairs_of(records)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(0, 3000), st.data(), st.integers(0, 2**32))
-def test_sample_positions_draws_what_random_sample_draws(n, data, seed):
-    k = data.draw(st.integers(0, n))  # small k next to n takes random.sample's rejection path, large k its pool
-    assert sample_positions(random.Random(seed), n, k).tolist() == random.Random(seed).sample(range(n), k)
-
-
-def test_sample_positions_on_a_large_population():
-    for n, k in ((200_000, 90_000), (200_000, 50), (1, 1), (0, 0)):
-        assert sample_positions(random.Random(7), n, k).tolist() == random.Random(7).sample(range(n), k)

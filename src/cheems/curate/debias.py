@@ -23,7 +23,6 @@ processes), so memory does not grow with the file's text. Both use the same per-
 from __future__ import annotations
 
 import functools
-import math
 import random
 import tempfile
 from array import array
@@ -168,38 +167,10 @@ def survivors(codes: bytes | bytearray, seed: int) -> np.ndarray:
     keep = np.ones(len(groups), dtype=bool)
     if len(longer) != len(shorter):
         big, small = (longer, shorter) if len(longer) > len(shorter) else (shorter, longer)
+        chosen = random.Random(seed).sample(range(len(big)), len(small))
         keep[big] = False
-        keep[big[sample_positions(random.Random(seed), len(big), len(small))]] = True
+        keep[big[np.asarray(chosen, dtype=np.int64)]] = True
     return keep
-
-
-def sample_positions(rng: random.Random, n: int, k: int) -> np.ndarray:
-    """``rng.sample(range(n), k)`` as an int64 array: the same draws from the same generator state.
-
-    ``random.sample`` holds its pool as a list of ``n`` Python ints (about 36 bytes each: 100 MB for the
-    3 million pairs of 10x paper scale); this runs its two algorithms (CPython's, unchanged since 3.2) with
-    numpy arrays instead, so the seeded choice of surviving pairs stays what it always was.
-    """
-    if not 0 <= k <= n:
-        raise ValueError("sample larger than population")
-    randbelow = rng._randbelow  # the draw random.sample makes; the public API has no array form
-    result = np.empty(k, dtype=np.int64)
-    setsize = 21 + (4 ** math.ceil(math.log(k * 3, 4)) if k > 5 else 0)
-    if n <= setsize:  # a partial Fisher–Yates shuffle of the pool
-        pool = np.arange(n, dtype=np.int64)
-        for i in range(k):
-            j = randbelow(n - i)
-            result[i] = pool[j]
-            pool[j] = pool[n - i - 1]
-    else:  # rejection: k is small next to n
-        selected: set[int] = set()
-        for i in range(k):
-            j = randbelow(n)
-            while j in selected:
-                j = randbelow(n)
-            selected.add(j)
-            result[i] = j
-    return result
 
 
 def count_groups(report: DebiasReport, codes: bytes | bytearray, keep: np.ndarray) -> None:
