@@ -116,10 +116,10 @@ def subset_metrics(outcomes: Outcomes | Iterable[PromptOutcome]) -> GroupMetrics
     counts, right, category = table.pair_counts(), table.right_counts(), table.category
     scored = counts > 0
     codes = {table.categories[c]: c for c in np.unique(category[scored])}
-    categories = {
-        name: _group(counts[scored & (category == code)], right[scored & (category == code)])
-        for name, code in sorted(codes.items())
-    }
+    categories = {}
+    for name, code in sorted(codes.items()):
+        mine = scored & (category == code)
+        categories[name] = _group(counts[mine], right[mine])
     n = len(categories)
     return GroupMetrics(
         accuracy=sum(m.accuracy for m in categories.values()) / n if n else 0.0,
@@ -156,12 +156,14 @@ def length_split(*subsets: Outcomes | Iterable[PromptOutcome]) -> dict[str, dict
     for outcomes in subsets:
         table = Outcomes.of(outcomes)
         (chosen, rejected), correct = table.chars(), table.correct
-        for name, where in (("chosen_longer", chosen > rejected), ("chosen_shorter", chosen < rejected)):
+        groups = {
+            "chosen_longer": chosen > rejected,
+            "chosen_shorter": chosen < rejected,
+            "same_length": chosen == rejected,
+        }
+        for name, where in groups.items():
             hits[name][0] += int(correct[where].sum())
             hits[name][1] += int(where.sum())
-        same = chosen == rejected
-        hits["same_length"][0] += int(correct[same].sum())
-        hits["same_length"][1] += int(same.sum())
     return {name: {"accuracy": right / n if n else None, "n_pairs": n} for name, (right, n) in hits.items()}
 
 

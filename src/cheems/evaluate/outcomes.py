@@ -70,15 +70,6 @@ class PromptOutcome:
     category: str
     pairs: list[PairOutcome]
 
-    @property
-    def correct(self) -> int:
-        return sum(p.correct for p in self.pairs)
-
-    @property
-    def margins(self) -> list[float]:
-        """Score margins of the pairs that have scores (none for a judge)."""
-        return [m for m in (p.margin for p in self.pairs) if m is not None]
-
 
 def _column(values: array, dtype: type) -> np.ndarray:
     """An ``array.array`` as a numpy array over the same memory (no copy)."""
@@ -151,7 +142,7 @@ class Outcomes(Sequence[PromptOutcome]):
     @property
     def correct(self) -> np.ndarray:
         """Whether each pair is right (bool)."""
-        return _column(self._correct, np.int8).astype(bool)
+        return _column(self._correct, np.bool_)
 
     def pair_counts(self) -> np.ndarray:
         """Each prompt's number of pairs."""
@@ -160,9 +151,7 @@ class Outcomes(Sequence[PromptOutcome]):
     def right_counts(self) -> np.ndarray:
         """Each prompt's number of right pairs."""
         prompt_of_pair = np.repeat(np.arange(len(self)), self.pair_counts())
-        return np.bincount(prompt_of_pair, weights=_column(self._correct, np.int8), minlength=len(self)).astype(
-            np.int64
-        )
+        return np.bincount(prompt_of_pair, weights=self.correct, minlength=len(self)).astype(np.int64)
 
     def chars(self) -> tuple[np.ndarray, np.ndarray]:
         """The chosen and the rejected response's length in characters, per pair."""
