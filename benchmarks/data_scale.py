@@ -12,8 +12,11 @@ in one run, e.g. ``--cheems "before=/work/main/.venv/bin/python -m cheems"
 Per step: wall seconds; ``max_rss`` = the kernel's peak resident set of the step's process
 (``os.wait4`` rusage, exact, but for a process pool it is the largest single process, not the sum);
 ``tree_rss`` = the peak of the summed RSS of the process and all its descendants, sampled every
-``--interval`` seconds (what a pool of workers really holds; a short spike between samples can be
-missed); and the SHA-256 of every output, compared with the first label's (byte-identical or not).
+``--interval`` seconds (what a pool of workers holds, counting a page they share, such as the
+interpreter's or numpy's, once in each process; a short spike between samples can be missed); ``tree_pss`` = the
+same peak of the summed proportional set size (``/proc/PID/smaps_rollup``: a page shared by k processes
+counts 1/k in each, so the sum is the memory the tree takes from the machine); and the SHA-256 of every
+output, compared with the first label's (byte-identical or not).
 Children run with ``PYTHONHASHSEED=0`` (see ``run_label``; a guard: set order must never reach an output) and their
 output folder as working directory.
 Prints a markdown table and writes everything as JSON.
@@ -58,32 +61,35 @@ STEPS: list[tuple[str, list[str], list[str]]] = [
 ]  # fmt: skip
 
 
-def tree_rss(pid: int) -> int:
-    """Summed resident bytes of ``pid`` and all its descendants (0 once it is gone)."""
-    total, todo = 0, [pid]
+def tree_memory(pid: int) -> tuple[int, int]:
+    """Summed resident and proportional bytes (RSS, PSS) of ``pid`` and all its descendants (0 once gone)."""
+    rss = pss = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
         try:
             status = Path(f"/proc/{p}/status").read_text()
-            total += next(int(x.split()[1]) * 1024 for x in status.splitlines() if x.startswith("VmRSS:"))
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
+            rss += next(int(x.split()[1]) * 1024 for x in status.splitlines() if x.startswith("VmRSS:"))
+            pss += next(int(x.split()[1]) * 1024 for x in rollup.splitlines() if x.startswith("Pss:"))
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, StopIteration, ValueError):
             continue  # exited between listing and reading, or a zombie without VmRSS
-    return total
+    return rss, pss
 
 
 def run_step(command: list[str], cwd: Path, log: Path, env: dict[str, str], interval: float) -> dict:
-    """Run ``command`` to completion; its wall time, kernel max RSS, sampled tree RSS peak and exit code."""
+    """Run ``command`` to completion; its wall time, kernel max RSS, sampled tree RSS and PSS peaks, exit code."""
     start = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-    peak = [0]
+    peak = [0, 0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(interval):
-            peak[0] = max(peak[0], tree_rss(proc.pid))
+            peak[:] = map(max, peak, tree_memory(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -92,7 +98,13 @@ def run_step(command: list[str], cwd: Path, log: Path, env: dict[str, str], inte
     proc.returncode = os.waitstatus_to_exitcode(status)
     done.set()
     sampler.join()
-    return {"seconds": round(wall, 2), "max_rss": usage.ru_maxrss * 1024, "tree_rss": peak[0], "rc": proc.returncode}
+    return {
+        "seconds": round(wall, 2),
+        "max_rss": usage.ru_maxrss * 1024,
+        "tree_rss": peak[0],
+        "tree_pss": peak[1],
+        "rc": proc.returncode,
+    }
 
 
 def sha256(path: Path) -> str | None:
@@ -129,7 +141,7 @@ def run_label(
         row["outputs"] = {f: sha256(out / f) for f in outputs}
         print(
             f"{label:>8} {name:<22} {row['seconds']:>8.1f} s {row['max_rss'] / 2**20:>8.0f} MiB "
-            f"tree {row['tree_rss'] / 2**20:>8.0f} MiB rc={row['rc']}",
+            f"tree {row['tree_rss'] / 2**20:>8.0f} MiB (PSS {row['tree_pss'] / 2**20:.0f}) rc={row['rc']}",
             flush=True,
         )
         rows.append(row)
@@ -142,15 +154,16 @@ def table(rows: list[dict], size: int) -> str:
     """Markdown: one line per step and label, with RSS per file size and whether outputs match the first label."""
     first = {r["step"]: r["outputs"] for r in rows if r["label"] == rows[0]["label"]}
     lines = [
-        "| step | label | wall s | peak RSS MiB | tree RSS MiB | peak RSS / file | outputs = first label |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| step | label | wall s | peak RSS MiB | tree RSS MiB | tree PSS MiB | peak RSS / file "
+        "| outputs = first label |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in sorted(rows, key=lambda r: [s[0] for s in STEPS].index(r["step"])):
         same = "n/a" if not r["outputs"] else ("yes" if r["outputs"] == first[r["step"]] else "**no**")
         same = same if r["rc"] == 0 else f"failed (rc {r['rc']})"
         lines.append(
             f"| {r['step']} | {r['label']} | {r['seconds']:.1f} | {r['max_rss'] / 2**20:,.0f} | "
-            f"{r['tree_rss'] / 2**20:,.0f} | {r['max_rss'] / size:.2f}x | {same} |"
+            f"{r['tree_rss'] / 2**20:,.0f} | {r['tree_pss'] / 2**20:,.0f} | {r['max_rss'] / size:.2f}x | {same} |"
         )
     return "\n".join(lines)
 
@@ -166,7 +179,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--workdir", type=Path, help="where outputs go (default: a new temporary folder)")
-    parser.add_argument("--interval", type=float, default=0.05, help="seconds between tree RSS samples")
+    parser.add_argument("--interval", type=float, default=0.05, help="seconds between tree RSS/PSS samples")
     parser.add_argument(
         "--budget",
         action="append",
@@ -200,7 +213,8 @@ def main() -> None:
 
 
 def within_budget(rows: list[dict], budgets: dict[str, str]) -> bool:
-    """Print each step of a budgeted label against its memory budget (tree RSS); True when all are within."""
+    """Print each step of a budgeted label against its memory budget (tree RSS, the stricter measure; PSS
+    beside it); True when all are within."""
     ok = True
     for r in rows:
         if r["label"] in budgets:
@@ -208,7 +222,8 @@ def within_budget(rows: list[dict], budgets: dict[str, str]) -> bool:
             used = r["tree_rss"] / 2**20
             ok &= used <= limit
             verdict = "<=" if used <= limit else "> **over**"
-            print(f"{r['label']} {r['step']}: tree RSS {used:,.0f} MiB {verdict} {limit:,.0f}")
+            pss = r["tree_pss"] / 2**20
+            print(f"{r['label']} {r['step']}: tree RSS {used:,.0f} MiB {verdict} {limit:,.0f} (tree PSS {pss:,.0f})")
     return ok
 
 

@@ -103,7 +103,7 @@ def test_score_checks_the_bench_as_load_bench_does(tmp_path, monkeypatch, capsys
         "score", "--model", "length", "--no-cache", "--bench", first, "--bench", second, "-o", out,
         monkeypatch=monkeypatch, capsys=capsys,
     )  # fmt: skip
-    assert result.returncode == 2 and f"prompt id 'p' is also in {first}" in result.stderr
+    assert result.returncode == 2 and f"duplicate prompt id 'p' (first at {first}:1)" in result.stderr
     assert not out.exists()
     unranked = write_jsonl(tmp_path / "u.jsonl", [{**row, "rank": {"a": 1}}])
     result = run_main(

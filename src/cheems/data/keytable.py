@@ -52,7 +52,9 @@ class KeyTable:
         return None if i is None else self.values[i].item()
 
     def _index(self, key: tuple[str, ...]) -> int | None:
-        digest = key_digest(*key)
+        return self._find(key_digest(*key))
+
+    def _find(self, digest: bytes) -> int | None:
         i = int(np.searchsorted(self.digests, digest))
         # numpy's S dtype drops trailing NUL bytes when it hands out an item: compare without them
         return i if i < len(self.digests) and self.digests[i] == digest.rstrip(b"\0") else None
@@ -64,6 +66,45 @@ class KeyTable:
         for name, arr in {"digests": self.digests, "values": self.values, **more}.items():
             np.save(folder / f"{name}.npy", arr)
         return folder
+
+
+class KeyLog:
+    """The keys seen so far in a stream, each with the value it was first seen with (an int): a duplicate
+    check at about 24 bytes a key (a ``dict`` of string ids: about 180). The newest keys wait in a small
+    ``dict``; every :attr:`BATCH` of them are merged into a sorted :class:`KeyTable`."""
+
+    BATCH = 1 << 16
+
+    def __init__(self) -> None:
+        self._table = KeyTable(np.empty(0, dtype=f"S{DIGEST_BYTES}"), np.empty(0, dtype=np.int64))
+        self._recent: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._table) + len(self._recent)
+
+    def first(self, key: tuple[str, ...], value: int) -> int | None:
+        """The value ``key`` was first seen with, or ``None`` when it is new (it is then kept, with ``value``)."""
+        digest = key_digest(*key)
+        seen = self._recent.get(digest)
+        if seen is not None:
+            return seen
+        i = self._table._find(digest)
+        if i is not None:
+            return int(self._table.values[i])
+        self._recent[digest] = value
+        if len(self._recent) >= self.BATCH:
+            self._merge()
+        return None
+
+    def _merge(self) -> None:
+        digests = np.array(list(self._recent), dtype=f"S{DIGEST_BYTES}")
+        values = np.fromiter(self._recent.values(), dtype=np.int64, count=len(self._recent))
+        order = np.argsort(digests)
+        at = np.searchsorted(self._table.digests, digests[order])  # an insert, not a sort of the whole table
+        self._table = KeyTable(
+            np.insert(self._table.digests, at, digests[order]), np.insert(self._table.values, at, values[order])
+        )
+        self._recent.clear()
 
 
 def sort_keys(digests: bytes | bytearray, values: np.ndarray) -> tuple[KeyTable, int | None, np.ndarray]:

@@ -75,12 +75,6 @@ def same_record(record: Record) -> Record:
     return record
 
 
-def with_id(fn: Callable[[Record], T], record: Record) -> tuple[str, T]:
-    """``(record.id, fn(record))``. Here, not beside its callers, so that a worker running
-    ``partial(with_id, same_record)`` imports this module alone (about 25 MB less per worker)."""
-    return record.id, fn(record)
-
-
 def _parse_chunk(path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool) -> list[tuple]:
     """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
     else values already decoded (``.json`` and ``.csv`` files)."""
@@ -103,14 +97,34 @@ def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any) -> tuple:
     return n, _RECORD, (record.id, record.unranked(), len(record.responses), fn(record))
 
 
+class PromptIds:
+    """The prompt ids read so far and where each was first seen, for the duplicate check. One object can
+    span several :func:`stream_records` calls (bench files, whose ids must be unique across the files)."""
+
+    _LINE_BITS = 40
+
+    def __init__(self) -> None:
+        from cheems.data.keytable import KeyLog  # here, not at the top: workers import this module, not numpy
+
+        self.paths: list[str] = []
+        self._log = KeyLog()
+
+    def first_seen(self, rid: str, line: int) -> str | None:
+        """``path:line`` of an earlier record with id ``rid``, or ``None`` (this one, at ``line`` of the last
+        path, is then remembered)."""
+        first = self._log.first((rid,), (len(self.paths) - 1) << self._LINE_BITS | line)
+        if first is None:
+            return None
+        return f"{self.paths[first >> self._LINE_BITS]}:{first & ((1 << self._LINE_BITS) - 1)}"
+
+
 class _Reader:
     """What the main process keeps while records stream by: ids seen (for duplicates), pairwise groups,
     skipped lines and warnings."""
 
-    def __init__(self, issues: ReadResult, skip_invalid: bool) -> None:
+    def __init__(self, issues: ReadResult, skip_invalid: bool, ids: PromptIds | None) -> None:
         self.issues, self.skip_invalid = issues, skip_invalid
-        self.seen: dict[str, tuple[int, int]] = {}  # prompt id -> (file number, line): a few dozen bytes a prompt
-        self.paths: list[str] = []
+        self.ids = ids if ids is not None else PromptIds()
 
     def skip(self, error: InputError) -> None:
         """A bad row: raise it, or with ``skip_invalid`` list it so that nothing goes silently."""
@@ -122,25 +136,22 @@ class _Reader:
         """The result of a parsed record, after the checks that need every earlier record (``unique``: its id
         is not one seen before; pairwise groups are not checked, their ids come from their text)."""
         rid, left_out, n_responses, result = value
-        first = self.seen.get(rid) if unique else None
+        first = self.ids.first_seen(rid, n) if unique else None
         if first is not None:
-            where = f"{self.paths[first[0]]}:{first[1]}"
             raise InputError(
-                f"duplicate prompt id '{rid}' (first at {where})",
+                f"duplicate prompt id '{rid}' (first at {first})",
                 path=path,
                 line=n,
                 field="id",
                 hint="give every prompt its own id",
             )
-        if unique:
-            self.seen[rid] = (len(self.paths) - 1, n)
         if left_out:
             self.issues.warnings.append(_unranked_warning(rid, left_out, n_responses, path, n))
         return result
 
     def file(self, path: str, items: Iterable[list[tuple]], fn: Callable[[Record], Any]) -> Iterator[Any]:
         """The results of one file's records in order, then those of its pairwise groups."""
-        self.paths.append(path)
+        self.ids.paths.append(path)
         groups: dict[str, tuple[int, dict[str, Any]]] = {}
         for chunk in items:
             for n, kind, value in chunk:
@@ -243,6 +254,7 @@ def stream_records(
     issues: ReadResult | None = None,
     workers: int | None = 1,
     progress: str | None = None,
+    ids: PromptIds | None = None,
 ) -> Iterator[T]:
     """``fn(record)`` for every record of the files, in input order, reading a chunk at a time.
 
@@ -251,10 +263,11 @@ def stream_records(
     a ``functools.partial`` of one). Bad lines raise ``InputError`` at their line, or with
     ``skip_invalid`` go to ``issues.skipped``; a rank that leaves responses out is a warning in
     ``issues.warnings``. ``progress`` labels a progress bar (MB read, MB/s, records/s) drawn on a
-    terminal once the work has run a second.
+    terminal once the work has run a second. Prompt ids must be unique across the files (and across the
+    calls that share ``ids``).
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid)
+    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid, ids)
     n_workers = default_workers() if workers is None else workers
     total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
     bar = _Progress(total, progress or "", enabled=progress is not None)

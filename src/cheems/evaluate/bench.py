@@ -11,7 +11,7 @@ from typing import TypeVar
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.keytable import ScoreTable
 from cheems.data.schema import Record
-from cheems.data.stream import same_record, stream_records, with_id
+from cheems.data.stream import PromptIds, same_record, stream_records
 from cheems.errors import InputError
 from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
 from cheems.evaluate.metrics import (
@@ -26,7 +26,6 @@ from cheems.evaluate.metrics import (
 from cheems.evaluate.outcomes import Outcomes, PromptOutcome
 from cheems.evaluate.stats import Intervals
 from cheems.models import ScoreCache, Scorer, score_records
-from cheems.ranking import resolve_file_records
 
 T = TypeVar("T")
 
@@ -56,7 +55,7 @@ def load_bench(
         issues.warnings.clear()
         needs_ranks = [r for r in records if r.rank is None and r.comparisons]
         if needs_ranks:
-            resolved = {r.id: r for r in resolve_file_records(needs_ranks)[0]}
+            resolved = {r.id: r for r in _resolved(needs_ranks)}
             records = [resolved.get(r.id, r) for r in records]
         if require_pairs and not _has_pair(records):
             warnings.append(_no_pair_warning(name, p))
@@ -111,31 +110,18 @@ def stream_bench(
     the files' warnings go to ``issues``.
     """
     names: set[str] = set()
-    owner: dict[str, int] = {}  # prompt id -> file number: a few dozen bytes a prompt
-    for number, p in enumerate(paths):
-        yield _subset_name(p, names), _file_values(paths, number, fn, owner, issues, workers, progress)
+    ids = PromptIds()  # one for all the files: a prompt id in two files is a duplicate
+    for p in paths:
+        name = _subset_name(p, names)
+        yield name, stream_records(p, fn, issues=issues, workers=workers, progress=progress, ids=ids)
 
 
-def _file_values(
-    paths: list[str | Path],
-    number: int,
-    fn: Callable[[Record], T],
-    owner: dict[str, int],
-    issues: ReadResult,
-    workers: int | None,
-    progress: str | None,
-) -> Iterator[T]:
-    p = paths[number]
-    for rid, value in stream_records(p, partial(with_id, fn), issues=issues, workers=workers, progress=progress):
-        first = owner.setdefault(rid, number)
-        if first != number:
-            raise InputError(
-                f"prompt id '{rid}' is also in {paths[first]}",
-                path=str(p),
-                field="id",
-                hint="prompt ids must be unique across bench files",
-            )
-        yield value
+def _resolved(records: list[Record]) -> list[Record]:
+    """Records ranked from their comparisons. networkx is imported on first use: bench files usually carry
+    ranks, and the workers reading them are ~13 MB smaller without it."""
+    from cheems.ranking import resolve_file_records
+
+    return resolve_file_records(records)[0]
 
 
 def _has_pair(records: list[Record]) -> bool:
@@ -236,7 +222,7 @@ def _bench_prompt(record: Record, fingerprint: bool) -> tuple[PromptOutcome, lis
     """What an evaluation keeps of a record (runs in a worker): its ranks resolved as :func:`load_bench` does,
     its pairs not yet scored, its response ids, unranked responses and its part of the bench fingerprint."""
     if record.rank is None and record.comparisons:
-        record = resolve_file_records([record])[0][0]
+        record = _resolved([record])[0]
     entry = fingerprint_entry(record) if fingerprint else None
     return bare_outcome(record), [r.id for r in record.responses], len(record.unranked()), entry
 

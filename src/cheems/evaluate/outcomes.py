@@ -79,14 +79,14 @@ def _column(values: array, dtype: type) -> np.ndarray:
 class Outcomes(Sequence[PromptOutcome]):
     """One subset's judged pairs as columns, in prompt order; indexing or iterating gives :class:`PromptOutcome`\\ s.
 
-    Prompts are rows ``0..n-1`` (``prompt_ids``, ``category`` codes into ``categories``); prompt ``i``'s pairs
+    Prompts are rows ``0..n-1`` (:meth:`prompt_id`, ``category`` codes into ``categories``); prompt ``i``'s pairs
     are rows ``offsets[i]:offsets[i + 1]`` of ``chosen``, ``rejected`` (rows of the response columns) and
     ``correct``. A response row has its id (a code into ``ids``), its length in characters and its score
     (NaN for a judge, whose per-pair verdicts are in ``verdicts``, by pair row). Build with :meth:`of`.
     """
 
     def __init__(self) -> None:
-        self.prompt_ids: list[str] = []
+        self._prompt_ids, self._prompt_ends = bytearray(), array("q", [0])  # UTF-8, end to end: ~10 bytes an id
         self.categories: list[str] = []
         self.ids: list[str] = []
         self.verdicts: dict[int, list[ShownVerdict]] = {}
@@ -103,7 +103,8 @@ class Outcomes(Sequence[PromptOutcome]):
         category_codes: dict[str, int] = {}
         id_codes: dict[str, int] = {}
         for prompt in prompts:
-            table.prompt_ids.append(prompt.prompt_id)
+            table._prompt_ids += prompt.prompt_id.encode("utf-8", "surrogatepass")
+            table._prompt_ends.append(len(table._prompt_ids))
             table._category.append(category_codes.setdefault(prompt.category, len(category_codes)))
             rows: dict[tuple, int] = {}  # a response's row in this prompt; a differing length or score gets its own
             for pair in prompt.pairs:
@@ -128,6 +129,11 @@ class Outcomes(Sequence[PromptOutcome]):
             self._chars.append(chars)
             self._scores.append(math.nan if score is None else score)
         return row
+
+    def prompt_id(self, index: int) -> str:
+        """The id of prompt row ``index``."""
+        start, end = self._prompt_ends[index], self._prompt_ends[index + 1]
+        return self._prompt_ids[start:end].decode("utf-8", "surrogatepass")
 
     # columns
     @property
@@ -177,14 +183,14 @@ class Outcomes(Sequence[PromptOutcome]):
 
     # the prompts, one object at a time
     def __len__(self) -> int:
-        return len(self.prompt_ids)
+        return len(self._prompt_ends) - 1
 
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         index = range(len(self))[index]  # negative indices, IndexError
         pairs = [self._pair(j) for j in range(self._offsets[index], self._offsets[index + 1])]
-        return PromptOutcome(self.prompt_ids[index], self.categories[self._category[index]], pairs)
+        return PromptOutcome(self.prompt_id(index), self.categories[self._category[index]], pairs)
 
     def __iter__(self) -> Iterator[PromptOutcome]:
         return (self[i] for i in range(len(self)))
