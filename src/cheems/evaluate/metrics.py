@@ -155,13 +155,9 @@ def length_split(*subsets: Outcomes | Iterable[PromptOutcome]) -> dict[str, dict
     hits = {"chosen_longer": [0, 0], "chosen_shorter": [0, 0], "same_length": [0, 0]}  # [right, pairs]
     for outcomes in subsets:
         table = Outcomes.of(outcomes)
-        (chosen, rejected), correct = table.chars(), table.correct
-        groups = {
-            "chosen_longer": chosen > rejected,
-            "chosen_shorter": chosen < rejected,
-            "same_length": chosen == rejected,
-        }
-        for name, where in groups.items():
+        signs, correct = table.length_signs(), table.correct
+        for name, sign in (("chosen_longer", 1), ("chosen_shorter", -1), ("same_length", 0)):
+            where = signs == sign
             hits[name][0] += int(correct[where].sum())
             hits[name][1] += int(where.sum())
     return {name: {"accuracy": right / n if n else None, "n_pairs": n} for name, (right, n) in hits.items()}
@@ -184,16 +180,24 @@ def calibration_bins(margins: Sequence[float] | np.ndarray, n_bins: int = 5) -> 
     (a score tie is wrong, as everywhere here).
     """
     margins = np.asarray(margins, dtype=np.float64)
-    sizes = np.abs(margins)
-    top = float(sizes.max()) if len(sizes) else 0.0
-    index = np.minimum((sizes / top * n_bins).astype(np.intp), n_bins - 1) if top > 0 else np.zeros(len(sizes), int)
+    # each pair's bin as a small int, computed in place (pair-sized float arrays are the memory at 10x scale)
+    scaled = np.abs(margins)
+    top = float(scaled.max()) if len(scaled) else 0.0
+    if top > 0:
+        scaled /= top
+        scaled *= n_bins
+    np.minimum(scaled, n_bins - 1, out=scaled)
+    index = scaled.astype(np.min_scalar_type(n_bins))  # truncated toward zero, as int() does
+    del scaled
     bins = []
     for b in range(n_bins):
         members = index == b
         count = int(members.sum())
         if count:
-            total = float(np.add.accumulate(sizes[members])[-1])  # summed in order, as Python's sum would
-            right = int((margins[members] > 0).sum())
+            inside = margins[members]
+            right = int((inside > 0).sum())
+            np.abs(inside, out=inside)
+            total = float(np.add.accumulate(inside, out=inside)[-1])  # summed in order, as Python's sum would
             bins.append(
                 CalibrationBin(confidence=1 / (1 + math.exp(-total / count)), accuracy=right / count, count=count)
             )

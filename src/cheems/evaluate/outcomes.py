@@ -92,7 +92,7 @@ class Outcomes(Sequence[PromptOutcome]):
         self.verdicts: dict[int, list[ShownVerdict]] = {}
         self._category, self._offsets = array("i"), array("q", [0])
         self._chosen, self._rejected, self._correct = array("i"), array("i"), array("b")
-        self._response, self._chars, self._scores = array("i"), array("q"), array("d")
+        self._response, self._chars, self._scores = array("i"), array("i"), array("d")
 
     @classmethod
     def of(cls, prompts: Iterable[PromptOutcome]) -> Outcomes:
@@ -156,26 +156,40 @@ class Outcomes(Sequence[PromptOutcome]):
 
     def right_counts(self) -> np.ndarray:
         """Each prompt's number of right pairs."""
-        prompt_of_pair = np.repeat(np.arange(len(self)), self.pair_counts())
-        return np.bincount(prompt_of_pair, weights=self.correct, minlength=len(self)).astype(np.int64)
+        # differences of a running count (one int64 array, where bincount over np.repeat needs three)
+        running = np.zeros(self.n_pairs + 1, dtype=np.int64)
+        running[1:] = self.correct
+        np.cumsum(running[1:], out=running[1:])  # same dtype in and out: numpy needs no casting copy
+        offsets = self.offsets
+        return running[offsets[1:]] - running[offsets[:-1]]
 
-    def chars(self) -> tuple[np.ndarray, np.ndarray]:
-        """The chosen and the rejected response's length in characters, per pair."""
-        chars = _column(self._chars, np.int64)
-        return chars[_column(self._chosen, np.int32)], chars[_column(self._rejected, np.int32)]
+    def length_signs(self) -> np.ndarray:
+        """Per pair, the sign of len(chosen) - len(rejected) in characters: 1 longer, -1 shorter, 0 same (int8)."""
+        chars = _column(self._chars, np.int32)  # a difference of two lengths < 2**31 fits too
+        difference = chars[_column(self._chosen, np.int32)]
+        difference -= chars[_column(self._rejected, np.int32)]  # in place: two pair-sized arrays at most
+        return np.sign(difference).astype(np.int8)
 
     def scores(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The chosen and the rejected response's score, per pair; None when a pair has none (a judge)."""
-        scores = _column(self._scores, np.float64)
-        chosen, rejected = scores[_column(self._chosen, np.int32)], scores[_column(self._rejected, np.int32)]
-        if np.isnan(chosen).any() or np.isnan(rejected).any():
+        scores = self._response_scores()
+        if scores is None:
             return None
-        return chosen, rejected
+        return scores[_column(self._chosen, np.int32)], scores[_column(self._rejected, np.int32)]
 
     def margins(self) -> np.ndarray | None:
         """score(chosen) - score(rejected) per pair, in order; None for a judge."""
-        scores = self.scores()
-        return None if scores is None else scores[0] - scores[1]
+        scores = self._response_scores()
+        if scores is None:
+            return None
+        margins = scores[_column(self._chosen, np.int32)]
+        margins -= scores[_column(self._rejected, np.int32)]  # in place: two pair-sized arrays at most
+        return margins
+
+    def _response_scores(self) -> np.ndarray | None:
+        """The score of every response row; None when one has none (every row belongs to a pair)."""
+        scores = _column(self._scores, np.float64)
+        return None if np.isnan(scores).any() else scores
 
     @property
     def n_pairs(self) -> int:
