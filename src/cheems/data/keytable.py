@@ -33,7 +33,7 @@ def key_digest(*parts: str) -> bytes:
 
 
 def _digests(raw: bytes | bytearray) -> np.ndarray:
-    return np.frombuffer(bytes(raw), dtype=f"S{DIGEST_BYTES}")
+    return np.frombuffer(raw, dtype=f"S{DIGEST_BYTES}")  # a view: the caller's buffer is not copied
 
 
 class KeyTable:
@@ -127,13 +127,13 @@ def load_table(folder: str) -> tuple[KeyTable, dict[str, np.ndarray]]:
 
 
 class ScoreTable(KeyTable):
-    """A scores file's table that also knows the line of each score, so that the scores never looked up
-    can be listed (``eval`` warns about scores of no bench response)."""
+    """A scores file's table that also records which scores were looked up, so that the others can be listed
+    (``eval`` warns about scores of no bench response)."""
 
-    def __init__(self, table: KeyTable, path: str | Path, lines: np.ndarray) -> None:
+    def __init__(self, table: KeyTable, path: str | Path) -> None:
         super().__init__(table.digests, table.values)
-        self.path, self.lines = path, lines
-        self.used = np.zeros(len(lines), dtype=bool)
+        self.path = path
+        self.used = np.zeros(len(table), dtype=bool)
 
     def get_many(self, prompt_id: str, response_ids: list[str]) -> dict[tuple[str, str], float]:
         """The scores of these responses of one prompt that the file has (marked used)."""
@@ -149,30 +149,28 @@ class ScoreTable(KeyTable):
         """The keys never looked up, in file order (read again from the file: only digests are kept)."""
         if self.used.all():
             return []
-        wanted = set(self.lines[~self.used].tolist())
-        return [score_row(row, self.path, n)[0] for n, row in iter_rows(self.path) if n in wanted]
+        keys = (score_row(row, self.path, n)[0] for n, row in iter_rows(self.path))
+        return [key for key in keys if not self.used[self._index(key)]]
 
 
 def read_score_table(path: str | Path) -> ScoreTable:
     """A scores file (rows ``{prompt_id, response_id, score}``) as a table keyed by (prompt_id, response_id)."""
-    digests, values, lines = bytearray(), array("d"), array("q")
+    digests, values = bytearray(), array("d")
     try:
         for line, row in iter_rows(path):
             key, value = score_row(row, path, line)
             digests += key_digest(*key)
             values.append(value)
-            lines.append(line)
     except InputError:
-        _no_repeat(path, digests, values, lines)  # read_scores stops at a repeat before a later bad row
+        _no_repeat(path, digests, values)  # read_scores stops at a repeat before a later bad row
         raise
-    return _no_repeat(path, digests, values, lines)
+    return _no_repeat(path, digests, values)
 
 
-def _no_repeat(path: str | Path, digests: bytearray, values: array, lines: array) -> ScoreTable:
+def _no_repeat(path: str | Path, digests: bytearray, values: array) -> ScoreTable:
     """The table of the rows read so far; raise read_scores' error at the first repeated response."""
-    table, repeat, order = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
-    if repeat is not None:
-        line = lines[repeat]
-        key = next(score_row(row, path, n)[0] for n, row in iter_rows(path) if n == line)
-        raise repeated_score(key, path, line)
-    return ScoreTable(table, path, np.frombuffer(lines, dtype=np.int64)[order] if lines else np.zeros(0, np.int64))
+    table, repeat, _ = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
+    if repeat is not None:  # the row of that position, read again (no line numbers are kept)
+        line, row = next(item for position, item in enumerate(iter_rows(path)) if position == repeat)
+        raise repeated_score(score_row(row, path, line)[0], path, line)
+    return ScoreTable(table, path)
