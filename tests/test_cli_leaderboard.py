@@ -194,14 +194,14 @@ def test_reads_what_cheems_eval_writes(tmp_path, monkeypatch, capsys):
     good_json, half_json = (json.loads((tmp_path / f"{n}.json").read_text(encoding="utf-8")) for n in ("good", "half"))
     assert [row[1:] for row in markdown_rows(out.read_text(encoding="utf-8"))] == [
         [
-            str(tmp_path / "good.scores.jsonl"),
+            "good.scores.jsonl",  # the scorer's file name, not its whole path
             "reward model",
             f"**{shown(good_json['subsets']['open'], 'accuracy', 1.0)}**",
             f"**{shown(good_json['subsets']['open'], 'exact_match', 1.0)}**",
             f"**{shown(good_json, 'overall', 1.0)}**",
         ],
         [
-            str(tmp_path / "half.scores.jsonl"),
+            "half.scores.jsonl",
             "reward model",
             shown(half_json["subsets"]["open"], "accuracy", 1 / 3),
             shown(half_json["subsets"]["open"], "exact_match", 0.0),

@@ -57,7 +57,8 @@ def test_overall_is_mean_of_four_numbers_over_two_subsets():
 def test_json_shape_matches_design():
     rec = record(2, rank={"r1": 1, "r2": 2}, pid="p", category="知识")
     out = evaluate({"open": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).to_dict()
-    assert set(out) == {"subsets", "overall", "length", "scorer"}
+    assert set(out) == {"metric", "subsets", "overall", "length", "scorer"}
+    assert out["metric"] == "cheems"
     sub = out["subsets"]["open"]
     assert {"accuracy", "exact_match", "n_prompts", "n_pairs", "categories", "length"} <= set(sub)
     assert set(sub["categories"]["知识"]) == {"accuracy", "exact_match", "n_prompts", "n_pairs"}

@@ -317,7 +317,7 @@ def test_cli_cheems_metric_is_the_default_and_unchanged(imported, tmp_path, monk
         outputs.append((json.loads(out.read_text(encoding="utf-8")), proc.stdout))
     assert outputs[0] == outputs[1]
     got = outputs[0][0]
-    assert "metric" not in got and "accuracy_ci" in got["subsets"]["judgebench"]
+    assert got["metric"] == "cheems" and "accuracy_ci" in got["subsets"]["judgebench"]
     # CheemsBench's numbers: a category's exact match is the share of its prompts with every pair right
     assert got["subsets"]["judgebench"]["accuracy"] == pytest.approx(2 / 3)
     assert "CheemsBench metrics: length" in outputs[0][1]

@@ -178,7 +178,9 @@ class EvalReport:
     def to_dict(self) -> dict:
         """DESIGN.md's shape, with each subset's and the whole bench's length diagnostics (``length``), and
         with intervals: ``accuracy_ci`` and ``exact_match_ci`` per subset, ``overall_ci`` and ``bootstrap``."""
-        out: dict = {"subsets": {name: m.to_dict() for name, m in self.subsets.items()}, "overall": self.overall}
+        # "metric" says how overall was made, so cheems leaderboard never ranks it beside another metric's
+        out: dict = {"metric": "cheems", "subsets": {name: m.to_dict() for name, m in self.subsets.items()}}
+        out["overall"] = self.overall
         for name, outcomes in self.outcomes.items():
             out["subsets"][name]["length"] = length_split(outcomes)
         if self.intervals is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich import box
@@ -21,6 +21,7 @@ from rich.table import Table
 
 from cheems.data.io import load_rows, validation_error
 from cheems.errors import InputError
+from cheems.evaluate.benchmarks import METRICS
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
 from cheems.evaluate.plots import new_figure, png_bytes
 from cheems.evaluate.report_html import with_ci
@@ -43,9 +44,12 @@ class _Group(BaseModel):
 
 class _EvalJson(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
+    # JSONs written before eval recorded its metric are CheemsBench's: other metrics always wrote theirs
+    metric: Literal[METRICS] = "cheems"
     subsets: Annotated[dict[str, _Group], Field(min_length=1)]
     overall: Share
     overall_ci: Interval | None = None
+    name: str | None = None
     scorer: str | None = None
     judge: dict[str, Any] | None = None
     bootstrap: dict[str, Any] | None = None
@@ -72,19 +76,16 @@ class Leaderboard:
     subsets: list[str]
     rows: list[BoardRow]
     notes: list[str]
+    metric: str = "cheems"
 
     def columns(self) -> list[tuple[str, str, str]]:
         """(heading, subset or "", key) of each number column: every subset's accuracy and exact match, overall."""
-        cols = [
-            (f"{s} {label}", s, key)
-            for s in self.subsets
-            for key, label in (("accuracy", "acc"), ("exact_match", "exact"))
-        ]
+        cols = [(f"{s} {_SHORT[key]}", s, key) for s in self.subsets for key in _SHORT]
         return [*cols, ("overall", "", "overall")]
 
-    def cell(self, row: BoardRow, subset: str, key: str) -> str:
-        """The number (with its interval when present) of one column of one row."""
-        return with_ci(_group(row, subset), key)
+    def cell(self, row: BoardRow, subset: str, key: str, compact: bool = False) -> str:
+        """The number (with its interval when present; ``compact`` for a terminal) of one column of one row."""
+        return with_ci(_group(row, subset), key, compact)
 
     def is_best(self, row: BoardRow, subset: str, key: str) -> bool:
         """Whether the row holds the column's highest value (shown in bold, as in the paper's tables)."""
@@ -111,34 +112,91 @@ def read_eval_json(path: str | Path) -> dict[str, Any]:
 
 
 def load_leaderboard(paths: Sequence[str | Path], names: Sequence[str] = ()) -> Leaderboard:
-    """One row per eval JSON, sorted by overall (stable for ties); ``names`` name the rows in file order.
+    """One row per eval JSON, sorted by overall (stable for ties); ``names`` (``--name``) name the rows in file order.
 
-    A row's name defaults to the JSON's ``scorer``, else the file stem. Every file must have the same
-    subsets (a leaderboard compares on one bench); pair counts that differ are noted.
+    A row's name defaults to the JSON's ``name``, else the last part of its ``scorer`` (a model's folder
+    name, not its whole path), else the file stem; see :func:`default_names`. Every file must be another
+    file, have the same metric (``cheems eval --metric``: their overalls are not comparable otherwise) and
+    the same subsets (a leaderboard compares on one bench); pair counts that differ are noted.
     """
     if names and len(names) != len(paths):
         raise InputError(
-            f"{len(names)} --name for {len(paths)} files", hint="give one --name per file, in the files' order"
+            f"{len(names)} --name for {len(paths)} files",
+            path="--name",
+            hint="give one --name per file, in the files' order",
         )
-    rows: list[BoardRow] = []
-    for i, path in enumerate(paths):
-        data = read_eval_json(path)
-        if rows and set(data["subsets"]) != set(rows[0].data["subsets"]):
+    _refuse_repeats(paths, names)
+    datas = [read_eval_json(path) for path in paths]
+    first, base = paths[0], datas[0]
+    for path, data in zip(paths, datas):
+        if data["metric"] != base["metric"]:
             raise InputError(
-                f"subsets {', '.join(data['subsets'])} differ from {', '.join(rows[0].data['subsets'])} of "
-                f"{rows[0].source}",
+                f"metric {data['metric']} differs from metric {base['metric']} of {first}: their overall "
+                "scores are not comparable",
+                path=str(path),
+                field="metric",
+                hint="rank evaluations made with the same cheems eval --metric",
+            )
+        if set(data["subsets"]) != set(base["subsets"]):
+            raise InputError(
+                f"subsets {', '.join(data['subsets'])} differ from {', '.join(base['subsets'])} of {first}",
                 path=str(path),
                 field="subsets",
                 hint="a leaderboard compares evaluations on the same bench files",
             )
-        name = names[i] if names else data.get("scorer") or Path(path).stem
-        rows.append(BoardRow(name, "judge" if "judge" in data else "reward model", str(path), data))
-    subsets = list(rows[0].data["subsets"])
-    return Leaderboard(subsets, sorted(rows, key=lambda r: -r.overall), _notes(rows, subsets))
+    names = list(names) or default_names(paths, datas)
+    rows = [
+        BoardRow(name, "judge" if "judge" in data else "reward model", str(path), data)
+        for name, path, data in zip(names, paths, datas)
+    ]
+    subsets = list(base["subsets"])
+    metric = base["metric"]
+    return Leaderboard(subsets, sorted(rows, key=lambda r: -r.overall), _notes(rows, subsets, metric), metric)
 
 
-def _notes(rows: list[BoardRow], subsets: list[str]) -> list[str]:
-    notes = ["sorted by overall: mean over subsets of (accuracy + exact match) / 2"]
+def _refuse_repeats(paths: Sequence[str | Path], names: Sequence[str]) -> None:
+    """A file given twice would be ranked against itself; a name given twice would make two rows look alike."""
+    seen: dict[Path, str | Path] = {}
+    for path in paths:
+        key = Path(path).resolve()
+        if key in seen:
+            raise InputError(
+                f"is given twice (also as {seen[key]})" if str(seen[key]) != str(path) else "is given twice",
+                path=str(path),
+                hint="give each eval JSON once",
+            )
+        seen[key] = path
+    repeated = [n for i, n in enumerate(names) if n in names[:i]]
+    if repeated:
+        raise InputError(f"'{repeated[0]}' is given twice", path="--name", hint="give every row its own name")
+
+
+def default_names(paths: Sequence[str | Path], datas: Sequence[dict[str, Any]]) -> list[str]:
+    """Row names when no ``--name`` is given: the JSON's ``name``, else the end of its ``scorer``, else the file stem.
+
+    A scorer that is a path (``/home/me/runs/rm-a``, ``runs/rm-a/``) is shown by its last part (``rm-a``);
+    where two rows would then read alike, each keeps as many trailing parts as tells them apart. A scorer
+    with a scheme (``vllm:http://...``) is kept whole. Rows whose names are still the same (one scorer in
+    two files) add their file's name.
+    """
+    full = [d.get("name") or d.get("scorer") or Path(p).stem for p, d in zip(paths, datas)]
+    parts = [[] if "name" in d or ":" in f else [x for x in f.split("/") if x] for f, d in zip(full, datas)]
+    out = []
+    for f, own in zip(full, parts):
+        if len(own) < 2:
+            out.append(f)
+            continue
+        others = [q for g, q in zip(full, parts) if g != f and q]
+        k = 1
+        while k < len(own) and any(q[-k:] == own[-k:] for q in others):
+            k += 1
+        out.append("/".join(own[-k:]))
+    return [f"{n} ({Path(p).name})" if out.count(n) > 1 else n for n, p in zip(out, paths)]
+
+
+def _notes(rows: list[BoardRow], subsets: list[str], metric: str) -> list[str]:
+    overall = "(accuracy + exact match) / 2" if metric == "cheems" else f"accuracy (cheems eval --metric {metric})"
+    notes = [f"sorted by overall: mean over subsets of {overall}"]
     for s in subsets:
         pairs = {r.data["subsets"][s]["n_pairs"] for r in rows}
         if len(pairs) > 1:
@@ -153,23 +211,31 @@ def _notes(rows: list[BoardRow], subsets: list[str]) -> list[str]:
 
 
 def board_table(board: Leaderboard, title: str = "") -> Table:
-    """The leaderboard as a rich table, the best value of each column in bold."""
-    table = Table(title=title or None, box=box.SIMPLE_HEAVY)  # no vertical rules: room for one more column
-    table.add_column("#", justify="right")
-    # in a narrow terminal every cell wraps (never cut): a cut name or number would say nothing
-    table.add_column("name", overflow="fold", min_width=8)
-    table.add_column("kind", overflow="fold", min_width=5)
-    for heading, _, _ in board.columns():
-        table.add_column(heading, justify="right", overflow="fold", min_width=7)
+    """The leaderboard as a rich table, the best value of each column in bold.
+
+    It fits an 80-column terminal for a bench of two subsets (the paper's Table 2): no vertical rules,
+    headings on two lines, intervals in their compact form (a cell wraps between the number and its
+    interval) and "RM" for a reward model. What cannot fit folds onto more lines; nothing is cut.
+    """
+    table = Table(title=title or None, box=box.SIMPLE_HEAVY, pad_edge=False, collapse_padding=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("kind", no_wrap=True)
+    for _, subset, key in board.columns():
+        heading = f"{subset}\n{_SHORT[key]}" if subset else "overall"
+        table.add_column(heading, justify="right", overflow="fold")
     for i, row in enumerate(board.rows, 1):
-        cells = [_marked(board, row, s, k, "[bold]{}[/]") for _, s, k in board.columns()]
-        table.add_row(str(i), escape(row.name), row.kind, *cells)
+        cells = [_marked(board, row, s, k, "[bold]{}[/]", compact=True) for _, s, k in board.columns()]
+        table.add_row(str(i), escape(row.name), "RM" if row.kind == "reward model" else row.kind, *cells)
     return table
 
 
-def _marked(board: Leaderboard, row: BoardRow, subset: str, key: str, mark: str) -> str:
+_SHORT = {"accuracy": "acc", "exact_match": "exact"}
+
+
+def _marked(board: Leaderboard, row: BoardRow, subset: str, key: str, mark: str, compact: bool = False) -> str:
     """A cell, wrapped in ``mark`` when it is the column's best."""
-    text = board.cell(row, subset, key)
+    text = board.cell(row, subset, key, compact)
     return mark.format(text) if board.is_best(row, subset, key) else text
 
 
