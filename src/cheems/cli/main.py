@@ -67,24 +67,20 @@ def validate(
     workers: Workers = None,
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1."""
+    from rich import box
     from rich.table import Table
 
     from cheems.data.io import ReadResult
     from cheems.data.stats import Counts, record_counts
     from cheems.data.stream import stream_records
 
-    table = Table(title="dataset statistics")
-    for col in (
-        "file",
-        "prompts",
-        "responses",
-        "resp./prompt",
-        "comparisons (no ties)",
-        "prompt chars",
-        "chosen chars",
-        "rejected chars",
-    ):
-        table.add_column(col, justify="left" if col == "file" else "right")
+    # fits an 80-column terminal: short headings on two lines, explained in the caption; numbers never
+    # wrap, so only a long file name folds
+    caption = "pairs: comparisons without ties; length: mean characters"
+    table = Table(title="dataset statistics", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("file", overflow="fold")
+    for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
+        table.add_column(col, justify="right", no_wrap=True)
     for path in files:
         issues, total = ReadResult(), Counts()
         for counts in stream_records(

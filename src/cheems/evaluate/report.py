@@ -12,33 +12,41 @@ from cheems.evaluate.bench import EvalReport
 from cheems.evaluate.report_html import report_page, with_ci
 
 
-def _subset_values(data: dict, name: str) -> tuple[str, str]:
+def _subset_values(data: dict, name: str, compact: bool = False) -> tuple[str, str]:
     """A subset's accuracy and exact match as shown, with intervals when the report (``to_dict()``) has them."""
     subset = data["subsets"][name]
-    return with_ci(subset, "accuracy"), with_ci(subset, "exact_match")
+    return with_ci(subset, "accuracy", compact), with_ci(subset, "exact_match", compact)
+
+
+OVERALL = "overall = mean over subsets of (accuracy + exact match) / 2"
 
 
 def report_table(report: EvalReport, title: str = "") -> Table:
     """One table: each subset's categories, then the subset means, then the overall score (with intervals
-    when the report has them)."""
+    when the report has them). It fits an 80-column terminal: short labels, compact intervals, and cells
+    that wrap (a long category folds; a number wraps before its interval) rather than being cut."""
     data = report.to_dict()  # once: it computes every subset's length split
-    table = Table(title=title or None, show_lines=False)
+    table = Table(title=title or None, caption=OVERALL, show_lines=False)
     for col in ("subset", "category", "accuracy", "exact match", "prompts", "pairs"):
-        table.add_column(col, justify="left" if col in ("subset", "category") else "right")
+        left = col in ("subset", "category")
+        table.add_column(col, justify="left" if left else "right", overflow="fold", no_wrap=col in ("prompts", "pairs"))
     for name, subset in report.subsets.items():
         for cat, m in subset.categories.items():
             table.add_row(name, cat, f"{m.accuracy:.3f}", f"{m.exact_match:.3f}", str(m.n_prompts), str(m.n_pairs))
-        accuracy, exact_match = _subset_values(data, name)
+        accuracy, exact_match = _subset_values(data, name, compact=True)
         table.add_row(
             f"[bold]{name}[/]",
-            "[bold]mean of categories[/]",
+            "[bold]mean[/]",
             f"[bold]{accuracy}[/]",
             f"[bold]{exact_match}[/]",
             str(subset.n_prompts),
             str(subset.n_pairs),
             end_section=True,
         )
-    table.add_row("[bold]overall[/]", "mean of (acc + exact) / 2", f"[bold]{with_ci(data, 'overall')}[/]", "", "", "")
+    prompts = sum(s.n_prompts for s in report.subsets.values())
+    pairs = sum(s.n_pairs for s in report.subsets.values())
+    overall = with_ci(data, "overall", compact=True)
+    table.add_row("[bold]overall[/]", "", f"[bold]{overall}[/]", "", str(prompts), str(pairs))
     return table
 
 

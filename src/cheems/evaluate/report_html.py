@@ -30,11 +30,20 @@ CHOSEN, REJECTED, THIRD = "#1f77b4", "#d95f02", "#7f7f7f"
 LENGTH_GROUPS = {"chosen_longer": "chosen longer", "chosen_shorter": "chosen shorter", "same_length": "same length"}
 
 
-def with_ci(group: dict[str, Any], key: str) -> str:
-    """``0.812 [0.780, 0.845]`` when ``group`` has ``KEY_ci``, else ``0.812``."""
+def with_ci(group: dict[str, Any], key: str, compact: bool = False) -> str:
+    """``0.812 [0.780, 0.845]`` when ``group`` has ``KEY_ci``, else ``0.812``.
+
+    ``compact`` (terminal tables): ``0.812 [.78,.85]``, the interval to two places and without spaces, so
+    that in a narrow terminal the cell wraps between the number and its interval, never inside either.
+    """
     ci = group.get(f"{key}_ci")
     text = f"{group[key]:.3f}"
-    return f"{text} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else text
+    if not ci:
+        return text
+    if compact:
+        low, high = (f"{x:.2f}".removeprefix("0") for x in ci)
+        return f"{text} [{low},{high}]"
+    return f"{text} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def report_page(
