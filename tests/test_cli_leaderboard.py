@@ -225,6 +225,12 @@ BAD = {
         ["bad.json:1", "field 'overall_ci'"],
     ),
     "no subsets": (json.dumps({**LENGTH, "subsets": {}}), ["bad.json:1", "field 'subsets'"]),
+    "unknown metric": (json.dumps({**LENGTH, "metric": "elo"}), ["bad.json:1", "field 'metric'"]),
+    # length.json records no metric (written before eval recorded it): CheemsBench's
+    "other metric": (
+        json.dumps({**LENGTH, "metric": "pairwise"}),
+        ["bad.json: field 'metric': metric pairwise differs from metric cheems of", "length.json", "--metric"],
+    ),
     "other subsets": (
         json.dumps({**LENGTH, "subsets": {"open": LENGTH["subsets"]["open"]}}),
         ["bad.json", "subsets open differ from open, human of", "length.json"],
@@ -245,7 +251,8 @@ def test_a_malformed_eval_json_is_one_line_naming_file_and_field(case, evals, tm
 @pytest.mark.parametrize(
     "extra, expected",
     [
-        (["--name", "a", "--name", "b"], ["2 --name for 3 files"]),
+        (["--name", "a", "--name", "b"], ["--name: 2 --name for 3 files"]),
+        (["--name", "a", "--name", "b", "--name", "a"], ["--name: 'a' is given twice"]),
         (["-o", "board.txt"], ["board.txt", "unknown suffix '.txt'"]),
         (["-o", "BOARD"], ["BOARD", "no suffix"]),
     ],
@@ -264,3 +271,66 @@ def test_an_output_never_replaces_an_input(evals, tmp_path, monkeypatch, capsys)
     assert result.returncode == 0  # a new file beside the inputs is fine
     assert_user_error(leaderboard(evals[0], target, "-o", target, monkeypatch=monkeypatch, capsys=capsys), "c.md")
     assert target.read_text(encoding="utf-8") == "keep"
+
+
+def test_a_file_given_twice_is_refused(evals, tmp_path, monkeypatch, capsys):
+    assert_user_error(
+        leaderboard(*evals, evals[0], monkeypatch=monkeypatch, capsys=capsys), "length.json: is given twice"
+    )
+    (tmp_path / "sub").mkdir()
+    again = tmp_path / "sub" / ".." / "judge.json"
+    assert_user_error(
+        leaderboard(*evals, again, monkeypatch=monkeypatch, capsys=capsys),
+        f"{again}: is given twice (also as {evals[1]})",
+    )
+
+
+def test_cheems_eval_jsons_of_two_metrics_are_not_ranked_together(tmp_path, monkeypatch, capsys):
+    bench = write_jsonl(tmp_path / "open.jsonl", [record(3, rank={"r1": 1, "r2": 2, "r3": 3}, pid="p1").to_json()])
+    for metric in ("cheems", "pairwise"):
+        args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", metric]
+        args += ["--output-json", tmp_path / f"{metric}.json"]
+        assert run_main(*args, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    cheems_json, pairwise_json = tmp_path / "cheems.json", tmp_path / "pairwise.json"
+    result = leaderboard(cheems_json, pairwise_json, monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(
+        result, f"{pairwise_json}: field 'metric': metric pairwise differs from metric cheems of {cheems_json}:"
+    )
+    assert result.stdout == ""
+
+
+def test_another_metrics_leaderboard_says_how_overall_is_made(evals, tmp_path, monkeypatch, capsys):
+    for path in evals:
+        path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), "metric": "bon"}), encoding="utf-8")
+    result = leaderboard(*evals, monkeypatch=monkeypatch, capsys=capsys)
+    assert result.returncode == 0, result.stderr
+    assert "note: sorted by overall: mean over subsets of accuracy (cheems eval --metric bon)" in result.stdout
+
+
+def test_default_names_are_short_and_tell_rows_apart(tmp_path, monkeypatch, capsys):
+    scorers = {
+        "a": {"scorer": "/runs/a/checkpoint-500"},
+        "b": {"scorer": "/runs/b/checkpoint-500/"},
+        "c": {"scorer": "/home/me/models/Qwen2.5-7B-RM"},
+        "d": {"scorer": "similarity:m3e-small"},
+        "e": {"scorer": "length"},
+        "f": {"scorer": "length"},  # the same scorer in two files
+        "g": {"scorer": "/home/me/models/x", "name": "中文偏好/v2"},  # the JSON's own name is kept as it is
+        "h": {},  # no scorer: the file stem
+    }
+    files = []
+    for i, (stem, more) in enumerate(scorers.items()):
+        files.append(tmp_path / f"{stem}.json")
+        files[-1].write_text(json.dumps({**UNNAMED, "overall": 0.9 - i / 10, **more}), encoding="utf-8")
+    out = tmp_path / "board.md"
+    assert leaderboard(*files, "-o", out, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    assert [row[1] for row in markdown_rows(out.read_text(encoding="utf-8"))] == [
+        "a/checkpoint-500",
+        "b/checkpoint-500",
+        "Qwen2.5-7B-RM",
+        "similarity:m3e-small",
+        "length (e.json)",
+        "length (f.json)",
+        "中文偏好/v2",
+        "h",
+    ]

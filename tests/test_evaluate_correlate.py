@@ -238,3 +238,13 @@ def test_the_real_command_refuses_to_overwrite_an_input(inputs, tmp_path):
     proc = run_cheems("correlate", *args, "--downstream", csv, "--output-json", files[0], timeout=60)
     assert_user_error(proc, "--output-json", "is also the input --bench")
     assert math.isclose(json.loads(files[0].read_text(encoding="utf-8"))["overall"], BENCH["alpha"][0])
+
+
+def test_eval_jsons_of_another_metric_are_refused_as_the_leaderboard_refuses_them(inputs, monkeypatch, capsys):
+    files, csv = inputs
+    other = json.loads(files[-1].read_text(encoding="utf-8"))
+    files[-1].write_text(json.dumps({**other, "metric": "rmbench"}), encoding="utf-8")
+    args = [a for f in files for a in ("--bench", f)]
+    proc = run_main("correlate", *args, "--downstream", csv, monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{files[-1]}: field 'metric': metric rmbench differs from metric cheems of {files[0]}")
+    assert proc.stdout == ""

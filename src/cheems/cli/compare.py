@@ -49,12 +49,18 @@ def compare(
 
 
 def _names(result: Comparison) -> tuple[str, str]:
-    """The scorers' names, or the files' when both runs name the same scorer (escaped for rich markup)."""
+    """The scorers' names, or the files' when both runs name the same scorer, a path by its last parts
+    (escaped for rich markup)."""
     from rich.markup import escape
 
+    from cheems.evaluate.leaderboard import short_names
+
     a, b = result.a, result.b
-    names = (a.scorer, b.scorer) if a.scorer != b.scorer else (a.path, b.path)
+    names = short_names((a.scorer, b.scorer) if a.scorer != b.scorer else (a.path, b.path))
     return escape(names[0]), escape(names[1])
+
+
+_METRICS = {"accuracy": "acc", "exact_match": "exact"}
 
 
 def _p(p: float) -> str:
@@ -63,27 +69,31 @@ def _p(p: float) -> str:
 
 def print_comparison(result: Comparison, console: Console) -> None:
     """The table of differences, McNemar's test, and one sentence on the overall score."""
+    from rich import box
     from rich.table import Table
+
+    from cheems.evaluate.report import OVERALL
 
     name_a, name_b = _names(result)
     alpha = 1 - result.level
-    table = Table(title=f"A = {name_a}   vs   B = {name_b}")
+    # fits an 80-column terminal: no vertical rules, short labels, the interval to two places; a cell
+    # wraps at its spaces (a long name folds), nothing is cut
+    table = Table(
+        title=f"A = {name_a}   vs   B = {name_b}", caption=OVERALL, box=box.SIMPLE_HEAVY, collapse_padding=True
+    )
     for col in ("subset", "metric", "A", "B", "A - B", f"{result.level * 100:g}% CI", "p", "verdict"):
         left = col in ("subset", "metric", "verdict")
-        # cells wrap in a narrow terminal, never cut; "significant" stays one word
-        table.add_column(
-            col, justify="left" if left else "right", overflow="fold", min_width=11 if col == "verdict" else 5
-        )
+        table.add_column(col, justify="left" if left else "right", overflow="fold")
     rows = [(name, metric, d) for name, diffs in result.subsets.items() for metric, d in diffs.items()]
-    for i, (subset, metric, d) in enumerate([*rows, ("overall", "(acc + exact) / 2", result.overall)]):
+    for i, (subset, metric, d) in enumerate([*rows, ("overall", "", result.overall)]):
         verdict = _verdict(d, alpha, name_a, name_b)
         table.add_row(
             f"[bold]{subset}[/]" if subset == "overall" else subset,
-            metric.replace("_", " "),
+            _METRICS.get(metric, metric),
             f"{d.a:.3f}",
             f"{d.b:.3f}",
             f"{d.delta:+.3f}",
-            f"[{d.ci[0]:+.3f}, {d.ci[1]:+.3f}]",
+            "[{},{}]".format(*(f"{x:+.2f}".replace("0.", ".", 1) for x in d.ci)),
             _p(d.p_value),
             verdict,
             end_section=i == len(rows) - 1,

@@ -24,7 +24,9 @@ def leaderboard(
     name: Annotated[
         Optional[list[str]],
         typer.Option(
-            "--name", help="Row name, once per file in their order (default: the JSON's scorer, else the file stem)."
+            "--name",
+            help="Row name, once per file in their order (default: the JSON's name, else the last part of its "
+            "scorer, e.g. a model's folder name, else the file stem).",
         ),
     ] = None,
     output: Annotated[

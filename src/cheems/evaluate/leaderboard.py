@@ -172,26 +172,28 @@ def _refuse_repeats(paths: Sequence[str | Path], names: Sequence[str]) -> None:
 
 
 def default_names(paths: Sequence[str | Path], datas: Sequence[dict[str, Any]]) -> list[str]:
-    """Row names when no ``--name`` is given: the JSON's ``name``, else the end of its ``scorer``, else the file stem.
+    """Row names when no ``--name`` is given: the JSON's ``name``, else its ``scorer`` as :func:`short_names`
+    shows it, else the file stem. Rows whose names are still the same (one scorer in two files) add their
+    file's name."""
+    unnamed = [d.get("scorer") or Path(p).stem for p, d in zip(paths, datas) if "name" not in d]
+    shortened = iter(short_names(unnamed))
+    out = [d["name"] if "name" in d else next(shortened) for d in datas]
+    return [f"{n} ({Path(p).name})" if out.count(n) > 1 else n for n, p in zip(out, paths)]
 
-    A scorer that is a path (``/home/me/runs/rm-a``, ``runs/rm-a/``) is shown by its last part (``rm-a``);
-    where two rows would then read alike, each keeps as many trailing parts as tells them apart. A scorer
-    with a scheme (``vllm:http://...``) is kept whole. Rows whose names are still the same (one scorer in
-    two files) add their file's name.
-    """
-    full = [d.get("name") or d.get("scorer") or Path(p).stem for p, d in zip(paths, datas)]
-    parts = [[] if "name" in d or ":" in f else [x for x in f.split("/") if x] for f, d in zip(full, datas)]
+
+def short_names(names: Sequence[str]) -> list[str]:
+    """Names as a table shows them: a path (``/home/me/runs/rm-a``, ``runs/rm-a/``) by its last part
+    (``rm-a``, a model's folder name), keeping as many trailing parts as tell it apart from the others'.
+    A name with a scheme (``vllm:http://...``, ``similarity:m3e-small``) is kept whole."""
+    parts = [[] if ":" in n else [x for x in n.split("/") if x] for n in names]
     out = []
-    for f, own in zip(full, parts):
-        if len(own) < 2:
-            out.append(f)
-            continue
-        others = [q for g, q in zip(full, parts) if g != f and q]
+    for name, own in zip(names, parts):
+        others = [q for other, q in zip(names, parts) if other != name and q]
         k = 1
         while k < len(own) and any(q[-k:] == own[-k:] for q in others):
             k += 1
-        out.append("/".join(own[-k:]))
-    return [f"{n} ({Path(p).name})" if out.count(n) > 1 else n for n, p in zip(out, paths)]
+        out.append("/".join(own[-k:]) if len(own) > 1 else name)
+    return out
 
 
 def _notes(rows: list[BoardRow], subsets: list[str], metric: str) -> list[str]:
