@@ -8,9 +8,11 @@ use (it costs a second at start-up).
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import warnings
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from cheems.errors import CheemsWarning
@@ -36,23 +38,45 @@ def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib import font_manager
     from matplotlib import pyplot as plt
 
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    found = [name for name in CJK_FONTS if name in installed]
+    found = _installed_cjk_font() or _installed_cjk_font(rescan=True)
     if found:
-        plt.rcParams["font.sans-serif"] = [found[0], *plt.rcParams["font.sans-serif"]]
+        plt.rcParams["font.sans-serif"] = [found, *plt.rcParams["font.sans-serif"]]
     else:
         warnings.warn(
             "no font with Chinese characters found: Chinese labels in charts will show as boxes "
-            "(install one, e.g. apt-get install fonts-noto-cjk)",
+            "(install one, e.g. apt-get install fonts-noto-cjk; charts made after that find it)",
             CheemsWarning,
             stacklevel=3,
         )
     plt.rcParams["font.family"] = "sans-serif"
     plt.rcParams["axes.unicode_minus"] = False  # the CJK fonts lack U+2212
     return plt
+
+
+def _installed_cjk_font(rescan: bool = False) -> str | None:
+    """The first of :data:`CJK_FONTS` that matplotlib knows, or None.
+
+    matplotlib lists fonts from a cache written on its first run, so a font installed since (say
+    fonts-noto-cjk after matplotlib) is unknown to it. ``rescan`` first adds the system's fonts that the
+    list lacks and saves the list, so the next run finds the font without scanning again.
+    """
+    import matplotlib
+    from matplotlib import font_manager
+
+    manager = font_manager.fontManager
+    if rescan:
+        known = {f.fname for f in manager.ttflist}
+        new = [path for path in font_manager.findSystemFonts() if path not in known]
+        for path in new:
+            with contextlib.suppress(Exception):  # as matplotlib's own scan: a file it cannot read is skipped
+                manager.addfont(path)
+        if new:
+            cache_file = Path(matplotlib.get_cachedir(), f"fontlist-v{font_manager.FontManager.__version__}.json")
+            font_manager.json_dump(manager, cache_file)  # where matplotlib reads it; unwritable: only logged
+    installed = {f.name for f in manager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
 
 
 def cjk_font() -> str | None:
