@@ -192,9 +192,10 @@ def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
     rm = report.metric == "rmbench"
     columns = ["subset", "category", "hard", "normal", "easy", "accuracy", "prompts"] if rm else []
     columns = columns or ["subset", "category", "accuracy", "pooled", "prompts", "pairs"]
-    table = Table(title=title or f"{_TITLES[report.metric]} metrics")
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("subset", "category") else "right")
+    caption = "overall = mean over subsets of accuracy"
+    table = Table(title=title or f"{_TITLES[report.metric]} metrics", caption=caption)
+    for col in columns:  # as eval's CheemsBench table: a long category folds, never cut
+        table.add_column(col, justify="left" if col in ("subset", "category") else "right", overflow="fold")
 
     def cells(m: dict, pooled: bool) -> list[str]:
         if rm:
@@ -205,8 +206,8 @@ def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
     for name, subset in report.subsets.items():
         for cat, m in subset["categories"].items():
             table.add_row(name, cat, *cells(m, False))
-        table.add_row(f"[bold]{name}[/]", "[bold]mean of categories[/]", *cells(subset, True), end_section=True)
-    table.add_row("[bold]overall[/]", "mean of subsets", *([""] * (3 if rm else 0)), f"[bold]{report.overall:.3f}[/]")
+        table.add_row(f"[bold]{name}[/]", "[bold]mean[/]", *cells(subset, True), end_section=True)
+    table.add_row("[bold]overall[/]", "", *([""] * (3 if rm else 0)), f"[bold]{report.overall:.3f}[/]")
     return table
 
 

@@ -126,7 +126,8 @@ def _number(cell: str | None, path: str, line: int, column: str) -> float:
 def load_rm_table(bench_paths: Sequence[str | Path], downstream_path: str | Path) -> RmTable:
     """Pair every eval JSON (RM = file stem) with its downstream row; a name on one side only is an error.
 
-    The eval JSONs are read and checked as ``cheems leaderboard`` reads them (same subsets in every file).
+    The eval JSONs are read and checked as ``cheems leaderboard`` reads them (same metric and subsets in
+    every file).
     """
     stems = [Path(p).stem for p in bench_paths]
     for i, stem in enumerate(stems):

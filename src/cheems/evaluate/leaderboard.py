@@ -3,8 +3,9 @@
 The shape of the paper's Table 2 (reward models and generative judges on the subsets of one bench:
 accuracy and exact match per subset, then overall) and, with rows named after datasets, of its
 Table 3 (datasets compared through reward models trained on each). Rows are sorted by overall,
-best first; intervals are shown where the JSON has them. Written as a rich table, markdown or a
-self-contained HTML page.
+best first; intervals are shown where the JSON has them. Only evaluations made with one metric
+(``cheems eval --metric``) are ranked together: each metric makes overall its own way. Written as a
+rich table, markdown or a self-contained HTML page.
 """
 
 from __future__ import annotations
