@@ -248,3 +248,18 @@ def test_eval_jsons_of_another_metric_are_refused_as_the_leaderboard_refuses_the
     proc = run_main("correlate", *args, "--downstream", csv, monkeypatch=monkeypatch, capsys=capsys)
     assert_user_error(proc, f"{files[-1]}: field 'metric': metric rmbench differs from metric cheems of {files[0]}")
     assert proc.stdout == ""
+
+
+def test_the_table_fits_an_80_column_terminal(inputs):
+    from rich.cells import cell_len
+
+    files, csv = inputs
+    args = [a for f in files for a in ("--bench", f)]
+    proc = run_cheems("correlate", *args, "--downstream", csv, "--resamples", 100, env={"COLUMNS": "80"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(cell_len(line) <= 80 for line in lines) and "…" not in proc.stdout, proc.stdout
+    row = next(i for i, line in enumerate(lines) if "human.exact_match" in line and "mt_bench" in line)
+    r = stats.pearsonr(column("human.exact_match"), MT)[0]
+    assert f"{r:+.2f}" in lines[row]  # the coefficient, its interval whole on the next line
+    assert lines[row + 1].split()[0].startswith("[") and lines[row + 1].split()[0].endswith("]")

@@ -73,6 +73,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
     from rich.table import Table
 
     from cheems.evaluate.report import OVERALL
+    from cheems.evaluate.report_html import compact_interval
 
     name_a, name_b = _names(result)
     alpha = 1 - result.level
@@ -93,7 +94,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
             f"{d.a:.3f}",
             f"{d.b:.3f}",
             f"{d.delta:+.3f}",
-            "[{},{}]".format(*(f"{x:+.2f}".replace("0.", ".", 1) for x in d.ci)),
+            compact_interval(*d.ci, signed=True),
             _p(d.p_value),
             verdict,
             end_section=i == len(rows) - 1,

@@ -64,17 +64,23 @@ def correlate(
 
 def print_correlations(result: list[Correlation]) -> None:
     """The table: one row per (benchmark number, metric), each coefficient with its interval."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
     from cheems.evaluate.correlate import METHODS, cell
 
     c = result[0]
-    table = Table(title=f"correlation over {c.n} RMs ({c.level:.0%} bootstrap CI over RMs)")
-    for col in ("benchmark", "downstream", *METHODS):
-        # cells wrap in a narrow terminal, never cut
-        table.add_column(col, justify="left" if col in ("benchmark", "downstream") else "right", overflow="fold")
+    title = f"correlation over {c.n} RMs ({c.level:.0%} bootstrap CI over RMs)"
+    # fits an 80-column terminal: no vertical rules, each interval under its coefficient; a long
+    # benchmark number or metric name folds, nothing is cut
+    table = Table(title=title, box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("benchmark", overflow="fold")
+    table.add_column("downstream", overflow="fold")
+    for method in METHODS:
+        table.add_column(method, justify="right", overflow="fold")
     for c in result:
-        table.add_row(escape(c.bench), escape(c.downstream), *(cell(c, m, p_value=False) for m in METHODS))
+        cells = (cell(c, m, p_value=False, compact=True) for m in METHODS)
+        table.add_row(escape(c.bench), escape(c.downstream), *cells)
     console.print(table)
     console.print("p-values: in --output-json and the -o page", highlight=False)

@@ -27,6 +27,7 @@ from cheems.errors import InputError
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
 from cheems.evaluate.leaderboard import load_leaderboard
 from cheems.evaluate.plots import new_figure, new_panels, png_bytes
+from cheems.evaluate.report_html import compact_interval
 
 METHODS = ("pearson", "spearman", "kendall")
 FEW_RMS = 10  # under this many RMs the table is warned about: the paper correlates 26
@@ -347,10 +348,14 @@ def correlate_html(table: RmTable, correlations: list[Correlation], title: str =
     return render_page(title or "Benchmark vs downstream correlation", sections, page_notes(correlations, table))
 
 
-def cell(c: Correlation, method: str, p_value: bool = True) -> str:
-    """A coefficient as a table shows it: ``+0.93 [+0.41, +1.00] p=0.021`` (the parts that are defined)."""
+def cell(c: Correlation, method: str, p_value: bool = True, compact: bool = False) -> str:
+    """A coefficient as a table shows it: ``+0.93 [+0.41, +1.00] p=0.021`` (the parts that are defined);
+    ``compact`` (a terminal) puts the interval on a line of its own as one word, ``[+.41,+1.00]``."""
     low, high = c.intervals[method]
-    interval = "" if math.isnan(low) else f" [{low:+.2f}, {high:+.2f}]"
+    if math.isnan(low):
+        interval = ""
+    else:
+        interval = "\n" + compact_interval(low, high, signed=True) if compact else f" [{low:+.2f}, {high:+.2f}]"
     p = c.p_values[method]
     return _coefficient(c.values[method]) + interval + ("" if math.isnan(p) or not p_value else f" p={p:.2g}")
 

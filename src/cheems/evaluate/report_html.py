@@ -40,10 +40,14 @@ def with_ci(group: dict[str, Any], key: str, compact: bool = False) -> str:
     text = f"{group[key]:.3f}"
     if not ci:
         return text
-    if compact:
-        low, high = (f"{x:.2f}".removeprefix("0") for x in ci)
-        return f"{text} [{low},{high}]"
-    return f"{text} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f"{text} {compact_interval(*ci)}" if compact else f"{text} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def compact_interval(low: float, high: float, signed: bool = False) -> str:
+    """An interval as a terminal table shows it, one word: ``[.78,.85]``, or ``[-.05,+.28]`` when ``signed``
+    (a difference or a coefficient): two places, no leading zero, no space."""
+    spec = "+.2f" if signed else ".2f"
+    return "[{},{}]".format(*(format(x, spec).replace("0.", ".", 1) for x in (low, high)))
 
 
 def report_page(
