@@ -29,6 +29,7 @@ from cheems.evaluate.report_html import with_ci
 
 Share = Annotated[float, Field(ge=0, le=1)]
 Interval = Annotated[list[Share], Field(min_length=2, max_length=2)]
+_SHORT = {"accuracy": "acc", "exact_match": "exact"}  # a subset's two columns, as headings show them
 
 
 class _Group(BaseModel):
@@ -77,7 +78,6 @@ class Leaderboard:
     subsets: list[str]
     rows: list[BoardRow]
     notes: list[str]
-    metric: str = "cheems"
 
     def columns(self) -> list[tuple[str, str, str]]:
         """(heading, subset or "", key) of each number column: every subset's accuracy and exact match, overall."""
@@ -151,8 +151,7 @@ def load_leaderboard(paths: Sequence[str | Path], names: Sequence[str] = ()) -> 
         for name, path, data in zip(names, paths, datas)
     ]
     subsets = list(base["subsets"])
-    metric = base["metric"]
-    return Leaderboard(subsets, sorted(rows, key=lambda r: -r.overall), _notes(rows, subsets, metric), metric)
+    return Leaderboard(subsets, sorted(rows, key=lambda r: -r.overall), _notes(rows, subsets, base["metric"]))
 
 
 def _refuse_repeats(paths: Sequence[str | Path], names: Sequence[str]) -> None:
@@ -231,9 +230,6 @@ def board_table(board: Leaderboard, title: str = "") -> Table:
         cells = [_marked(board, row, s, k, "[bold]{}[/]", compact=True) for _, s, k in board.columns()]
         table.add_row(str(i), escape(row.name), "RM" if row.kind == "reward model" else row.kind, *cells)
     return table
-
-
-_SHORT = {"accuracy": "acc", "exact_match": "exact"}
 
 
 def _marked(board: Leaderboard, row: BoardRow, subset: str, key: str, mark: str, compact: bool = False) -> str:
