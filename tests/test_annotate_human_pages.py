@@ -160,7 +160,7 @@ def test_form_submit_is_checked_like_the_api_and_a_refused_answer_comes_back(ser
 
     ok = {**contradicting, "override": True, "note": "<b>备注</b>"}
     r = mine.post(f"/tasks/{item}/submit", data={"answer": json.dumps(ok), "csrf": csrf})
-    assert r.status_code == 303 and r.headers["location"] == "/annotate"
+    assert r.status_code == 303 and r.headers["location"] == "/annotate?done=submitted"
     assert mine.post(f"/tasks/{item}/submit", data={"answer": json.dumps(ok), "csrf": csrf}).status_code == 409
     [stored] = Project.open(folder).snapshot().answers
     key = ids_of(task)
@@ -190,7 +190,7 @@ def test_review_page_rejects_only_with_a_reason(server):
         assert r.status_code == 422 and message in r.text, decision
     assert Project.open(folder).snapshot().reviews == []
     r = reviewer.post(f"/tasks/{review}/review", data={"decision": "reject", "reason": "理由", "csrf": review_csrf})
-    assert r.status_code == 303 and r.headers["location"] == "/review"
+    assert r.status_code == 303 and r.headers["location"] == "/review?done=rejected"
     assert ann.get("/annotate").text.count("理由") == 1
     [verdict] = Project.open(folder).snapshot().reviews
     assert (verdict.person, verdict.approve, verdict.reason) == ("rev-01", False, "理由")
