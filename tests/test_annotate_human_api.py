@@ -216,3 +216,70 @@ def test_a_taken_port_is_a_one_line_error(tmp_path):
         proc = run_cheems("annotate", "serve", tmp_path / "project", "--port", taken.getsockname()[1], timeout=60)
     assert proc.returncode == 2 and "--port" in proc.stderr and "Traceback" not in proc.stderr
     assert "serving" not in proc.stdout
+
+
+def test_hostile_answers_and_verdicts_get_a_short_refusal_and_store_nothing(serve_project):
+    s, tokens = serve_project([prompt("p1", 3)], team(annotators=1), review_rate=1.0)
+    ann, rev = s.client(tokens["ann-01"]), s.client(tokens["rev-01"])
+    task = ann.get("/api/next").json()
+    url = f"/api/tasks/{task['item_id']}/submit"
+    ok = answer(task, "r1>r2>r3")
+    span = {"key": "A", "start": 0, "end": 1, "label": "factual"}
+    lone = '"\\ud800"'  # JSON text of a lone surrogate, which no UTF-8 file (nor SQLite) can hold
+    sent = {
+        "lone surrogate in the note": json.dumps(ok)[:-1] + ', "note": ' + lone + "}",
+        "lone surrogate in a span comment": json.dumps({**ok, "spans": [{**span, "comment": "X"}]}).replace(
+            '"X"', lone
+        ),
+        "lone surrogate in a span text": json.dumps({**ok, "spans": [{**span, "text": "X"}]}).replace('"X"', lone),
+        "lone surrogate in a score's key": json.dumps(ok).replace('"A"', '"A\\udc00"', 1),
+        "lone surrogate in the ranking": json.dumps({**ok, "ranking": "X"}).replace('"X"', lone),
+        "100,000-deep JSON": "[" * 100_000 + "]" * 100_000,
+        "not UTF-8": "\udcff{",  # sent as the byte 0xFF
+        "note too long": json.dumps({**ok, "note": "长" * 5_001}),
+        "comment too long": json.dumps({**ok, "spans": [{**span, "comment": "长" * 1_001}]}),
+        "too many spans": json.dumps({**ok, "spans": [span] * 201}),
+        "ranking too long": json.dumps({**ok, "ranking": "A>" * 60 + "B>C"}),
+        "a long key": json.dumps({**ok, "scores": {**ok["scores"], "K" * 500: 1}}),
+        "a long unknown field": json.dumps({**ok, "F" * 500: 1}),
+    }
+    for why, body in sent.items():
+        raw = body.encode("utf-8", "surrogateescape")
+        r = ann.post(url, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 422, why
+        detail = r.json()["detail"]
+        assert "\n" not in detail and len(detail) < 200, (why, detail)
+        assert "长长" not in detail and "KKKK" + "K" * 30 not in detail and "FFFF" + "F" * 30 not in detail, why
+    huge = json.dumps({**ok, "note": "x" * (2 << 20)}).encode()
+    r = ann.post(url, content=huge, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and len(r.json()["detail"]) < 100 and "xxxx" not in r.json()["detail"]
+    assert Project.open(s.folder).snapshot().answers == []  # nothing stored, the server still answers
+    assert ann.post(url, json={**ok, "note": "\u200b\u2060 \ufeff"}).status_code == 200
+    assert Project.open(s.folder).snapshot().answers[0].note == ""  # zero-width only: no note
+
+    review = f"/api/tasks/{rev.get('/api/next').json()['item_id']}/review"
+    for reason in ("\ud800", "原" * 5_001, "\u200b\u200c\u200d\ufeff\u2060 \u3164"):
+        body = json.dumps({"approve": False, "reason": reason}).encode()  # ensure_ascii: "\ud800" as an escape
+        r = rev.post(review, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "\n" not in r.json()["detail"] and "原原" not in r.json()["detail"], reason
+    assert "needs a reason" in r.json()["detail"]  # zero-width characters are no reason
+    assert Project.open(s.folder).snapshot().reviews == []
+    assert rev.post(review, json={"approve": False, "reason": " 标注 "}).status_code == 200
+    assert [r.reason for r in Project.open(s.folder).snapshot().reviews] == ["标注"]
+
+
+def test_the_system_prompt_reaches_the_api_and_the_export_names_the_item_submitted(serve_project, tmp_path):
+    record = prompt("p1", 3).model_copy(update={"sys_prompt": "你是一位严谨的数学老师，只用中文回答。"})
+    s, tokens = serve_project([record], team(annotators=1), review_rate=0.0)
+    ann = s.client(tokens["ann-01"])
+    task = ann.get("/api/next").json()
+    assert task["sys_prompt"] == "你是一位严谨的数学老师，只用中文回答。"
+    r = ann.post(f"/api/tasks/{task['item_id']}/submit", json=answer(task, "r1>r2>r3"))
+    assert r.json() == {"item_id": task["item_id"], "status": "submitted"}
+    out = tmp_path / "human.jsonl"
+    assert run_cheems("annotate", "export", s.folder, "-o", out).returncode == 0
+    exported = json.loads(out.read_text(encoding="utf-8"))
+    # the submission is traced end to end: the API's item_id, beside the plan task it is a copy of
+    assert {(c["item_id"], c["task_id"]) for c in exported["comparisons"]} == {(task["item_id"], "p1#t1")}
+    [note] = exported["human_annotations"]
+    assert (note["item_id"], note["task_id"]) == (task["item_id"], "p1#t1")

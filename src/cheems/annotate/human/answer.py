@@ -10,6 +10,8 @@ be stored as UTF-8), and a remark made only of blanks or zero-width characters c
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from itertools import combinations
@@ -18,6 +20,7 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -40,6 +43,7 @@ RANKING_CHARS = 100
 KEY_CHARS = 8
 # Characters of the letter categories that still show nothing (Hangul fillers, the blank Braille cell).
 BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 LOC_CHARS = 24  # a field name quoted in an error is cut here: an error never echoes what was sent
 
 
@@ -47,23 +51,27 @@ class AnswerError(ValueError):
     """An answer that cannot be accepted (HTTP 422): the message says what is wrong and how to fix it."""
 
 
-def valid_unicode(text: str) -> str:
-    """``text`` when it can be written as UTF-8; ValueError at a lone surrogate (JSON's ``"\\ud800"``)."""
-    for i, ch in enumerate(text):
-        if "\ud800" <= ch <= "\udfff":
-            raise ValueError(f"has a lone surrogate (U+{ord(ch):04X}) at character {i} — send valid Unicode text")
-    return text
+def valid_unicode(value: object) -> object:
+    """``value``; ValueError when it is a text with a lone surrogate (JSON's ``"\\ud800"``), which no UTF-8
+    file or SQLite database can hold. Runs before pydantic's own string check, to name the problem."""
+    found = LONE_SURROGATE.search(value) if isinstance(value, str) else None
+    if found:
+        raise ValueError(
+            f"has a lone surrogate (U+{ord(found[0]):04X}) at character {found.start()} — send valid Unicode text"
+        )
+    return value
 
 
 def remark(text: str) -> str:
     """``text`` without surrounding blanks; ``""`` when nothing in it shows (spaces, zero-width or control
     characters only), so that such a text is no reason and no note."""
-    valid_unicode(text)
     shows = any(unicodedata.category(ch)[0] not in "CZ" and ch not in BLANK_LETTERS for ch in text)
     return text.strip() if shows else ""
 
 
-Key = Annotated[StrictStr, Field(max_length=KEY_CHARS)]
+Unicode = BeforeValidator(valid_unicode)
+Remark = AfterValidator(remark)
+Key = Annotated[StrictStr, Field(max_length=KEY_CHARS), Unicode]
 
 
 class Span(BaseModel):
@@ -74,8 +82,8 @@ class Span(BaseModel):
     start: Annotated[StrictInt, Field(ge=0)]
     end: Annotated[StrictInt, Field(ge=0)]
     label: Literal[SPAN_LABELS]  # type: ignore[valid-type]
-    text: Annotated[StrictStr, Field(max_length=SPAN_TEXT_CHARS), AfterValidator(valid_unicode)] = ""
-    comment: Annotated[StrictStr, Field(max_length=COMMENT_CHARS), AfterValidator(remark)] = ""
+    text: Annotated[StrictStr, Field(max_length=SPAN_TEXT_CHARS), Unicode] = ""
+    comment: Annotated[StrictStr, Field(max_length=COMMENT_CHARS), Unicode, Remark] = ""
 
 
 class Answer(BaseModel):
@@ -83,13 +91,13 @@ class Answer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     scores: Annotated[dict[Key, StrictInt], Field(max_length=len(KEYS))]
-    ranking: Annotated[StrictStr, Field(max_length=RANKING_CHARS)]
+    ranking: Annotated[StrictStr, Field(max_length=RANKING_CHARS), Unicode]
     spans: Annotated[list[Span], Field(max_length=SPANS)] = Field(default_factory=list)
     flags: Annotated[
         dict[Key, Annotated[list[Literal[FLAGS]], Field(max_length=len(FLAGS))]],  # type: ignore[valid-type]
         Field(max_length=len(KEYS)),
     ] = Field(default_factory=dict)
-    note: Annotated[StrictStr, Field(max_length=NOTE_CHARS), AfterValidator(remark)] = ""
+    note: Annotated[StrictStr, Field(max_length=NOTE_CHARS), Unicode, Remark] = ""
     override: StrictBool = False
 
 
@@ -98,7 +106,7 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     approve: StrictBool
-    reason: Annotated[StrictStr, Field(max_length=REASON_CHARS), AfterValidator(remark)] = ""
+    reason: Annotated[StrictStr, Field(max_length=REASON_CHARS), Unicode, Remark] = ""
 
 
 Sent = TypeVar("Sent", Answer, Verdict)
@@ -115,16 +123,24 @@ def field_error(errors: Sequence[Mapping]) -> str:
     return f"{where}: {first['msg']}"
 
 
-def read_body(model: type[Sent], sent: str | bytes | Mapping) -> Sent:
-    """``sent`` (JSON text, or a form's fields) as ``model``, or AnswerError naming the first bad field.
+def read_json(text: str | bytes) -> object:
+    """``text`` decoded as JSON, or AnswerError (a one-line reason that quotes none of it).
 
-    JSON is read by pydantic's own parser, which refuses nesting past a fixed depth and lone
-    surrogates in ``\\u`` escapes without recursing or raising anything else.
+    Strings may hold lone surrogates here: :class:`Answer` and :class:`Verdict` refuse them by name.
     """
     try:
-        if isinstance(sent, (str, bytes)):
-            return model.model_validate_json(sent)
-        return model.model_validate(sent)
+        return json.loads(text)
+    except RecursionError:  # nesting deeper than the interpreter's stack: refused, as any bad JSON
+        raise AnswerError("body: JSON nested too deeply — send an answer object") from None
+    except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no Unicode
+        raise AnswerError(f"body: not JSON ({str(e)[:80]})") from None
+
+
+def read_body(model: type[Sent], sent: str | bytes | Mapping | object) -> Sent:
+    """``sent`` (JSON text, or already decoded: a form's fields) as ``model``, or AnswerError naming the
+    first bad field."""
+    try:
+        return model.model_validate(read_json(sent) if isinstance(sent, (str, bytes)) else sent)
     except ValidationError as e:
         raise AnswerError(field_error(e.errors(include_input=False))) from None
 

@@ -10,7 +10,6 @@ methods as the JSON API, so both are checked the same way.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 import secrets
 from collections.abc import Iterable
@@ -23,7 +22,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from cheems.annotate.human import quality
-from cheems.annotate.human.answer import FLAGS, SPAN_LABELS, Answer, AnswerError, Verdict, read_body
+from cheems.annotate.human.answer import FLAGS, SPAN_LABELS, Answer, AnswerError, Verdict, read_body, read_json
 from cheems.annotate.human.markdown import render
 from cheems.annotate.human.people import Person
 from cheems.annotate.human.store import Conflict, Item, NotFound, NotYours, Project
@@ -293,13 +292,15 @@ def submit(item_id: str, request: Request, csrf: str = Form(""), answer: str = F
     if not _csrf_ok(viewer, csrf):
         return _forbidden(viewer, "表单校验失败（CSRF），请刷新页面后重试。")
     project = _project(request)
+    body = None
     try:
-        project.submit(item_id, viewer.person.name, read_body(Answer, answer))
+        body = read_json(answer)
+        project.submit(item_id, viewer.person.name, read_body(Answer, body))
     except AnswerError as e:
         item = _own_item(project, item_id, viewer)
         if isinstance(item, Response):
             return item
-        draft = _draft(answer)
+        draft = body if isinstance(body, dict) else None  # the page starts again from what was sent
         message = str(e) if draft is not None else "答案数据无法解析，请刷新页面后重新作答"
         return _task_page(viewer, project, item, 422, error=message, draft=draft)
     except (NotYours, NotFound, Conflict) as e:
@@ -307,15 +308,6 @@ def submit(item_id: str, request: Request, csrf: str = Form(""), answer: str = F
     # the next item of the same queue (an adjudicator's is the review queue), under a line saying this one is in
     queue = "/annotate" if viewer.person.role == "annotator" else "/review"
     return RedirectResponse(queue + "?done=submitted", status_code=303)
-
-
-def _draft(answer: str) -> dict | None:
-    """The answer a refused form sent, to fill the page in again (None when it is not a JSON object)."""
-    try:
-        body = json.loads(answer)
-    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the interpreter's stack
-        return None
-    return body if isinstance(body, dict) else None
 
 
 @router.post("/tasks/{item_id}/review")
