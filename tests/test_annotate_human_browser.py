@@ -288,6 +288,28 @@ def test_a_refused_answer_comes_back_filled_in(serve, page):
     assert answer_row.note == "旧页面" and list(answer_row.flags.values()) == [["garbled"]]
 
 
+def test_the_system_prompt_is_shown_and_a_submit_is_confirmed_above_the_next_task(serve, page):
+    tutor = "你是一位耐心的编程老师。回答要**简短**，并说明边界情况。"
+    first, second = (prompt(pid).model_copy(update={"sys_prompt": tutor, "category": ["代码"]}) for pid in ("p1", "p2"))
+    server, tokens, _ = serve([first, second], review_rate=0.0)
+    login(page, server, tokens["ann-01"], "/annotate")
+    expect(page.locator("#answer-form")).to_have_attribute("data-ready", "true")
+    system = page.locator(".prompt .sys-prompt")
+    expect(system.locator(".turn-role")).to_have_text("系统提示")
+    expect(system.locator(".md")).to_contain_text("你是一位耐心的编程老师。回答要简短，并说明边界情况。")
+    expect(system.locator(".md strong")).to_have_text("简短")  # Markdown, as the prompt itself
+    expect(page.locator("#done")).to_have_count(0)  # nothing submitted yet: no confirmation
+    for key, score in zip("ABC", (5, 3, 1)):
+        page.click(f'.score-button[data-key="{key}"][data-score="{score}"]')
+    page.click("#submit")
+    page.wait_for_url(server.url + "/annotate?done=submitted")
+    expect(page.locator("#done")).to_have_text("已提交 ✓ 答案已保存。下一项如下。")
+    expect(page.locator("#progress")).to_contain_text("今日已完成 1 项")
+    expect(page.locator(".prompt .sys-prompt .turn-role")).to_have_text("系统提示")  # the next task's
+    shot(page, "annotate-submitted")
+    assert page.dialogs == [] and page.errors == []
+
+
 def test_hostile_text_is_shown_as_text_and_never_runs(serve, page):
     server, tokens, _ = serve([HOSTILE])
     login(page, server, tokens["ann-01"], "/annotate")
