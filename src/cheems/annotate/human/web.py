@@ -54,7 +54,7 @@ class BodyLimit:
             seen += len(message.get("body", b""))
             if seen > self.limit:
                 # raised where the route reads its body: the app answers it like any refusal
-                raise HTTPException(413, f"request body over {self.limit // 1024} KiB — send a smaller answer")
+                raise HTTPException(413, f"request body over {self.limit / (1 << 20):g} MiB — send a smaller answer")
             return message
 
         await self.app(scope, counted, send)
