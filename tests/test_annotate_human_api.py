@@ -266,6 +266,8 @@ def test_hostile_answers_and_verdicts_get_a_short_refusal_and_store_nothing(serv
     assert Project.open(s.folder).snapshot().reviews == []
     assert rev.post(review, json={"approve": False, "reason": " 标注 "}).status_code == 200
     assert [r.reason for r in Project.open(s.folder).snapshot().reviews] == ["标注"]
+    s.stop()
+    assert "Traceback" not in s.proc.stderr.read().decode()  # no request failed inside the server
 
 
 def test_the_system_prompt_reaches_the_api_and_the_export_names_the_item_submitted(serve_project, tmp_path):

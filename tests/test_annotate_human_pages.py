@@ -250,6 +250,8 @@ def test_hostile_form_posts_get_a_page_not_a_500_and_store_nothing(server):
     r = reviewer.post(f"/tasks/{review}/review", data={"decision": "approve", "csrf": review_csrf})
     assert r.headers["location"] == "/review?done=approved"
     assert "已通过 ✓" in reviewer.get(r.headers["location"]).text
+    s.stop()
+    assert "Traceback" not in s.proc.stderr.read().decode()  # no request failed inside the server
 
 
 def test_the_system_prompt_is_shown_labelled_on_every_page_of_the_task(server):
