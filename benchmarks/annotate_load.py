@@ -93,10 +93,10 @@ async def annotator(port: int, token: str, until: float, log: dict) -> None:
         keys = [x["key"] for x in task["responses"]]
         answer = {"scores": {k: 5 - i for i, k in enumerate(keys)}, "ranking": ">".join(keys)}
         t0 = time.monotonic()
-        status, body = await conn.request("POST", f"/api/tasks/{task['task_id']}/submit", answer)
+        status, body = await conn.request("POST", f"/api/tasks/{task['item_id']}/submit", answer)
         log["submit"].append(time.monotonic() - t0)
         if status == 200:
-            log["acknowledged"].append(task["task_id"])
+            log["acknowledged"].append(task["item_id"])
         else:
             log["errors"].append(f"submit {status}: {body[:100]!r}")
     conn.writer.close()

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(
 from annotate_server import Server, answer, prompt, team  # noqa: E402
 from cheems.data.schema import Record  # noqa: E402
 
+expect = sync_api.expect
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 WAIT_MS = 10_000
 
@@ -186,7 +187,7 @@ def test_annotator_scores_sees_the_contradiction_overrides_and_submits(serve, pa
     page.check("#override")
     assert page.is_enabled("#submit")
     page.click("#submit")
-    page.wait_for_url(server.url + "/annotate")
+    page.wait_for_url(server.url + "/annotate?done=submitted")
     assert "队列已空" in page.text_content("h1")
     assert "今日已完成 1 项" in page.text_content("#progress")
     assert page.dialogs == [] and page.errors == []
@@ -243,7 +244,7 @@ def test_fixing_the_ranking_clears_the_warning_and_a_raw_view_span_maps_exactly(
     assert page.text_content(f"{raw} mark") == "😀，第"
     shot(page, "annotate-raw-span")
     page.click("#submit")
-    page.wait_for_url(server.url + "/annotate")
+    page.wait_for_url(server.url + "/annotate?done=submitted")
 
     from cheems.annotate.human.store import Project
 
@@ -257,27 +258,56 @@ def test_a_refused_answer_comes_back_filled_in(serve, page):
     login(page, server, tokens["ann-01"], "/annotate")
     # what an out-of-date page could send: a ranking against the scores, no override (the server says no)
     sent = {"scores": {"A": 5, "B": 1, "C": 3}, "ranking": "C>B>A", "flags": {"B": ["garbled"]}, "note": "旧页面"}
-    page.evaluate(
-        "(answer) => { document.getElementById('answer').value = answer; HTMLFormElement.prototype.submit.call("
-        "document.getElementById('answer-form')); }",
-        json.dumps(sent),
-    )
-    page.wait_for_selector("#server-error")
-    assert "override" in page.text_content("#server-error")
+    with page.expect_navigation():
+        page.evaluate(
+            "(answer) => { document.getElementById('answer').value = answer; HTMLFormElement.prototype.submit.call("
+            "document.getElementById('answer-form')); }",
+            json.dumps(sent),
+        )
+    # The refused page is parsed before its (deferred) script fills the form in: wait for the script's mark,
+    # then let every check wait for its value, never read one before the page has set it.
+    expect(page.locator("#answer-form")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#server-error")).to_contain_text("override")
     for k, score in sent["scores"].items():
-        assert page.get_attribute(f'.score-button[data-key="{k}"][data-score="{score}"]', "aria-pressed") == "true"
-    assert page.input_value("#ranking") == "C>B>A"
-    assert page.is_checked('.flag-box[data-key="B"][value="garbled"]')
-    assert page.input_value("#note") == "旧页面"
-    assert page.is_visible("#contradiction") and page.is_disabled("#submit")
+        expect(page.locator(f'.score-button[data-key="{k}"][data-score="{score}"]')).to_have_attribute(
+            "aria-pressed", "true"
+        )
+    expect(page.locator("#ranking")).to_have_value("C>B>A")
+    expect(page.locator('.flag-box[data-key="B"][value="garbled"]')).to_be_checked()
+    expect(page.locator("#note")).to_have_value("旧页面")
+    expect(page.locator("#contradiction")).to_be_visible()
+    expect(page.locator("#submit")).to_be_disabled()
     page.check("#override")
     page.click("#submit")
-    page.wait_for_url(server.url + "/annotate")
+    page.wait_for_url(server.url + "/annotate?done=submitted")
+    expect(page.locator("#done")).to_have_text("已提交 ✓ 答案已保存。")
 
     from cheems.annotate.human.store import Project
 
     [answer_row] = Project.open(folder).snapshot().answers
     assert answer_row.note == "旧页面" and list(answer_row.flags.values()) == [["garbled"]]
+
+
+def test_the_system_prompt_is_shown_and_a_submit_is_confirmed_above_the_next_task(serve, page):
+    tutor = "你是一位耐心的编程老师。回答要**简短**，并说明边界情况。"
+    first, second = (prompt(pid).model_copy(update={"sys_prompt": tutor, "category": ["代码"]}) for pid in ("p1", "p2"))
+    server, tokens, _ = serve([first, second], review_rate=0.0)
+    login(page, server, tokens["ann-01"], "/annotate")
+    expect(page.locator("#answer-form")).to_have_attribute("data-ready", "true")
+    system = page.locator(".prompt .sys-prompt")
+    expect(system.locator(".turn-role")).to_have_text("系统提示")
+    expect(system.locator(".md")).to_contain_text("你是一位耐心的编程老师。回答要简短，并说明边界情况。")
+    expect(system.locator(".md strong")).to_have_text("简短")  # Markdown, as the prompt itself
+    expect(page.locator("#done")).to_have_count(0)  # nothing submitted yet: no confirmation
+    for key, score in zip("ABC", (5, 3, 1)):
+        page.click(f'.score-button[data-key="{key}"][data-score="{score}"]')
+    page.click("#submit")
+    page.wait_for_url(server.url + "/annotate?done=submitted")
+    expect(page.locator("#done")).to_have_text("已提交 ✓ 答案已保存。下一项如下。")
+    expect(page.locator("#progress")).to_contain_text("今日已完成 1 项")
+    expect(page.locator(".prompt .sys-prompt .turn-role")).to_have_text("系统提示")  # the next task's
+    shot(page, "annotate-submitted")
+    assert page.dialogs == [] and page.errors == []
 
 
 def test_hostile_text_is_shown_as_text_and_never_runs(serve, page):
@@ -316,7 +346,7 @@ def test_reviewer_rejects_with_a_reason_and_the_task_returns_to_its_annotator(se
     for rid, score in (("r1", 5), ("r2", 2), ("r3", 3)):
         page.click(f'.score-button[data-key="{key[rid]}"][data-score="{score}"]')
     page.click("#submit")
-    page.wait_for_url(server.url + "/annotate")
+    page.wait_for_url(server.url + "/annotate?done=submitted")
     page.click("form[action='/logout'] button")
     page.wait_for_url(server.url + "/login")
 
@@ -329,7 +359,7 @@ def test_reviewer_rejects_with_a_reason_and_the_task_returns_to_its_annotator(se
     assert page.url == server.url + "/review"
     page.fill("#reason", "r3 的错误没有标出来")
     page.click("#reject")
-    page.wait_for_url(server.url + "/review")
+    page.wait_for_url(server.url + "/review?done=rejected")
     assert "队列已空" in page.text_content("h1")
 
     from cheems.annotate.human.store import Project
@@ -351,7 +381,7 @@ def test_adjudication_discussion_and_dashboard_after_a_disagreement(serve, page)
                 task = api.get("/api/next").json()
                 pid = task["responses"][0]["content"].split(" ")[0]
                 if pid in mine:
-                    ok = api.post(f"/api/tasks/{task['task_id']}/submit", json=answer(task, mine[pid]))
+                    ok = api.post(f"/api/tasks/{task['item_id']}/submit", json=answer(task, mine[pid]))
                     assert ok.status_code == 200, ok.text
 
     login(page, server, tokens["ann-01"], "/annotate")

@@ -160,7 +160,7 @@ def test_form_submit_is_checked_like_the_api_and_a_refused_answer_comes_back(ser
 
     ok = {**contradicting, "override": True, "note": "<b>备注</b>"}
     r = mine.post(f"/tasks/{item}/submit", data={"answer": json.dumps(ok), "csrf": csrf})
-    assert r.status_code == 303 and r.headers["location"] == "/annotate"
+    assert r.status_code == 303 and r.headers["location"] == "/annotate?done=submitted"
     assert mine.post(f"/tasks/{item}/submit", data={"answer": json.dumps(ok), "csrf": csrf}).status_code == 409
     [stored] = Project.open(folder).snapshot().answers
     key = ids_of(task)
@@ -190,7 +190,7 @@ def test_review_page_rejects_only_with_a_reason(server):
         assert r.status_code == 422 and message in r.text, decision
     assert Project.open(folder).snapshot().reviews == []
     r = reviewer.post(f"/tasks/{review}/review", data={"decision": "reject", "reason": "理由", "csrf": review_csrf})
-    assert r.status_code == 303 and r.headers["location"] == "/review"
+    assert r.status_code == 303 and r.headers["location"] == "/review?done=rejected"
     assert ann.get("/annotate").text.count("理由") == 1
     [verdict] = Project.open(folder).snapshot().reviews
     assert (verdict.person, verdict.approve, verdict.reason) == ("rev-01", False, "理由")
@@ -211,3 +211,57 @@ def test_static_files_only_the_two_known_ones(server):
     assert client.get("/static/app.css").headers["content-type"] == "text/css; charset=utf-8"
     for name in ("pages.py", "..%2Fpages.py", "%2E%2E%2Fstore.py", "index.html"):
         assert client.get(f"/static/{name}").status_code == 404, name
+
+
+def test_hostile_form_posts_get_a_page_not_a_500_and_store_nothing(server):
+    s, tokens, folder = server([prompt("p1")], team(annotators=1), review_rate=1.0)
+    ann, csrf = login(s, tokens["ann-01"])
+    page = ann.get("/annotate").text
+    item, task = item_id(page), task_on(page)
+    ok = answer(task, "r1>r2>r3")
+    for sent, message in (
+        (json.dumps(ok)[:-1] + ', "note": "\\ud800"}', "note: Value error, has a lone surrogate (U+D800)"),
+        ("[" * 100_000 + "]" * 100_000, "答案数据无法解析"),
+        ("{" * 50_000, "答案数据无法解析"),
+        (json.dumps({**ok, "note": "长" * 5_001}), "note: String should have at most 5000 characters"),
+    ):
+        r = ann.post(f"/tasks/{item}/submit", data={"answer": sent, "csrf": csrf})
+        assert r.status_code == 422 and message in r.text, message
+        assert "长长" not in r.text.split('id="task-data"')[0]  # the message does not echo what was sent
+    r = ann.post(f"/tasks/{item}/submit", data={"answer": json.dumps({**ok, "note": "x" * (2 << 20)}), "csrf": csrf})
+    assert r.status_code == 413 and "xxxx" not in r.text
+    assert Project.open(folder).snapshot().answers == []
+
+    r = ann.post(f"/tasks/{item}/submit", data={"answer": json.dumps(ok), "csrf": csrf})
+    assert r.status_code == 303 and r.headers["location"] == "/annotate?done=submitted"
+    assert '<p class="done" role="status" id="done">已提交 ✓' in ann.get(r.headers["location"]).text
+    assert 'id="done"' not in ann.get("/annotate?done=<b>x</b>").text  # only the app's own lines, never the query
+
+    reviewer, review_csrf = login(s, tokens["rev-01"])
+    review = item_id(reviewer.get("/review").text)
+    for reason, message in (
+        ("\u200b\u200c\u200d\ufeff\u2060 ", "退回时必须填写原因"),
+        ("原" * 5_001, "reason: String should have at most 5000 characters"),
+    ):
+        r = reviewer.post(f"/tasks/{review}/review", data={"decision": "reject", "reason": reason, "csrf": review_csrf})
+        assert r.status_code == 422 and message in r.text, message
+        assert "原原" not in r.text
+    assert Project.open(folder).snapshot().reviews == []
+    r = reviewer.post(f"/tasks/{review}/review", data={"decision": "approve", "csrf": review_csrf})
+    assert r.headers["location"] == "/review?done=approved"
+    assert "已通过 ✓" in reviewer.get(r.headers["location"]).text
+    s.stop()
+    assert "Traceback" not in s.proc.stderr.read().decode()  # no request failed inside the server
+
+
+def test_the_system_prompt_is_shown_labelled_on_every_page_of_the_task(server):
+    record = prompt("p1").model_copy(update={"sys_prompt": "你是一位严谨的数学老师，<b>只用</b>中文回答。"})
+    s, tokens, _ = server([record], team(annotators=1), review_rate=1.0)
+    ann, csrf = login(s, tokens["ann-01"])
+    page = ann.get("/annotate").text
+    shown = '<div class="turn-role">系统提示</div>'
+    assert shown in page and "你是一位严谨的数学老师，&lt;b&gt;只用&lt;/b&gt;中文回答。" in page
+    sent = {"answer": json.dumps(answer(task_on(page), "r1>r2>r3")), "csrf": csrf}
+    assert ann.post(f"/tasks/{item_id(page)}/submit", data=sent).status_code == 303
+    reviewer, _ = login(s, tokens["rev-01"])
+    assert shown in reviewer.get("/review").text  # the reviewer judges with it in view too

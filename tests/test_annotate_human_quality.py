@@ -13,7 +13,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from annotate_server import make_project, prompt, team
-from cheems.annotate.human.answer import KEYS, Answer
+from cheems.annotate.human.answer import KEYS, Answer, Verdict
 from cheems.annotate.human.people import Person, ProjectSettings
 from cheems.annotate.human.quality import ordinal_alpha, status_report
 from cheems.annotate.human.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
@@ -453,7 +453,7 @@ def test_a_real_project_through_the_store(tmp_path):
     annotated = {i.item_id: i.person for i in items if i.kind == "annotate"}
     for review in (i for i in items if i.kind == "review"):
         approve = annotated[review.reviews] == "ann-01"
-        project.review(review.item_id, "rev-01", approve, "" if approve else "r3 不是最好的")
+        project.review(review.item_id, "rev-01", Verdict(approve=approve, reason="" if approve else "r3 不是最好的"))
     report = report_of(project.snapshot())
     progress = report["progress"]
     assert (progress["items"], progress["open"], progress["returned"], progress["approved"]) == (2, 1, 1, 1)

@@ -80,3 +80,12 @@ def test_errors_name_what_is_wrong(tmp_path):
     proc = run_cheems("annotate", "export", tmp_path / "t" / "proj", "-o", db)
     assert_user_error(proc, "--output")
     assert Project.open(tmp_path / "t" / "proj").snapshot().tasks  # the project is intact
+
+
+def test_serve_listens_on_8765_by_default_and_names_a_bad_port(tmp_path):
+    help_text = run_cheems("annotate", "serve", "--help").stdout
+    assert "[default: 8765]" in help_text and "docs/serving.md" in help_text  # 8000 is vLLM's
+    assert init(tmp_path).returncode == 0
+    for port in ("0", "70000"):
+        assert_user_error(run_cheems("annotate", "serve", tmp_path / "proj", "--port", port), "--port")
+    assert not (tmp_path / "proj" / "serve.lock").exists()  # refused before the project was touched

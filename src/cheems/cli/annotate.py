@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.annotate.human.people import ProjectSettings
+from cheems.annotate.human.people import ProjectSettings, ServeSettings
 from cheems.cli.console import console, err, report_skipped
 from cheems.cli.options import SkipInvalid, from_options, settings_options
 
@@ -74,26 +74,21 @@ def init(
 
 
 @annotate_app.command()
-def serve(
-    project: ProjectDir,
-    host: Annotated[
-        str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
-) -> None:
+@settings_options(ServeSettings, "host", "port", show_defaults=True)
+def serve(*, project: ProjectDir, settings: dict[str, Any]) -> None:
     """Run the annotation web app (pages for people, JSON API for scripts) until Ctrl-C."""
     from cheems.annotate.human.store import TOKENS_NAME
     from cheems.annotate.human.web import serve as run_server
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        err.print(f"[yellow]warning:[/] listening on {host}: anyone who can reach it sees the login page")
-    address = f"[{host}]" if ":" in host else host
+    cfg = from_options(ServeSettings, settings)
+    if cfg.host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]warning:[/] listening on {cfg.host}: anyone who can reach it sees the login page")
+    address = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
     run_server(
         project,
-        host,
-        port,
+        cfg,
         ready=lambda: console.print(
-            f"serving {project} at http://{address}:{port}/ — log in with a token from {project / TOKENS_NAME}",
+            f"serving {project} at http://{address}:{cfg.port}/ — log in with a token from {project / TOKENS_NAME}",
             soft_wrap=True,
         ),
     )

@@ -2,57 +2,147 @@
 
 Keys (A, B, C) name the responses in the order one person saw them; :func:`by_id` turns an answer
 into response ids, which is how it is stored, reviewed, compared and exported.
+
+:class:`Answer` and :class:`Verdict` are the one check of what a person sends, shared by the JSON
+API and the pages: every text has a length limit and must be valid Unicode (a lone surrogate cannot
+be stored as UTF-8), and a remark made only of blanks or zero-width characters counts as empty.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 KEYS = "ABCDEFGHIJ"
 SPAN_LABELS = ("factual", "harmful", "garbled", "off_topic", "other")
 FLAGS = ("garbled", "unusable")
+# Limits of what one person may send, in characters: far above any real answer, far below what would
+# slow the server or bloat the project file.
+NOTE_CHARS = 5_000
+REASON_CHARS = 5_000
+COMMENT_CHARS = 1_000
+SPAN_TEXT_CHARS = 20_000
+SPANS = 200
+RANKING_CHARS = 100
+KEY_CHARS = 8
+# Characters of the letter categories that still show nothing (Hangul fillers, the blank Braille cell).
+BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LOC_CHARS = 24  # a field name quoted in an error is cut here: an error never echoes what was sent
 
 
 class AnswerError(ValueError):
     """An answer that cannot be accepted (HTTP 422): the message says what is wrong and how to fix it."""
 
 
+def valid_unicode(value: object) -> object:
+    """``value``; ValueError when it is a text with a lone surrogate (JSON's ``"\\ud800"``), which no UTF-8
+    file or SQLite database can hold. Runs before pydantic's own string check, to name the problem."""
+    found = LONE_SURROGATE.search(value) if isinstance(value, str) else None
+    if found:
+        raise ValueError(
+            f"has a lone surrogate (U+{ord(found[0]):04X}) at character {found.start()} — send valid Unicode text"
+        )
+    return value
+
+
+def remark(text: str) -> str:
+    """``text`` without surrounding blanks; ``""`` when nothing in it shows (spaces, zero-width or control
+    characters only), so that such a text is no reason and no note."""
+    shows = any(unicodedata.category(ch)[0] not in "CZ" and ch not in BLANK_LETTERS for ch in text)
+    return text.strip() if shows else ""
+
+
+Unicode = BeforeValidator(valid_unicode)
+Remark = AfterValidator(remark)
+Key = Annotated[StrictStr, Field(max_length=KEY_CHARS), Unicode]
+
+
 class Span(BaseModel):
     """A marked stretch ``[start, end)`` of one response's text, with what is wrong there."""
 
     model_config = ConfigDict(extra="forbid")
-    key: StrictStr
+    key: Key
     start: Annotated[StrictInt, Field(ge=0)]
     end: Annotated[StrictInt, Field(ge=0)]
     label: Literal[SPAN_LABELS]  # type: ignore[valid-type]
-    text: StrictStr = ""
-    comment: StrictStr = ""
+    text: Annotated[StrictStr, Field(max_length=SPAN_TEXT_CHARS), Unicode] = ""
+    comment: Annotated[StrictStr, Field(max_length=COMMENT_CHARS), Unicode, Remark] = ""
 
 
 class Answer(BaseModel):
     """The body of ``POST /api/tasks/{id}/submit`` (and of the annotation page's form)."""
 
     model_config = ConfigDict(extra="forbid")
-    scores: dict[StrictStr, StrictInt]
-    ranking: StrictStr
-    spans: list[Span] = Field(default_factory=list)
-    flags: dict[StrictStr, list[Literal[FLAGS]]] = Field(default_factory=dict)  # type: ignore[valid-type]
-    note: StrictStr = ""
+    scores: Annotated[dict[Key, StrictInt], Field(max_length=len(KEYS))]
+    ranking: Annotated[StrictStr, Field(max_length=RANKING_CHARS), Unicode]
+    spans: Annotated[list[Span], Field(max_length=SPANS)] = Field(default_factory=list)
+    flags: Annotated[
+        dict[Key, Annotated[list[Literal[FLAGS]], Field(max_length=len(FLAGS))]],  # type: ignore[valid-type]
+        Field(max_length=len(KEYS)),
+    ] = Field(default_factory=dict)
+    note: Annotated[StrictStr, Field(max_length=NOTE_CHARS), Unicode, Remark] = ""
     override: StrictBool = False
 
 
-def parse_answer(body: object) -> Answer:
-    """``body`` (decoded JSON) as an :class:`Answer`, or AnswerError naming the first bad field."""
+class Verdict(BaseModel):
+    """The body of ``POST /api/tasks/{id}/review`` (and of the review page's forms)."""
+
+    model_config = ConfigDict(extra="forbid")
+    approve: StrictBool
+    reason: Annotated[StrictStr, Field(max_length=REASON_CHARS), Unicode, Remark] = ""
+
+
+Sent = TypeVar("Sent", Answer, Verdict)
+
+
+def field_error(errors: Sequence[Mapping]) -> str:
+    """The first of pydantic's ``errors`` as one line ``where: what``; the field path is cut short and the
+    value sent is never quoted."""
+    if not errors:
+        return "body: invalid"
+    first = errors[0]
+    parts = [str(p) for p in first.get("loc", ()) if p != "body"]
+    where = ".".join(p if len(p) <= LOC_CHARS else p[:LOC_CHARS] + "…" for p in parts) or "body"
+    return f"{where}: {first['msg']}"
+
+
+def read_json(text: str | bytes) -> object:
+    """``text`` decoded as JSON, or AnswerError (a one-line reason that quotes none of it).
+
+    Strings may hold lone surrogates here: :class:`Answer` and :class:`Verdict` refuse them by name.
+    """
     try:
-        return Answer.model_validate(body)
+        return json.loads(text)
+    except RecursionError:  # nesting deeper than the interpreter's stack: refused, as any bad JSON
+        raise AnswerError("body: JSON nested too deeply — send an answer object") from None
+    except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no Unicode
+        raise AnswerError(f"body: not JSON ({str(e)[:80]})") from None
+
+
+def read_body(model: type[Sent], sent: str | bytes | Mapping | object) -> Sent:
+    """``sent`` (JSON text, or already decoded: a form's fields) as ``model``, or AnswerError naming the
+    first bad field."""
+    try:
+        return model.model_validate(read_json(sent) if isinstance(sent, (str, bytes)) else sent)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise AnswerError(f"{where}: {first['msg']}") from None
+        raise AnswerError(field_error(e.errors(include_input=False))) from None
 
 
 def parse_ranking(text: str, keys: Sequence[str]) -> list[list[str]]:

@@ -1,12 +1,14 @@
 """A project's answers as canonical records: each standing answer becomes the comparisons its ranking implies.
 
 Every pair of a task's responses gives one comparison (``a``/``b``/``tie``) with ``annotator``,
-``source: "human"``, ``task_id`` (the plan task) and ``shown`` (``"ab"`` when ``a`` was displayed
-before ``b``, as for judge comparisons). An answer stands when its task was submitted and not
-rejected; a task whose overlapping answers went to adjudication contributes only the consensus
-(marked ``adjudicated``). The answers themselves (scores, ranking, spans, flags, note) are kept on
-the record under ``human_annotations``. Gold prompts are not exported. ``cheems resolve`` then
-turns the comparisons into ranks and reports the conflict ratio.
+``source: "human"``, ``task_id`` (the plan task, the same for every annotator of it), ``item_id``
+(the one person's copy of it that was answered: the id the JSON API calls ``item_id`` and submits
+to) and ``shown`` (``"ab"`` when ``a`` was displayed before ``b``, as for judge comparisons). An
+answer stands when its task was submitted and not rejected; a task whose overlapping answers went
+to adjudication contributes only the consensus (marked ``adjudicated``). The answers themselves
+(scores, ranking, spans, flags, note, with the same two ids) are kept on the record under
+``human_annotations``. Gold prompts are not exported. ``cheems resolve`` then turns the comparisons
+into ranks and reports the conflict ratio.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def export_records(snapshot: Snapshot) -> tuple[list[Record], ExportStats]:
 def answer_comparisons(answer: AnswerRow, order: Sequence[str], shown: Sequence[str] | None = None) -> list[Comparison]:
     """One comparison per pair of the task's responses (``a`` before ``b`` in ``order``, the record's order),
     with ``shown`` (``"ab"``/``"ba"``) when the order the annotator saw is given."""
-    extra: dict = {"task_id": answer.task_id}
+    extra: dict = {"task_id": answer.task_id, "item_id": answer.item_id}
     if answer.kind == "adjudicate":
         extra["adjudicated"] = True
     comparisons = []
@@ -94,6 +96,7 @@ def _annotation(answer: AnswerRow) -> dict:
     """The answer as kept on the record: by response id, the ranking in the same grammar as the page's."""
     return {
         "task_id": answer.task_id,
+        "item_id": answer.item_id,
         "annotator": answer.person,
         "adjudicated": answer.kind == "adjudicate",
         "scores": answer.scores,

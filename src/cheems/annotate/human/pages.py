@@ -10,7 +10,6 @@ methods as the JSON API, so both are checked the same way.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 import secrets
 from collections.abc import Iterable
@@ -23,7 +22,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from cheems.annotate.human import quality
-from cheems.annotate.human.answer import FLAGS, SPAN_LABELS, AnswerError, parse_answer
+from cheems.annotate.human.answer import FLAGS, SPAN_LABELS, Answer, AnswerError, Verdict, read_body, read_json
 from cheems.annotate.human.markdown import render
 from cheems.annotate.human.people import Person
 from cheems.annotate.human.store import Conflict, Item, NotFound, NotYours, Project
@@ -62,6 +61,12 @@ DIMENSIONS = [
         "信息准确，没有误导或未经证实的内容，尽量给出来源；专业与技术内容准确；总结时忠于原文。",
     ),
 ]
+# The line a queue page shows after a form was taken (``?done=KEY``; the page never shows the query's text).
+DONE = {
+    "submitted": "已提交 ✓ 答案已保存。",
+    "approved": "已通过 ✓ 审核结论已保存。",
+    "rejected": "已退回 ✓ 任务已连同原因退回标注员。",
+}
 SHORTCUTS = [
     ("Shift+1…3 / ← →", "选中回答（或点击）"),
     ("0…5", "给选中的回答打分，随后跳到下一个"),
@@ -218,41 +223,49 @@ def install(app: FastAPI) -> None:
 
 
 def _task_page(
-    viewer: Viewer, project: Project, item: Item | None, status: int = 200, error: str = "", draft: object = None
+    viewer: Viewer,
+    project: Project,
+    item: Item | None,
+    status: int = 200,
+    error: str = "",
+    draft: object = None,
+    done: str = "",
 ) -> HTMLResponse:
-    """The page for one queue item (annotate or adjudicate form, or a review), or the empty-queue page."""
+    """The page for one queue item (annotate or adjudicate form, or a review), or the empty-queue page;
+    ``done`` (a key of :data:`DONE`) puts the line confirming the previous one above it."""
     day = project.today(viewer.person.name)
+    confirm = DONE.get(done, "")
     if item is None:
-        return page("empty.html", status, viewer, day=day)
+        return page("empty.html", status, viewer, day=day, done=confirm)
     if item.kind == "review":
-        return page("review.html", status, viewer, day=day, item=item, error=error)
+        return page("review.html", status, viewer, day=day, item=item, error=error, done=confirm)
     task_data = {
         "keys": [r["key"] for r in item.responses],
         "texts": {r["key"]: r["content"] for r in item.responses},
         "span_labels": SPAN_NAMES,
         "draft": draft,
     }
-    return page("annotate.html", status, viewer, day=day, item=item, error=error, task_data=task_data)
+    return page("annotate.html", status, viewer, day=day, item=item, error=error, task_data=task_data, done=confirm)
 
 
 @router.get("/annotate")
-def annotate(request: Request) -> Response:
+def annotate(request: Request, done: str = "") -> Response:
     """The person's next queue item: adjudications, returned tasks and reviews come before new tasks."""
     viewer = _allowed(request, EVERYONE)
     if isinstance(viewer, Response):
         return viewer
     project = _project(request)
-    return _task_page(viewer, project, project.next_item(viewer.person.name))
+    return _task_page(viewer, project, project.next_item(viewer.person.name), done=done)
 
 
 @router.get("/review")
-def review_next(request: Request) -> Response:
+def review_next(request: Request, done: str = "") -> Response:
     """A reviewer's next queue item (the same single queue as /annotate, for reviewers and admins)."""
     viewer = _allowed(request, ("reviewer", "admin"))
     if isinstance(viewer, Response):
         return viewer
     project = _project(request)
-    return _task_page(viewer, project, project.next_item(viewer.person.name))
+    return _task_page(viewer, project, project.next_item(viewer.person.name), done=done)
 
 
 @router.get("/tasks/{item_id}")
@@ -281,20 +294,20 @@ def submit(item_id: str, request: Request, csrf: str = Form(""), answer: str = F
     project = _project(request)
     body = None
     try:
-        try:
-            body = json.loads(answer)
-        except json.JSONDecodeError:
-            raise AnswerError("答案数据无法解析，请刷新页面后重新作答") from None
-        project.submit(item_id, viewer.person.name, parse_answer(body))
+        body = read_json(answer)
+        project.submit(item_id, viewer.person.name, read_body(Answer, body))
     except AnswerError as e:
         item = _own_item(project, item_id, viewer)
         if isinstance(item, Response):
             return item
-        return _task_page(viewer, project, item, 422, error=str(e), draft=body if isinstance(body, dict) else None)
+        draft = body if isinstance(body, dict) else None  # the page starts again from what was sent
+        message = str(e) if draft is not None else "答案数据无法解析，请刷新页面后重新作答"
+        return _task_page(viewer, project, item, 422, error=message, draft=draft)
     except (NotYours, NotFound, Conflict) as e:
         return _refused(viewer, e)
-    # the next item of the same queue (an adjudicator's is the review queue)
-    return RedirectResponse("/annotate" if viewer.person.role == "annotator" else "/review", status_code=303)
+    # the next item of the same queue (an adjudicator's is the review queue), under a line saying this one is in
+    queue = "/annotate" if viewer.person.role == "annotator" else "/review"
+    return RedirectResponse(queue + "?done=submitted", status_code=303)
 
 
 @router.post("/tasks/{item_id}/review")
@@ -308,19 +321,22 @@ def review(
     if not _csrf_ok(viewer, csrf):
         return _forbidden(viewer, "表单校验失败（CSRF），请刷新页面后重试。")
     project = _project(request)
+    verdict = None
     try:
         if decision not in ("approve", "reject"):
             raise AnswerError("请选择“通过”或“退回”")
-        project.review(item_id, viewer.person.name, decision == "approve", reason)
+        verdict = read_body(Verdict, {"approve": decision == "approve", "reason": reason})
+        project.review(item_id, viewer.person.name, verdict)
     except AnswerError as e:
         item = _own_item(project, item_id, viewer)
         if isinstance(item, Response):
             return item
-        message = "退回时必须填写原因，说明标注员需要改正什么。" if decision == "reject" else str(e)
+        unexplained = verdict is not None and not verdict.approve and not verdict.reason
+        message = "退回时必须填写原因，说明标注员需要改正什么。" if unexplained else str(e)
         return _task_page(viewer, project, item, 422, error=message)
     except (NotYours, NotFound, Conflict) as e:
         return _refused(viewer, e)
-    return RedirectResponse("/review", status_code=303)
+    return RedirectResponse("/review?done=" + ("approved" if verdict.approve else "rejected"), status_code=303)
 
 
 def _own_item(project: Project, item_id: str, viewer: Viewer) -> Item | Response:

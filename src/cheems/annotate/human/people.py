@@ -1,4 +1,4 @@
-"""Who annotates (``PEOPLE.yaml``) and how a project is run (overlap, review rate, seed)."""
+"""Who annotates (``PEOPLE.yaml``), how a project is run (overlap, review rate, seed) and where it is served."""
 
 from __future__ import annotations
 
@@ -63,3 +63,15 @@ class ProjectSettings(Settings):
         Number,
         Field(gt=0.0, le=1.0, description="Overlapping answers agreeing on fewer pairs than this go to adjudication."),
     ] = 0.9
+
+
+class ServeSettings(Settings):
+    """Where ``cheems annotate serve`` listens."""
+
+    host: Annotated[
+        Text,
+        Field(description="Address to listen on (loopback unless you say so; for a team see docs/serving.md)."),
+    ] = "127.0.0.1"
+    port: Annotated[
+        Whole, Field(ge=1, le=65535, description="Port to listen on (not 8000, which vLLM and other servers use).")
+    ] = 8765

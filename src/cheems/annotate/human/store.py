@@ -28,7 +28,17 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from cheems.annotate.human.answer import KEYS, Answer, AnswerError, agreement, by_id, by_key, check_answer, rank_levels
+from cheems.annotate.human.answer import (
+    KEYS,
+    Answer,
+    AnswerError,
+    Verdict,
+    agreement,
+    by_id,
+    by_key,
+    check_answer,
+    rank_levels,
+)
 from cheems.annotate.human.people import People, Person, ProjectSettings
 from cheems.annotate.human.plan import PlannedTask, plan_tasks, prompt_tasks, seeded, shown_order
 from cheems.annotate.human.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
@@ -92,6 +102,8 @@ class Item:
     task_id: str
     prompt_id: str
     prompt: str | list[dict[str, str]]
+    sys_prompt: str | None
+    """The record's system prompt: the model answered under it, so the person judges with it in view."""
     reference: str | None
     category: list[str]
     responses: list[dict[str, str]]
@@ -104,11 +116,14 @@ class Item:
     """For an adjudication: every annotator's answer (with ``annotator``), in this item's keys."""
 
     def api(self) -> dict[str, Any]:
-        """The ``GET /api/next`` body (response ids and plan task ids stay inside)."""
+        """The ``GET /api/next`` body: ``item_id`` names this person's copy of the task (the id of the
+        ``/api/tasks/{item_id}/...`` routes, and ``item_id`` in the export); response ids and the plan's
+        task id stay inside."""
         body: dict[str, Any] = {
-            "task_id": self.item_id,
+            "item_id": self.item_id,
             "kind": self.kind,
             "prompt": self.prompt,
+            "sys_prompt": self.sys_prompt,
             "reference": self.reference,
             "category": self.category,
             "responses": self.responses,
@@ -501,9 +516,9 @@ class Project:
                 self._maybe_review(db, row)
                 self._maybe_adjudicate(db, row["task_id"])
 
-    def review(self, item_id: str, name: str, approve: bool, reason: str = "") -> None:
+    def review(self, item_id: str, name: str, verdict: Verdict) -> None:
         """A reviewer's verdict; a rejected task goes back to its annotator with the reason."""
-        reason = reason.strip()
+        approve, reason = verdict.approve, verdict.reason
         if not approve and not reason:
             raise AnswerError("a rejection needs a reason — say what the annotator should fix")
         with self._write() as db:
@@ -617,6 +632,7 @@ class Project:
             task_id=task.task_id,
             prompt_id=record.id,
             prompt=record.input if isinstance(record.input, str) else [m.model_dump() for m in record.input],
+            sys_prompt=record.sys_prompt,
             reference=record.reference,
             category=record.category,
             responses=[{"key": KEYS[i], "content": content[rid]} for i, rid in enumerate(shown)],

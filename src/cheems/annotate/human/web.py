@@ -7,7 +7,8 @@ server of the same project is refused while the first lives, and a killed one ca
 at once.
 
 Request handlers are plain ``def`` functions: FastAPI runs them on its thread pool, and the
-store's SQLite calls block. Every write is committed before its response is sent.
+store's SQLite calls block. Every write is committed before its response is sent. A request body
+over :data:`MAX_BODY` bytes is refused (413) while it arrives, before anything parses it.
 """
 
 from __future__ import annotations
@@ -20,25 +21,48 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cheems.annotate.human.answer import AnswerError, parse_answer
-from cheems.annotate.human.people import Person
+from cheems.annotate.human.answer import Answer, AnswerError, Verdict, field_error, read_body
+from cheems.annotate.human.people import Person, ServeSettings
 from cheems.annotate.human.store import Conflict, NotFound, NotYours, Project
 from cheems.errors import InputError
 
 LOCK_NAME = "serve.lock"
+MAX_BODY = 1 << 20  # bytes; a real answer is a few KB
 
 
-class Verdict(BaseModel):
-    """The body of ``POST /api/tasks/{id}/review``."""
+class BodyLimit:
+    """ASGI middleware: a request whose body grows past ``limit`` bytes gets 413 (never read further)."""
 
-    model_config = ConfigDict(extra="forbid")
-    approve: StrictBool
-    reason: StrictStr = ""
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                # raised where the route reads its body: the app answers it like any refusal
+                raise HTTPException(413, f"request body over {self.limit / (1 << 20):g} MiB — send a smaller answer")
+            return message
+
+        await self.app(scope, counted, send)
+
+
+async def raw_body(request: Request) -> bytes:
+    """The request's body as sent (a route reads it with :func:`.answer.read_body`, as the pages do)."""
+    return await request.body()
 
 
 def project_of(request: Request) -> Project:
@@ -63,6 +87,7 @@ def admin(person: Annotated[Person, Depends(bearer)]) -> Person:
 
 
 Caller = Annotated[Person, Depends(bearer)]
+RawBody = Annotated[bytes, Depends(raw_body)]
 
 
 def create_app(folder: str | Path) -> FastAPI:
@@ -71,6 +96,7 @@ def create_app(folder: str | Path) -> FastAPI:
 
     app = FastAPI(title="cheems annotate", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.project = Project.open(folder)
+    app.add_middleware(BodyLimit)
     _add_error_handlers(app)
     _add_api(app)
     pages.install(app)
@@ -88,9 +114,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(error, handler)
 
     def bad_body(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid body"}
-        where = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
-        return JSONResponse({"detail": f"{where}: {first['msg']}"}, status_code=422)
+        return JSONResponse({"detail": field_error(exc.errors())}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, bad_body)
 
@@ -108,16 +132,17 @@ def _add_api(app: FastAPI) -> None:
         return project_of(request).item_for(item_id, person.name).api()
 
     @app.post("/api/tasks/{item_id}/submit")
-    def submit(item_id: str, body: Annotated[Any, Body()], request: Request, person: Caller) -> dict:
+    def submit(item_id: str, body: RawBody, request: Request, person: Caller) -> dict:
         """Store an answer; 200 only once it is committed."""
-        project_of(request).submit(item_id, person.name, parse_answer(body))
-        return {"task_id": item_id, "status": "submitted"}
+        project_of(request).submit(item_id, person.name, read_body(Answer, body))
+        return {"item_id": item_id, "status": "submitted"}
 
     @app.post("/api/tasks/{item_id}/review")
-    def review(item_id: str, verdict: Verdict, request: Request, person: Caller) -> dict:
+    def review(item_id: str, body: RawBody, request: Request, person: Caller) -> dict:
         """Approve or reject (with a reason) the answer under review."""
-        project_of(request).review(item_id, person.name, verdict.approve, verdict.reason)
-        return {"task_id": item_id, "status": "approved" if verdict.approve else "rejected"}
+        verdict = read_body(Verdict, body)
+        project_of(request).review(item_id, person.name, verdict)
+        return {"item_id": item_id, "status": "approved" if verdict.approve else "rejected"}
 
     @app.get("/api/me")
     def me(request: Request, person: Caller) -> dict:
@@ -193,15 +218,15 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(
-    folder: str | Path, host: str = "127.0.0.1", port: int = 8000, ready: Callable[[], None] | None = None
-) -> None:
+def serve(folder: str | Path, settings: ServeSettings | None = None, ready: Callable[[], None] | None = None) -> None:
     """Serve the project until interrupted (one server per project folder); ``ready`` runs once it listens."""
     import uvicorn
 
+    settings = settings or ServeSettings()
     app = create_app(folder)
     with ServeLock(folder):
-        sock = listening_socket(host, port)  # bound here, so a taken port is our one-line error, not uvicorn's
+        # bound here, so a taken port is our one-line error, not uvicorn's
+        sock = listening_socket(settings.host, settings.port)
         if ready is not None:
             ready()
         uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])

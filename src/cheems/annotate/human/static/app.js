@@ -498,4 +498,7 @@
     $("#override").checked = Boolean(d.override);
   }
   update();
+  // The script runs after the page is parsed (defer): until this mark, the form shows nothing of the
+  // draft and its buttons do nothing. Tests and tools wait for it rather than for the page's markup.
+  form.dataset.ready = "true";
 })();
