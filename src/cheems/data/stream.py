@@ -97,7 +97,11 @@ def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any) -> tuple:
     if is_official_pair(obj):
         return n, _PAIR, obj
     record = parse_record(obj, path, n)
-    return n, _RECORD, (record.id, record.unranked(), len(record.responses), fn(record))
+    try:
+        result = fn(record)
+    except InputError as e:  # a check of fn's own (the importers' distinct_pairs) is at this line too
+        raise e.located(path, n) from None
+    return n, _RECORD, (record.id, record.unranked(), len(record.responses), result)
 
 
 class PromptIds:
