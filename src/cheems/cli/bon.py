@@ -13,7 +13,16 @@ import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid
-from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt, NoSharedPrefixOpt
+from cheems.cli.scoring import (
+    BatchOpt,
+    CacheOpt,
+    DeviceOpt,
+    MaxLenOpt,
+    ModelOpt,
+    NoCacheOpt,
+    NoSharedPrefixOpt,
+    warn_unmatched,
+)
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
 
@@ -74,6 +83,7 @@ def bon(
         return
     result = best_of_n(read.records, values, n=n, sample=sample, seed=seed, scorer=source)
     report_gaps(result, source)
+    warn_unmatched(result.unmatched_scores, source, "the pool")
     if plot is not None and not result.curve:
         raise InputError(
             "--plot needs gold quality in the pool", path=str(pool), hint="give records a rank or responses a score"
@@ -88,8 +98,18 @@ def bon(
 
 
 def report_gaps(result, source: str) -> None:
-    """Warnings for prompts or responses that have no score (they cannot be picked)."""
+    """Warnings for prompts or responses that have no score (they cannot be picked), and for an ``-n`` above
+    every prompt's candidates."""
     warnings = []
+    if result.n_asked is not None and result.n_asked > result.n:
+        warnings.append(
+            InputError(
+                f"{result.n_asked} candidates asked for, but no prompt has more than {result.n} scored responses: "
+                f"N = {result.n}",
+                path="-n",
+                hint=f"give -n {result.n} or less, or leave it out for all of each prompt's",
+            )
+        )
     if result.unscored_responses:
         first = f" (first prompt without any: '{result.without_scores[0]}')" if result.without_scores else ""
         warnings.append(
