@@ -13,16 +13,7 @@ import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid
-from cheems.cli.scoring import (
-    BatchOpt,
-    CacheOpt,
-    DeviceOpt,
-    MaxLenOpt,
-    ModelOpt,
-    NoCacheOpt,
-    NoSharedPrefixOpt,
-    warn_unmatched,
-)
+from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt, NoSharedPrefixOpt
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
 
@@ -58,7 +49,7 @@ def bon(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.cli.scoring import compute_scores, scoring_inputs
+    from cheems.cli.scoring import compute_scores, scoring_inputs, warn_unmatched
     from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate.bon import best_of_n, curve_png
