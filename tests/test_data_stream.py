@@ -20,7 +20,7 @@ from cheems.data import stream
 from cheems.data.io import ReadResult, jsonl_lines, read_records, record_line
 from cheems.data.keytable import KeyLog
 from cheems.errors import InputError
-from helpers import assert_user_error, run_cheems
+from helpers import assert_user_error, run_cheems, run_main
 
 
 def _record(i: int, n: int, labels: list[str], rank_cut: int, pid: str | None = None) -> dict:
@@ -169,6 +169,14 @@ def test_workers_come_from_the_environment(monkeypatch) -> None:
         monkeypatch.setenv("CHEEMS_WORKERS", bad)
         with pytest.raises(InputError, match=f"^CHEEMS_WORKERS: '{bad}' is not a number of worker processes"):
             stream.default_workers()
+
+
+def test_a_bad_worker_count_in_the_environment_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(_record(0, 2, ["a"], 0)) + "\n", encoding="utf-8")
+    for bad in ("0", "-1"):
+        proc = run_main("validate", path, env={"CHEEMS_WORKERS": bad}, monkeypatch=monkeypatch, capsys=capsys)
+        assert_user_error(proc, f"CHEEMS_WORKERS: '{bad}' is not a number of worker processes — set it to 1")
 
 
 # ---------------------------------------------------------------- the worker pool: its end, and its parent's
