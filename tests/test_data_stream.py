@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -237,6 +238,18 @@ def test_the_workers_end_where_the_error_surfaces(tmp_path, pooled) -> None:
         assert _workers_of(os.getpid()) == []
     finally:
         gc.enable()
+
+
+def test_what_goes_wrong_in_a_worker_comes_back() -> None:
+    """An exception a task raises is raised here; a result that does not pickle is an error naming why; a
+    worker that dies is an error naming its exit code (not a hang)."""
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        list(stream._in_order(iter([(int, ("1",)), (int, ("x",))]), 2))
+    with pytest.raises(RuntimeError, match="TypeError in a data worker: cannot pickle '_thread.lock' object"):
+        list(stream._in_order(iter([(threading.Lock, ())]), 2))
+    with pytest.raises(ChildProcessError, match=r"ended unexpectedly \(exit code 3\)"):
+        list(stream._in_order(iter([(os._exit, (3,))]), 2))
+    assert _workers_of(os.getpid()) == []
 
 
 def test_workers_end_when_their_parent_is_killed(big_file, tmp_path) -> None:

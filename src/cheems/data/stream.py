@@ -285,6 +285,7 @@ def _serve(conn: Any) -> None:
     import queue
     import signal
     import threading
+    from multiprocessing.reduction import ForkingPickler
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the parent decides
     tasks: queue.SimpleQueue = queue.SimpleQueue()
@@ -298,11 +299,13 @@ def _serve(conn: Any) -> None:
         except Exception as e:  # the parent raises it
             result = (False, e)
         try:
-            conn.send(result)
+            data = ForkingPickler.dumps(result)
+        except Exception as e:  # an exception that does not pickle: its text does
+            data = ForkingPickler.dumps((False, RuntimeError(f"{type(e).__name__} in a data worker: {e}")))
+        try:
+            conn.send_bytes(data)  # what conn.send would send: the parent's recv reads it
         except OSError:  # the parent is gone
             os._exit(0)
-        except Exception as e:  # an exception that does not pickle: its text does
-            conn.send((False, RuntimeError(f"{type(e).__name__} in a data worker: {e}")))
 
 
 def _receive(conn: Any, tasks: Any) -> None:
