@@ -25,7 +25,8 @@ CHEEMS=${CHEEMS:-.venv/bin/cheems}
 mkdir -p "$OUT"
 run() { echo "+ cheems $*"; "$CHEEMS" "$@"; }
 
-run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl"
+# 6 prompts of oasst1_zh rank one reply twice (ranks 1 and 2): skipped, and listed
+run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl" --skip-invalid
 run split "$OUT/oasst1.jsonl" --train "$OUT/human.jsonl" --test "$OUT/test.jsonl"
 # 20 rows of gpt4_comparison_zh have chosen == rejected: skipped, and listed
 run import pairwise "$DATA/gpt4_comparison_zh/comparison_gpt4_data_zh.first2403.json" -o "$OUT/ai.jsonl" --skip-invalid 2>"$OUT/ai.skipped.txt"

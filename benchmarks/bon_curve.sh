@@ -24,7 +24,8 @@ PYTHON=${PYTHON:-.venv/bin/python}
 mkdir -p "$OUT"
 run() { echo "+ cheems $*"; $CHEEMS "$@"; }
 
-run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl"
+# 6 prompts of oasst1_zh rank one reply twice (ranks 1 and 2): skipped, and listed
+run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl" --skip-invalid
 run split "$OUT/oasst1.jsonl" --train "$OUT/human.jsonl" --test "$OUT/oasst1-test.jsonl"
 jsons=()
 for scorer in length similarity:m3e-small "$RMS/rm-human" "$RMS/rm-ai"; do

@@ -83,7 +83,7 @@ def main() -> None:
     if not args.data.is_file():
         print(f"skipped: real data not found at {args.data} (it sits beside the repository in the team's checkout)")
         return
-    records = import_file(args.data, "ranked").records
+    records = import_file(args.data, "ranked", skip_invalid=True).records  # 6 prompts rank one reply twice
     server, url = start_server(args.latency)
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -21,7 +21,8 @@ DEMO=src/cheems/assets/demo
 mkdir -p "$OUT"
 run() { echo "+ cheems $*"; "$CHEEMS" "$@"; }
 
-run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl"
+# 6 prompts of oasst1_zh rank one reply twice (ranks 1 and 2): skipped, and listed
+run import ranked "$DATA/oasst1_zh/oaast_rm_zh.json" -o "$OUT/oasst1.jsonl" --skip-invalid
 run split "$OUT/oasst1.jsonl" --train "$OUT/human.jsonl" --test "$OUT/oasst1-test.jsonl"
 run import pairwise "$DATA/gpt4_comparison_zh/comparison_gpt4_data_zh.first2403.json" -o "$OUT/ai.jsonl" --skip-invalid 2>"$OUT/ai.skipped.txt"
 for set in human ai; do

@@ -58,7 +58,7 @@ def matmul_gflops(dtype: torch.dtype, n: int = 1024, reps: int = 3) -> float:
 
 def load_records(path: Path, limit: int | None) -> list[Record]:
     """oasst1_zh as records (prompt = instruction(+input), history as chat turns); at most ``limit`` responses."""
-    records = import_file(path, "ranked").records
+    records = import_file(path, "ranked", skip_invalid=True).records  # 6 prompts rank one reply twice
     if limit is None:
         return records
     kept, n = [], 0

@@ -65,7 +65,7 @@ def load_split(path: Path, min_responses: int) -> tuple[list[Record], list[Recor
     """(train prompts with at least ``min_responses`` replies, the whole held-out split)."""
     if not path.exists():
         raise SystemExit(f"oasst1_zh not found at {path}: this benchmark reads ../shared/data beside the repository")
-    train_split, test_split = split_records(import_file(path, "ranked").records, 0.2, seed=0)
+    train_split, test_split = split_records(import_file(path, "ranked", skip_invalid=True).records, 0.2, seed=0)
     return [r for r in train_split if len(r.responses) >= min_responses], test_split
 
 

@@ -11,6 +11,7 @@ import pytest
 from cheems.data.importers import FORMATS, guess_format, import_file
 from cheems.data.io import load_rows, read_records, write_records
 from cheems.errors import InputError
+from helpers import assert_user_error, run_main
 
 
 def write_json(path, rows):
@@ -33,16 +34,19 @@ def first_format(path):
 def test_oasst1_ranked(shared_data, tmp_path):
     path = shared_data / "oasst1_zh" / "oaast_rm_zh.json"
     assert first_format(path) == "ranked"
-    result = import_file(path)
+    with pytest.raises(InputError, match=r"field 'rank': responses 'r1' and 'r2' are the same text"):
+        import_file(path)
+    result = import_file(path, skip_invalid=True)
     recs = result.records
-    assert not result.skipped
+    # 6 prompts rank one reply twice (identical texts at ranks 1 and 2): refused as pairwise refuses chosen == rejected
+    assert [e.line for e in result.skipped] == [1756, 3639, 3797, 3807, 7184, 9400]
     # One record per prompt node: same instruction under other histories (or other trees) stays apart.
-    assert len(recs) == 775
-    assert sum(len(r.responses) for r in recs) == 1993
-    assert Counter(len(r.responses) for r in recs) == {2: 434, 3: 263, 4: 63, 5: 12, 6: 1, 8: 1, 10: 1}
-    assert len({r.id for r in recs}) == 775  # 18 trees rooted at "你好" get p-…, p-…-2, …
-    assert sum(len(r.ranked_pairs()) for r in recs) == 1809
-    assert Counter(type(r.input).__name__ for r in recs) == {"str": 383, "list": 392}
+    assert len(recs) == 769
+    assert sum(len(r.responses) for r in recs) == 1976
+    assert Counter(len(r.responses) for r in recs) == {2: 431, 3: 261, 4: 63, 5: 11, 6: 1, 8: 1, 10: 1}
+    assert len({r.id for r in recs}) == 769  # trees rooted at "你好" get p-…, p-…-2, …
+    assert sum(len(r.ranked_pairs()) for r in recs) == 1790
+    assert Counter(type(r.input).__name__ for r in recs) == {"str": 379, "list": 390}
     first = recs[0]
     assert first.input == "布洛芬和对乙酰氨基酚的区别是？"
     assert first.rank == {"r1": 1, "r2": 2, "r3": 3, "r4": 4}
@@ -52,7 +56,7 @@ def test_oasst1_ranked(shared_data, tmp_path):
     assert roles[-1] == "user" and roles[:2] == ["user", "assistant"] and len(roles) % 2 == 1
     # Round trip through the canonical reader keeps every record.
     write_records(tmp_path / "o.jsonl", recs)
-    assert len(read_records(tmp_path / "o.jsonl").records) == 775
+    assert len(read_records(tmp_path / "o.jsonl").records) == 769
 
 
 def test_dpo_zh_demo_sharegpt(shared_data):
@@ -315,6 +319,75 @@ def test_ratings_bad_rows(tmp_path, row, field):
     with pytest.raises(InputError) as e:
         import_file(path, "ratings")
     assert str(e.value).startswith(f"{path}:1: field '{field}': ")
+
+
+# ---------------------------------------------------------------- every format: one text is not better than itself
+
+SAME = "好答案"
+
+
+@pytest.mark.parametrize(
+    "fmt, row, expected",
+    [
+        ("pairwise", {"prompt": "问", "chosen": SAME, "rejected": SAME}, "field 'rejected': is the same text as"),
+        ("ranked", {"prompt": "问", "responses": [SAME, "次", SAME]}, "field 'rank': responses 'r1' and 'r3' are"),
+        (
+            "ratings",
+            {"prompt": "问", "responses": [SAME, SAME], "scores": [2, 1]},
+            "field 'rank': responses 'r1' and 'r2' are the same text, yet one is judged better",
+        ),
+        ("official", {"input": "问", "answer1": SAME, "answer2": SAME, "preference": 1}, "with itself"),
+        (
+            "official",
+            {
+                "input": "问",
+                "responses": [{"id": "x", "content": SAME}, {"id": "y", "content": SAME}],
+                "comparisons": [{"a": "x", "b": "y", "label": "b"}],
+            },
+            "field 'comparisons[0]': responses 'x' and 'y' are the same text",
+        ),
+    ],
+)
+def test_every_importer_refuses_a_pair_of_one_text(tmp_path, fmt, row, expected):
+    """As ``import pairwise`` refuses chosen == rejected: one located error, or with skip_invalid the row is
+    skipped and counted, and the good rows are kept."""
+    good = {
+        "pairwise": {"prompt": "好", "chosen": "a", "rejected": "b"},
+        "ranked": {"prompt": "好", "responses": ["a", "b"]},
+        "ratings": {"prompt": "好", "responses": ["a", "b"], "scores": [1, 2]},
+        "official": {"input": "好", "answer1": "a", "answer2": "b", "preference": 2},
+    }[fmt]
+    path = write_jsonl(tmp_path / "in.jsonl", [good, row] if "answer1" not in row else [row, good])
+    line = 2 if "answer1" not in row else 1
+    with pytest.raises(InputError) as e:
+        import_file(path, fmt)
+    assert str(e.value).startswith(f"{path}:{line}: ") and expected in str(e.value)
+    kept = import_file(path, fmt, skip_invalid=True)
+    assert [r.input for r in kept.records] == ["好"] and [x.line for x in kept.skipped] == [line]
+
+
+def test_a_tie_between_copies_of_one_text_is_kept(tmp_path):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "问", "responses": ["甲", [SAME, SAME]]}])
+    assert import_file(path, "ranked").records[0].rank == {"r1": 1, "r2": 2, "r3": 2}
+
+
+def test_cli_import_counts_the_pairs_it_skips(tmp_path, monkeypatch, capsys):
+    rows = [{"prompt": "好", "responses": ["a", "b"]}, {"prompt": "问", "responses": [SAME, SAME]}]
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    proc = run_main("import", "ranked", path, "-o", out, monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{path}:2: field 'rank': responses 'r1' and 'r2' are the same text")
+    assert not out.exists()
+    proc = run_main("import", "ranked", path, "-o", out, "--skip-invalid", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and "1 line(s) skipped" in proc.stderr
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 1
+
+
+def test_chat_turns_of_unknown_roles_are_refused(tmp_path):
+    row = {"conversations": [{"from": "human", "value": "问"}, {"from": "observation", "value": "42"}]}
+    path = write_jsonl(tmp_path / "in.jsonl", [row | {"chosen": "a", "rejected": "b"}])
+    with pytest.raises(InputError, match=r"in.jsonl:1: field 'conversations\[1\].from': unknown role 'observation'"):
+        import_file(path, "pairwise")
 
 
 # ---------------------------------------------------------------- official, guessing, file errors

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,6 +21,7 @@ from cheems.data import stream
 from cheems.data.io import ReadResult, jsonl_lines, read_records, record_line
 from cheems.data.keytable import KeyLog
 from cheems.errors import InputError
+from helpers import assert_user_error, run_cheems, run_main
 
 
 def _record(i: int, n: int, labels: list[str], rank_cut: int, pid: str | None = None) -> dict:
@@ -157,6 +166,113 @@ def test_lines_are_checked_as_the_whole_file_was(tmp_path) -> None:
 def test_workers_come_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CHEEMS_WORKERS", "3")
     assert stream.default_workers() == 3
-    monkeypatch.setenv("CHEEMS_WORKERS", "many")
-    with pytest.raises(InputError, match="'many' is not a number of worker processes"):
-        stream.default_workers()
+    for bad in ("many", "0", "-1"):
+        monkeypatch.setenv("CHEEMS_WORKERS", bad)
+        with pytest.raises(InputError, match=f"^CHEEMS_WORKERS: '{bad}' is not a number of worker processes"):
+            stream.default_workers()
+
+
+def test_a_bad_worker_count_in_the_environment_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(_record(0, 2, ["a"], 0)) + "\n", encoding="utf-8")
+    for bad in ("0", "-1"):
+        proc = run_main("validate", path, env={"CHEEMS_WORKERS": bad}, monkeypatch=monkeypatch, capsys=capsys)
+        assert_user_error(proc, f"CHEEMS_WORKERS: '{bad}' is not a number of worker processes — set it to 1")
+
+
+# ---------------------------------------------------------------- the worker pool: its end, and its parent's
+
+
+def _workers_of(pid: int) -> list[psutil.Process]:
+    """The pool's worker processes under ``pid`` (multiprocessing's resource tracker is not one)."""
+    return [p for p in psutil.Process(pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+
+
+def _gone(procs: list[psutil.Process], within_s: float) -> list[psutil.Process]:
+    """Wait up to ``within_s`` for the processes to end (a zombie has ended); those still running."""
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory) -> Path:
+    """A record file large enough for the worker pool (over ``POOL_MIN_BYTES``) with one bad line deep in it,
+    past the chunks first in flight."""
+    path = tmp_path_factory.mktemp("big") / "big.jsonl"
+    row = json.dumps(_record(0, 2, ["a"], 0), ensure_ascii=False).replace('"p0"', '"p{}"').replace("回答", "回答" * 40)
+    n = stream.POOL_MIN_BYTES // len(row.encode("utf-8")) * 5 // 4
+    bad = n * 3 // 4
+    lines = ['{"id": "x", "input": ' if i == bad else row.replace("{}", str(i)) for i in range(n)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert path.stat().st_size > stream.POOL_MIN_BYTES
+    return path
+
+
+def test_a_bad_line_stops_the_pool_with_one_error_line(big_file) -> None:
+    """The error is the only line, every time: the pool is not shut down from a thread of its own (which
+    printed "RuntimeError: cannot join current thread" after the error)."""
+    for _ in range(3):
+        proc = run_cheems("validate", big_file, env={"CHEEMS_WORKERS": "2"})
+        assert_user_error(proc, f"{big_file}:", "invalid JSON")
+        assert proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_the_workers_end_where_the_error_surfaces(tmp_path, pooled) -> None:
+    """Not when the garbage collector gets to the stream (then in whatever thread it runs)."""
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join([json.dumps(_record(i, 2, ["a"], 0)) for i in range(40)] + ["{broken"]) + "\n")
+    gc.disable()
+    try:
+        with pytest.raises(InputError, match="in.jsonl:41: invalid JSON"):
+            list(stream.stream_records(path, workers=2))
+        assert _workers_of(os.getpid()) == []
+    finally:
+        gc.enable()
+
+
+def test_what_goes_wrong_in_a_worker_comes_back() -> None:
+    """An exception a task raises is raised here; a result that does not pickle is an error naming why; a
+    worker that dies is an error naming its exit code (not a hang)."""
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        list(stream._in_order(iter([(int, ("1",)), (int, ("x",))]), 2))
+    with pytest.raises(RuntimeError, match="TypeError in a data worker: cannot pickle '_thread.lock' object"):
+        list(stream._in_order(iter([(threading.Lock, ())]), 2))
+    with pytest.raises(ChildProcessError, match=r"ended unexpectedly \(exit code 3\)"):
+        list(stream._in_order(iter([(os._exit, (3,))]), 2))
+    assert _workers_of(os.getpid()) == []
+
+
+def test_workers_end_when_their_parent_is_killed(big_file, tmp_path) -> None:
+    """SIGKILL of a process streaming on workers leaves no process behind: not the workers, not
+    multiprocessing's resource tracker."""
+    script = (
+        "import sys\n"
+        "from cheems.data.stream import stream_records\n"
+        "records = stream_records(sys.argv[1], workers=2, skip_invalid=True)\n"
+        "next(records)\n"
+        "print('streaming', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(big_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    children: list[psutil.Process] = []
+    try:
+        assert parent.stdout.readline() == "streaming\n"
+        children = psutil.Process(parent.pid).children(recursive=True)
+        assert len(_workers_of(parent.pid)) == 2
+        assert any("resource_tracker" in " ".join(p.cmdline()) for p in children)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    assert _gone(children, within_s=30) == []

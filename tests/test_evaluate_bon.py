@@ -86,11 +86,27 @@ def test_curve_by_hand():
 
 
 def test_n_larger_than_every_pool_uses_all():
-    result = best_of_n(POOL[1:2], SCORES, n=8)
-    assert [p["n"] for p in result.curve] == [1, 2, 4, 8]
-    assert [p["fewer_candidates"] for p in result.curve] == [0, 0, 1, 1]
-    assert [p["quality"]["pick"] for p in result.curve] == [0.0, 1.0, 1.0, 1.0]
+    """N is the most candidates a prompt has: a larger n would only repeat the curve's last row."""
+    result = best_of_n(POOL[1:2], SCORES, n=10**12)
+    assert (result.n, result.n_asked) == (2, 10**12)
+    assert [p["n"] for p in result.curve] == [1, 2]
+    assert [p["quality"]["pick"] for p in result.curve] == [0.0, 1.0]
     assert result.picks == {("b", "y"): 3.0}
+    assert result.to_dict()["n"] == 2 and result.to_dict()["n_asked"] == 10**12
+
+
+def test_the_curve_stops_at_the_most_candidates_of_its_prompts():
+    pool = [POOL[1], POOL[2]]  # b (2, gold) and c (3, no gold): N = 3, the curve stops at 2
+    result = best_of_n(pool, SCORES, n=64)
+    assert result.n == 3 and [p["n"] for p in result.curve] == [1, 2]
+
+
+def test_scores_of_no_pool_response_are_counted():
+    extra = {**SCORES, ("zz", "r1"): 1.0, ("a", "r9"): 2.0}
+    result = best_of_n(POOL, extra)
+    assert result.unmatched_scores == [("zz", "r1"), ("a", "r9")]
+    assert result.to_dict()["unmatched_scores"] == 2
+    assert best_of_n(POOL, SCORES).to_dict()["unmatched_scores"] == 0
 
 
 def test_gold_scores_and_a_smaller_n():
@@ -225,6 +241,25 @@ def test_cli_scores_with_a_model_and_warns_about_missing_scores(tmp_path, pool_f
     assert proc.returncode == 0, proc.stderr
     assert "1 response(s) have no score" in proc.stderr and "first prompt without any: 'd'" in proc.stderr
     assert len(picks.read_text().splitlines()) == 3
+
+
+def test_cli_warns_about_unknown_scores_and_a_large_n(tmp_path, pool_file, monkeypatch, capsys):
+    """As eval does: scores of prompts not in the pool are counted in one warning, not silently ignored."""
+    scores = scores_file(tmp_path, {**SCORES, ("zz", "r1"): 1.0, ("zz", "r2"): 2.0})
+    picks, out = tmp_path / "picks.jsonl", tmp_path / "bon.json"
+    proc = run_main(
+        "bon", pool_file, "--scores", scores, "-o", picks, "--output-json", out, "-n", str(10**12),
+        monkeypatch=monkeypatch, capsys=capsys,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning")]
+    assert len(warnings) == 2, proc.stderr
+    assert f"{scores}: 2 score(s) match no response of the pool (first: prompt 'zz' response 'r1')" in warnings[1]
+    assert "-n: 1000000000000 candidates asked for, but no prompt has more than 4 scored responses" in warnings[0]
+    report = json.loads(out.read_text())
+    assert (report["n"], report["n_asked"], report["unmatched_scores"]) == (4, 10**12, 2)
+    assert [p["n"] for p in report["curve"]] == [1, 2, 4]
+    assert "best-of-4 (first)" in proc.stdout
 
 
 def test_cli_user_errors(tmp_path, pool_file, monkeypatch, capsys):

@@ -110,6 +110,18 @@ def test_rmbench_total_dataset_row_names_its_domain(tmp_path):
     assert record.id == "math-8" and record.category == ["math"]
 
 
+def test_rmbench_file_named_after_no_domain_is_refused(tmp_path):
+    """A file's name is a domain only when it is one of RM-Bench's: my_data.json does not make a domain."""
+    path = tmp_path / "my_data.json"
+    path.write_text((RMBENCH / "chat_filtered.json").read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        import_file(path, "rmbench")
+    assert str(caught.value).startswith(
+        f"{path}:2: field 'domain': 'my_data' (from the file name my_data.json) is not an RM-Bench domain — use chat, "
+        "math, code, safety or one of them with a suffix (safety-refuse)"
+    )
+
+
 def test_rmb_pairwise_and_best_of_n_rows():
     rmb = records_by_id(RMB, "rmb")
     pair = rmb["pair-201"]
@@ -141,15 +153,56 @@ def test_rewardbench2_and_judgebench_rows():
 @pytest.mark.parametrize(
     ("fmt", "name", "change", "expected"),
     [
-        ("rmbench", "x.json", {"chosen": ["a", "b"]}, "field 'chosen': must be a list of 3 strings"),
-        ("rmbench", "x.json", {"prompt": None}, "field 'prompt': is missing"),
+        ("rmbench", "chat.json", {"chosen": ["a", "b"]}, "field 'chosen': must be a list of 3 strings"),
+        ("rmbench", "chat.json", {"prompt": None}, "field 'prompt': is missing"),
+        ("rmbench", "chat.json", {"domain": "chit-chat"}, "field 'domain': 'chit-chat' is not an RM-Bench domain"),
+        (
+            "rmbench",
+            "chat.json",
+            lambda row: {"rejected": [row["rejected"][0], row["chosen"][1], row["rejected"][2]]},
+            "field 'rank': responses 'chosen-detailed_plain' and 'rejected-detailed_plain' are the same text, "
+            "yet one is judged better — a pair needs two different responses",
+        ),
         ("rmb", "x.json", {"loser_list": []}, "field 'loser_list': must be a non-empty list"),
         ("rmb", "x.json", {"bon_best": "text"}, "field 'bon_best': must be an {llm_name, answer} object"),
+        ("rmb", "x.json", {"conversation_input": []}, "field 'conversation_input': is empty"),
+        (
+            "rmb",
+            "x.json",
+            {"conversation_input": [{"role": "system", "content": ""}]},
+            "field 'conversation_input': is empty",
+        ),
+        (
+            "rmb",
+            "x.json",
+            {"conversation_input": [{"role": "tool", "content": "42"}]},
+            "field 'conversation_input[0].role': unknown role 'tool' — use one of human, user, gpt, assistant, system",
+        ),
+        (
+            "rmb",
+            "x.json",
+            lambda row: {"loser_list": [row["loser_list"][0], row["bon_best"]]},
+            "field 'rank': responses 'best' and 'loser-2' are the same text",
+        ),
         ("judgebench", "x.jsonl", {"label": "A=B"}, "field 'label': must be 'A>B' or 'B>A', got 'A=B'"),
+        (
+            "judgebench",
+            "x.jsonl",
+            lambda row: {"response_B": row["response_A"]},
+            "field 'rank': responses ",  # which is better depends on the label
+        ),
         ("rewardbench2", "x.jsonl", {"id": "1"}, "field 'id': duplicate prompt id '1'"),
+        (
+            "rewardbench2",
+            "x.jsonl",
+            lambda row: {"rejected": [*row["rejected"], row["chosen"][0]]},
+            "field 'rank': responses 'chosen-1' and 'rejected-",
+        ),
     ],
 )
 def test_bad_rows_name_file_line_and_field(tmp_path, fmt, name, change, expected):
+    """Each bad row is one located error, or with skip_invalid one skipped and counted row: a pair of one text
+    judged better than itself is refused as ``import pairwise`` refuses chosen == rejected."""
     source = {
         "rmbench": RMBENCH / "chat_filtered.json",
         "rmb": RMB / "BoN_set/Helpfulness/Chat/Discussion.json",
@@ -158,7 +211,7 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, name, change, expected
     }[fmt]
     rows = [json.loads(x) for x in source.read_text(encoding="utf-8").splitlines()] if name.endswith("l") else None
     rows = rows or json.loads(source.read_text(encoding="utf-8"))
-    rows[1] = rows[1] | change
+    rows[1] = rows[1] | (change(rows[1]) if callable(change) else change)
     path = tmp_path / name
     text = "".join(json.dumps(r) + "\n" for r in rows) if name.endswith("l") else json.dumps(rows, indent=1)
     path.write_text(text, encoding="utf-8")

@@ -49,7 +49,7 @@ def bon(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.cli.scoring import compute_scores, scoring_inputs
+    from cheems.cli.scoring import compute_scores, scoring_inputs, warn_unmatched
     from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate.bon import best_of_n, curve_png
@@ -74,6 +74,7 @@ def bon(
         return
     result = best_of_n(read.records, values, n=n, sample=sample, seed=seed, scorer=source)
     report_gaps(result, source)
+    warn_unmatched(result.unmatched_scores, source, "the pool")
     if plot is not None and not result.curve:
         raise InputError(
             "--plot needs gold quality in the pool", path=str(pool), hint="give records a rank or responses a score"
@@ -88,8 +89,18 @@ def bon(
 
 
 def report_gaps(result, source: str) -> None:
-    """Warnings for prompts or responses that have no score (they cannot be picked)."""
+    """Warnings for prompts or responses that have no score (they cannot be picked), and for an ``-n`` above
+    every prompt's candidates."""
     warnings = []
+    if result.n_asked is not None and result.n_asked > result.n:
+        warnings.append(
+            InputError(
+                f"{result.n_asked} candidates asked for, but no prompt has more than {result.n} scored responses: "
+                f"N = {result.n}",
+                path="-n",
+                hint=f"give -n {result.n} or less, or leave it out for all of each prompt's",
+            )
+        )
     if result.unscored_responses:
         first = f" (first prompt without any: '{result.without_scores[0]}')" if result.without_scores else ""
         warnings.append(

@@ -25,6 +25,7 @@ from cheems.cli.scoring import (
     compute_scores,
     scoring_inputs,
     stream_scores,
+    warn_unmatched,
 )
 from cheems.errors import CheemsWarning, InputError
 from cheems.runtime import is_main_process
@@ -368,7 +369,7 @@ def eval_(
             bench, read_score_table(scores), str(scores), workers=workers, fingerprint=details is not None
         )
         report_warnings(warnings)
-        warn_unmatched(result, str(scores))
+        warn_unmatched(result.unmatched_scores, str(scores), "the bench")
         write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
         return
     warnings: list[InputError] = []
@@ -388,7 +389,7 @@ def eval_(
         if not is_main_process():  # under a launcher rank 0 writes the one report
             return
         result = evaluate(records, values, source)
-        warn_unmatched(result, source)
+        warn_unmatched(result.unmatched_scores, source, "the bench")
     if metric != "cheems":
         data = other_metric(metric, records, result)
         with together():
@@ -464,22 +465,6 @@ def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_siz
             hint="leave out --no-cache, or give --cache FILE to keep them in another file",
         )
     return endpoint_settings(JudgeSettings, {**settings, "cache": cache, "batch_size": batch_size, "device": device})
-
-
-def warn_unmatched(result, source: str) -> None:
-    """One warning for scores that match no response of the bench (they are not used)."""
-    if result.unmatched_scores:
-        prompt, response = result.unmatched_scores[0]
-        report_warnings(
-            [
-                InputError(
-                    f"{len(result.unmatched_scores)} score(s) match no response of the bench (first: prompt "
-                    f"'{prompt}' response '{response}'); they are not used",
-                    path=source,
-                    hint="check that the scores and the bench use the same ids",
-                )
-            ]
-        )
 
 
 @app.command()

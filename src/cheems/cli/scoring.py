@@ -1,7 +1,8 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
 --device, --no-shared-prefix) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
 
-Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`).
+Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`), which warn alike
+about scores of no response they know (``warn_unmatched``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from cheems.cli.console import report_warnings
 from cheems.data.io import ReadResult, ScoreKey
+from cheems.errors import InputError
 
 ModelOpt = Annotated[
     Optional[str],
@@ -94,3 +97,19 @@ def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> lis
     from cheems.models.cache import default_cache_path
 
     return [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
+
+
+def warn_unmatched(unmatched: list[ScoreKey], source: str, of: str) -> None:
+    """One warning for scores that match no response of ``of`` (the bench, the pool): they are not used."""
+    if unmatched:
+        prompt, response = unmatched[0]
+        report_warnings(
+            [
+                InputError(
+                    f"{len(unmatched)} score(s) match no response of {of} (first: prompt '{prompt}' response "
+                    f"'{response}'); they are not used",
+                    path=source,
+                    hint=f"check that the scores and {of} use the same ids",
+                )
+            ]
+        )

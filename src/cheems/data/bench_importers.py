@@ -9,7 +9,8 @@ is kept in extra keys. ``cheems eval --metric`` (``cheems.evaluate.benchmarks``)
   ``rejected-STYLE`` with a ``style`` key (concise, detailed_plain, detailed_markdown, the order of
   the upstream lists); category ``[chat|math|code|safety]``, plus the domain when it differs
   (``["safety", "safety-refuse"]``); the domain is ``domain``, or else the file's name
-  (``safety-refuse_filtered.json`` -> ``safety-refuse``).
+  (``safety-refuse_filtered.json`` -> ``safety-refuse``), and must be one of those four (or one with a
+  suffix): any other file name is refused, not made a domain.
 - ``rmb`` (Zhou-Zoey/RMB-Reward-Model-Benchmark, ``RMB_dataset/Pairwise_set/**.json`` rows
   ``{pair_uid, conversation_input, chosen, reject, category_path}`` and ``RMB_dataset/BoN_set/**.json``
   rows ``{bon_uid, conversation_input, bon_best, loser_list, category_path}``; answers are
@@ -81,13 +82,20 @@ def _grouped(name: str, groups: tuple[str, ...]) -> list[str]:
 # ---------------------------------------------------------------- one row of each benchmark
 
 
-def rmbench_row(row: dict[str, Any], where: _Where, domain: str | None) -> Record:
-    """One RM-Bench prompt: 3 chosen and 3 rejected style variants."""
+def rmbench_row(row: dict[str, Any], where: _Where, domain: str) -> Record:
+    """One RM-Bench prompt: 3 chosen and 3 rejected style variants; ``domain`` (a file's name) when the row
+    names none."""
     prompt = _text(row, "prompt", where)
-    domain = row.get("domain", domain)
-    if not isinstance(domain, str) or not domain:
+    given = row.get("domain")
+    if given is not None:
+        domain = _string(given, "domain", where)
+    if not any(domain == d or domain.startswith(f"{d}-") for d in _RMBENCH_DOMAINS):
+        whence = "" if given is not None else f" (from the file name {Path(where.path).name})"
         raise where.error(
-            "is missing", "domain", "give a domain, or import a per-domain file such as chat_filtered.json"
+            f"{domain!r}{whence} is not an RM-Bench domain",
+            "domain",
+            f"use {', '.join(_RMBENCH_DOMAINS)} or one of them with a suffix (safety-refuse), in each row's "
+            "'domain' or as the file's name (chat_filtered.json)",
         )
     responses = [
         {"id": f"{side}-{style}", "content": text, "style": style, "better": side == "chosen"}
@@ -107,6 +115,8 @@ def _rmb_answer(value: Any, field: str, where: _Where) -> tuple[str, str | None]
 def rmb_row(row: dict[str, Any], where: _Where) -> Record:
     """One RMB row: a pairwise row (``chosen`` / ``reject``) or a best-of-N row (``bon_best`` / ``loser_list``)."""
     prompt = _as_input(_messages(row.get("conversation_input"), "conversation_input", where))
+    if not prompt or (isinstance(prompt, str) and not prompt.strip()):
+        raise where.error("is empty", "conversation_input", "give the conversation up to the answers")
     path = row.get("category_path")
     category = _string(path, "category_path", where).split("/")[1:] if path is not None else []
     if "bon_best" in row:

@@ -18,6 +18,7 @@ row goes to ``ReadResult.skipped`` and the import goes on.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
@@ -49,6 +50,8 @@ _PROMPT_HINT = "give the prompt as prompt, instruction(+input), question, 问题
 
 # ShareGPT speaker names -> chat roles.
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+
+SAME_TEXT_HINT = "a pair needs two different responses; fix or drop the row"
 
 
 @dataclass
@@ -87,13 +90,16 @@ def _message(item: Any, field: str, where: _Where) -> dict[str, str]:
     else:
         raise where.error("must be a {from, value} or {role, content} message", field)
     role = _string(role, role_field, where)
-    content = _string(content, content_field, where)
-    return {"role": _ROLES.get(role, role), "content": content}
+    if role not in _ROLES:  # a tool or function turn, a typo: no model is asked to read it as a chat turn
+        raise where.error(f"unknown role {role!r}", role_field, f"use one of {', '.join(_ROLES)}")
+    return {"role": _ROLES[role], "content": _string(content, content_field, where)}
 
 
 def _messages(value: Any, field: str, where: _Where) -> list[dict[str, str]]:
     if not isinstance(value, list):
         raise where.error(f"must be a list of messages, got {type(value).__name__}", field)
+    if not value:
+        raise where.error("is empty", field, "give at least one message")
     return [_message(item, f"{field}[{i}]", where) for i, item in enumerate(value)]
 
 
@@ -211,11 +217,40 @@ def _category(row: dict[str, Any]) -> Any:
     return None if value in (None, "", []) else value
 
 
+def distinct_pairs(record: Record) -> Record:
+    """``record`` when every pair it judges holds two different texts, else ``InputError`` (field ``rank`` or
+    ``comparisons[i]``, not located).
+
+    A pair is judged when a rank puts one response above the other or a comparison names a winner; one text
+    cannot be better than itself. Every importer refuses such a record (``import pairwise`` the row with
+    ``chosen`` = ``rejected``); with ``skip_invalid`` it is skipped and counted like any bad row.
+    """
+    contents = [r.content for r in record.responses]
+    if len(set(contents)) == len(contents) and all(c.a != c.b for c in record.comparisons):
+        return record
+    text = {r.id: r.content for r in record.responses}
+    judged = [(c.a, c.b, f"comparisons[{i}]") for i, c in enumerate(record.comparisons) if c.label != "tie"]
+    judged += [(better, worse, "rank") for better, worse in record.ranked_pairs()]
+    for a, b, field in judged:
+        if text[a] == text[b]:
+            what = f"compares response '{a}' with itself" if a == b else f"responses '{a}' and '{b}' are the same text"
+            raise InputError(f"{what}, yet one is judged better", field=field, hint=SAME_TEXT_HINT)
+    return record
+
+
+def _distinct_then(fn: Callable[[Record], T], record: Record) -> T:
+    """``fn`` of a record that :func:`distinct_pairs` lets through (picklable as a partial, for the workers)."""
+    return fn(distinct_pairs(record))
+
+
 def _validate(obj: dict[str, Any], where: _Where) -> Record:
+    """The record of one imported row (or group of rows), checked as every importer checks it."""
     try:
-        return Record.model_validate(obj)
+        return distinct_pairs(Record.model_validate(obj))
     except ValidationError as e:
         raise validation_error(e, where.path, where.line) from None
+    except InputError as e:
+        raise e.located(where.path, where.line) from None
 
 
 def _check_row(row: Any, where: _Where) -> dict[str, Any]:
@@ -301,7 +336,7 @@ def _pairwise_row(row: dict[str, Any], where: _Where) -> _Pair:
         raise where.error(
             f"is the same text as '{chosen_key}'",
             rejected_key,
-            "a pair needs two different responses; fix or drop the row",
+            SAME_TEXT_HINT,
         )
     used |= {chosen_key, rejected_key, "category"}
     extra = {k: v for k, v in row.items() if k not in used}
@@ -539,7 +574,8 @@ def import_records(
     if fmt == "official":
         reading.close()  # read again by the record reader, with its checks (and its own skipped lines)
         del issues.skipped[before:]
-        yield from stream_records(path, fn, skip_invalid=skip_invalid, issues=issues, workers=workers)
+        checked = functools.partial(_distinct_then, fn)
+        yield from stream_records(path, checked, skip_invalid=skip_invalid, issues=issues, workers=workers)
     elif fmt == "pairwise":
         yield from map(fn, _import_pairwise(rows, str(path), issues, skip_invalid))
     else:

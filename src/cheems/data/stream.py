@@ -20,9 +20,7 @@ import json
 import multiprocessing
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,11 +57,16 @@ def default_workers() -> int:
     env = os.environ.get("CHEEMS_WORKERS", "").strip()
     if env:
         try:
-            return max(1, int(env))
+            n = int(env)
         except ValueError:
+            n = 0
+        if n < 1:
             raise InputError(
-                f"{env!r} is not a number of worker processes", path="CHEEMS_WORKERS", hint="set it to 1, 2, …"
-            ) from None
+                f"{env!r} is not a number of worker processes",
+                path="CHEEMS_WORKERS",
+                hint="set it to 1 (this process), 2, … or unset it for every core",
+            )
+        return n
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
@@ -94,7 +97,11 @@ def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any) -> tuple:
     if is_official_pair(obj):
         return n, _PAIR, obj
     record = parse_record(obj, path, n)
-    return n, _RECORD, (record.id, record.unranked(), len(record.responses), fn(record))
+    try:
+        result = fn(record)
+    except InputError as e:  # a check of fn's own (the importers' distinct_pairs) is at this line too
+        raise e.located(path, n) from None
+    return n, _RECORD, (record.id, record.unranked(), len(record.responses), result)
 
 
 class PromptIds:
@@ -205,25 +212,130 @@ def _chunks(lines: Iterator[tuple[int, str]], budget: int) -> Iterator[list[tupl
         yield chunk
 
 
+class _Pool:
+    """``n`` worker processes, each fed through its own pipe: task ``i`` goes to worker ``i % n``, and its
+    result is read back from that worker, so results come in task order.
+
+    No thread runs in this process, so the pool can be closed from any thread — also from a generator
+    that the garbage collector finalizes there (a process pool's manager thread, finalizing the generator
+    that owns its pool, cannot join itself). A worker reads its pipe all the time: it ends as soon as the
+    pipe closes, whether :meth:`close` closed it or the kernel did because this process was killed, so no
+    worker outlives its parent (and multiprocessing's resource tracker, which the workers hold open,
+    ends with them).
+    """
+
+    JOIN_S = 10.0
+    """How long a closed worker may take to end before it is killed (it ends on its own at once)."""
+
+    def __init__(self, n: int) -> None:
+        context = multiprocessing.get_context("spawn")  # not fork: threads here (the progress bar) do not fork safely
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        try:
+            for _ in range(n):
+                mine, theirs = context.Pipe()
+                proc = context.Process(target=_serve, args=(theirs,), daemon=True, name="cheems-data-worker")
+                self._conns.append(mine)
+                proc.start()
+                self._procs.append(proc)
+                theirs.close()  # the worker's end lives in the worker alone: its close is our EOF and vice versa
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, i: int, task: tuple[Callable[..., Any], tuple]) -> None:
+        """Give task ``i`` to its worker."""
+        try:
+            self._conns[i % len(self._conns)].send(task)
+        except OSError:
+            raise self._lost(i) from None
+
+    def receive(self, i: int) -> Any:
+        """The result of task ``i`` (the exception it raised is raised here)."""
+        try:
+            ok, value = self._conns[i % len(self._conns)].recv()
+        except (EOFError, OSError):
+            raise self._lost(i) from None
+        if not ok:
+            raise value
+        return value
+
+    def _lost(self, i: int) -> ChildProcessError:
+        proc = self._procs[i % len(self._procs)]
+        proc.join(self.JOIN_S)
+        return ChildProcessError(
+            f"a data worker process (pid {proc.pid}) ended unexpectedly (exit code {proc.exitcode}); "
+            "if memory ran out, use fewer workers (--workers or $CHEEMS_WORKERS)"
+        )
+
+    def close(self) -> None:
+        """End the workers (a task still running is dropped) and wait for them."""
+        for conn in self._conns:
+            conn.close()
+        for proc in self._procs:
+            proc.join(self.JOIN_S)
+            if proc.is_alive():  # only a worker stuck in C code that holds the GIL
+                proc.kill()
+                proc.join()
+        self._conns, self._procs = [], []
+
+
+def _serve(conn: Any) -> None:
+    """A worker's life: run the tasks that come through ``conn`` in order and send back ``(ok, result)``."""
+    import queue
+    import signal
+    import threading
+    from multiprocessing.reduction import ForkingPickler
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the parent decides
+    tasks: queue.SimpleQueue = queue.SimpleQueue()
+    # A thread always reading the pipe: the parent never blocks on a full pipe while this process sends a
+    # result, and the end of the pipe (the parent closed it or died) ends this process at once.
+    threading.Thread(target=_receive, args=(conn, tasks), daemon=True).start()
+    while True:
+        fn, args = tasks.get()
+        try:
+            result = (True, fn(*args))
+        except Exception as e:  # the parent raises it
+            result = (False, e)
+        try:
+            data = ForkingPickler.dumps(result)
+        except Exception as e:  # an exception that does not pickle: its text does
+            data = ForkingPickler.dumps((False, RuntimeError(f"{type(e).__name__} in a data worker: {e}")))
+        try:
+            conn.send_bytes(data)  # what conn.send would send: the parent's recv reads it
+        except OSError:  # the parent is gone
+            os._exit(0)
+
+
+def _receive(conn: Any, tasks: Any) -> None:
+    while True:
+        try:
+            tasks.put(conn.recv())
+        except (EOFError, OSError):
+            os._exit(0)
+
+
 def _in_order(tasks: Iterator[tuple[Callable[..., list[tuple]], tuple]], workers: int) -> Iterator[list[tuple]]:
     """Run ``(function, args)`` tasks on ``workers`` processes, at most two each in flight; results in order."""
     if workers <= 1:
         for fn, args in tasks:
             yield fn(*args)
         return
-    # spawn, not fork: the parent may hold threads (the progress bar), which fork does not copy safely
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending: deque[Future] = deque()
-        try:
-            for fn, args in tasks:
-                pending.append(pool.submit(fn, *args))
-                if len(pending) >= 2 * workers:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+    pool = _Pool(workers)
+    try:
+        sent = received = 0
+        for task in tasks:
+            pool.send(sent, task)
+            sent += 1
+            if sent - received >= 2 * workers:
+                yield pool.receive(received)
+                received += 1
+        while received < sent:
+            yield pool.receive(received)
+            received += 1
+    finally:
+        pool.close()
 
 
 class _Progress:
@@ -275,7 +387,11 @@ def stream_records(
         for p in paths:
             path = str(p)
             pooled = n_workers if Path(p).is_file() and Path(p).stat().st_size >= POOL_MIN_BYTES else 1
-            yield from reader.file(path, _in_order(_tasks(path, fn, reader, bar), pooled), fn)
+            chunks = _in_order(_tasks(path, fn, reader, bar), pooled)
+            try:
+                yield from reader.file(path, chunks, fn)
+            finally:
+                chunks.close()  # the workers end here, in this thread, not whenever the generator is collected
     finally:
         bar.close()
 

@@ -201,6 +201,13 @@ class EvalReport:
         return out
 
 
+def unmatched_scores(records: Iterable[Record], scores: Iterable[ScoreKey]) -> list[ScoreKey]:
+    """The keys of ``scores`` that name no response of ``records`` (an unknown prompt or response), in their order:
+    they are not used, and ``eval`` and ``bon`` count them."""
+    known = {(r.id, resp.id) for r in records for resp in r.responses}
+    return [key for key in scores if key not in known]
+
+
 def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], source: str = "scores") -> EvalReport:
     """Compute the metrics of every subset from per-response scores.
 
@@ -214,8 +221,7 @@ def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], sour
     }
     report = report_from_outcomes(outcomes, [name for name in bench if name not in outcomes])
     report.scorer = source
-    known = {(r.id, resp.id) for records in bench.values() for r in records for resp in r.responses}
-    report.unmatched_scores = [key for key in scores if key not in known]
+    report.unmatched_scores = unmatched_scores([r for records in bench.values() for r in records], scores)
     report.unranked_responses = sum(len(r.unranked()) for records in bench.values() for r in records)
     return report
 

@@ -10,7 +10,9 @@ Definitions (also in the README):
   or a seeded random N of them in draw order (``sample="random"``: ``random.Random(f"{seed}:{prompt_id}")``,
   so a prompt's draw depends only on the seed and its id). Best-of-n looks at the first n candidates,
   so the n-sets are nested; a prompt with fewer than n candidates uses all it has. Responses without
-  a score are not candidates.
+  a score are not candidates, and an N above the most scored responses any prompt has is that number
+  (the curve stops where the most candidates of its prompts do: a larger n would repeat its last row).
+  Scores of no response of the pool are counted (``unmatched_scores``), not used.
 - **Pick**: the highest score among the candidates looked at; a tie goes to the candidate looked at
   first (with ``sample="first"`` the earlier in the pool, with ``"random"`` the earlier drawn, so a pool
   sorted best-first, as ranked imports are, gives ties no edge).
@@ -38,6 +40,7 @@ from typing import Any, Literal
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
+from cheems.evaluate.bench import unmatched_scores
 
 Sample = Literal["first", "random"]
 SAMPLES: tuple[str, ...] = ("first", "random")
@@ -92,7 +95,7 @@ class BonResult:
     """Picks of one scorer and, with gold, the best-of-n curve (``to_dict`` is the ``--output-json`` shape)."""
 
     scorer: str
-    n: int
+    n: int  # N: the n asked for, or the most scored responses a prompt has when that is fewer
     sample: Sample
     seed: int
     prompts: int
@@ -104,12 +107,15 @@ class BonResult:
     without_gold: int = 0
     single_candidate: int = 0
     curve: list[dict[str, Any]] = field(default_factory=list)
+    n_asked: int | None = None  # the n given (None: all of each prompt's)
+    unmatched_scores: list[ScoreKey] = field(default_factory=list)  # scores of no response of the pool
 
     def to_dict(self) -> dict[str, Any]:
         """The run as JSON: settings, counts and the curve (empty without gold)."""
         return {
             "scorer": self.scorer,
             "n": self.n,
+            "n_asked": self.n_asked,
             "sample": self.sample,
             "seed": self.seed,
             "tie_break": TIE_BREAK,
@@ -118,6 +124,7 @@ class BonResult:
             "prompts_without_scores": len(self.without_scores),
             "unscored_responses": self.unscored_responses,
             "tied_picks": self.tied_picks,
+            "unmatched_scores": len(self.unmatched_scores),
             "gold": {
                 "kind": self.gold_kind,
                 "prompts": self.curve[0]["prompts"] if self.curve else 0,
@@ -180,16 +187,19 @@ def best_of_n(
 ) -> BonResult:
     """Pick the best-scored of each prompt's N candidates; with gold, draw the curve over n = 1, 2, 4, … N.
 
-    ``n`` = None: every scored response is a candidate (N = the largest number a prompt has). See the
-    module docstring for the definitions. Raises ``InputError`` for a bad ``n`` or ``sample``.
+    ``n`` = None, or more than any prompt has: every scored response is a candidate (N = the largest number
+    a prompt has). See the module docstring for the definitions. Raises ``InputError`` for a bad ``n`` or
+    ``sample``.
     """
     if n is not None and n < 1:
         raise InputError(f"n must be at least 1, got {n}", field="n")
     if sample not in SAMPLES:
         raise InputError(f"unknown sample '{sample}'", field="sample", hint=f"use one of {', '.join(SAMPLES)}")
     scored = [[i for i, r in enumerate(rec.responses) if (rec.id, r.id) in scores] for rec in records]
-    size = n if n is not None else max((len(s) for s in scored), default=1)
-    result = BonResult(scorer, size, sample, seed, len(records), {})
+    most = max((len(s) for s in scored), default=1)
+    size = most if n is None else min(n, max(most, 1))
+    result = BonResult(scorer, size, sample, seed, len(records), {}, n_asked=n)
+    result.unmatched_scores = unmatched_scores(records, scores)
     with_gold: list[PromptCandidates] = []
     for record, indices in zip(records, scored):
         result.unscored_responses += len(record.responses) - len(indices)
@@ -213,7 +223,8 @@ def best_of_n(
     if with_gold:
         kinds = {p.gold_kind for p in with_gold}
         result.gold_kind = kinds.pop() if len(kinds) == 1 else "mixed"
-        result.curve = [curve_point(with_gold, k) for k in curve_sizes(size)]
+        longest = max(len(p.order) for p in with_gold)
+        result.curve = [curve_point(with_gold, k) for k in curve_sizes(min(size, longest))]
     return result
 
 
