@@ -192,7 +192,7 @@ BAD_KEYS = {
 def test_a_key_that_cannot_go_in_a_header_is_refused_without_showing_it(tmp_path, server, name):
     key = BAD_KEYS[name]
     run = judge(tmp_path, server.url, key=key)
-    run.stopped("field 'api_key_env'", "OPENAI_API_KEY", "HTTP header")
+    run.stopped("error: --api-key-env:", "OPENAI_API_KEY", "HTTP header")
     assert key not in run.proc.stderr and "0123456" not in run.proc.stderr and server.total == 0
 
 

@@ -17,6 +17,7 @@ from fault_server import FakeJudgeServer
 from helpers import run_main
 
 KEY_ENV = {"OPENAI_API_KEY": "test-key"}
+REMOTE = "http://judge.invalid/v1"  # not this machine: it needs a key (and is never reached)
 
 
 def write_records(path: Path, n_records: int = 3, n_responses: int = 4, extra: str = "") -> Path:
@@ -153,8 +154,8 @@ def test_skip_invalid_lists_bad_lines_and_judges_the_rest(tmp_path, monkeypatch,
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"env": {}}, "environment variable OPENAI_API_KEY is not set"),
-        ({"args": ["--api-key-env", "NOPE_KEY"]}, "NOPE_KEY is not set"),
+        ({"env": {}, "url": REMOTE}, "--api-key-env: environment variable OPENAI_API_KEY is not set"),
+        ({"args": ["--api-key-env", "NOPE_KEY"], "url": REMOTE}, "--api-key-env: environment variable NOPE_KEY is not"),
         ({"url": "127.0.0.1:9/v1"}, "is not an http(s) URL"),
         ({"src": "missing.jsonl"}, "missing.jsonl: no such file"),
         ({"args": ["--criteria", "CRIT"]}, "crit.yaml:2: field '数学': unknown criterion group 'algebra'"),

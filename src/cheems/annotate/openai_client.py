@@ -21,13 +21,14 @@ import json
 import random
 import sys
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from cheems.annotate.settings import EndpointSettings, JudgeSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.annotate.verdict import parse_verdict
-from cheems.errors import InputError
+from cheems.errors import CheemsWarning, InputError
 
 Job = tuple[str, list[dict[str, str]]]  # (cache item key, messages)
 OnDone = Callable[[str, Outcome], None]
@@ -44,14 +45,19 @@ FATAL_STATUS = {
 RETRY_AFTER_MAX = 120.0  # never sleep longer than this on a server's say-so
 REDACTED = "[API key]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, x) are placeholders; replacing them would rewrite ordinary text
+# The most tokens the replies to one item may report together: exact in JSON, inside SQLite's 64-bit
+# integers (a count over 2^63 once crashed the cache's INSERT), and summed over a whole run still a number.
+MAX_USAGE_TOKENS = 2**53 - 1
 
 
 class _Fatal(Exception):
     """A condition that makes every request fail: stop the run with this one-line error."""
 
-    def __init__(self, message: str, field: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, field: str | None = None, hint: str | None = None, path: str | None = None
+    ) -> None:
         super().__init__(message)
-        self.error = InputError(message, field=field, hint=hint)
+        self.error = InputError(message, path=path, field=field, hint=hint)
 
 
 async def _deadline(awaitable: Any, seconds: float) -> Any:
@@ -112,8 +118,30 @@ async def _read_capped(response: Any, limit: int) -> bytes | None:
     return bytes(body)
 
 
-def reply_text(data: Any) -> tuple[str, int, int]:
-    """(content, prompt tokens, completion tokens) from a chat-completions body; ValueError if malformed.
+def usage_tokens(data: dict[str, Any]) -> tuple[int, int] | None:
+    """(prompt tokens, completion tokens) from a reply's ``usage``; 0 for a count the server leaves out.
+
+    None when a count is there but is not a whole number from 0 to ``MAX_USAGE_TOKENS`` (a float, a
+    string, a negative or huge number): the server's counts are then unknown, never stored.
+    """
+    usage = data.get("usage")
+    if usage is None:
+        return 0, 0
+    if not isinstance(usage, dict):
+        return None
+    counts = []
+    for name in ("prompt_tokens", "completion_tokens"):
+        count = usage.get(name)
+        if count is None:
+            count = 0
+        elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_USAGE_TOKENS:
+            return None
+        counts.append(count)
+    return counts[0], counts[1]
+
+
+def reply_text(data: Any) -> tuple[str, tuple[int, int] | None]:
+    """(content, :func:`usage_tokens`) from a chat-completions body; ValueError if malformed.
 
     Only ``message.content`` counts: a separate ``reasoning_content`` (DeepSeek-style) is reasoning
     and never a verdict.
@@ -128,10 +156,7 @@ def reply_text(data: Any) -> tuple[str, int, int]:
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is not None and not isinstance(content, str):
         raise ValueError("'content' is not text")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    tokens = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-    pt, ct = (t if isinstance(t, int) and not isinstance(t, bool) else 0 for t in tokens)
-    return content or "", pt, ct
+    return content or "", usage_tokens(data)
 
 
 class ChatClient:
@@ -151,6 +176,7 @@ class ChatClient:
         self._rng = random.Random()  # jitter only: needs no seed
         self._any_response = False  # a server that never answered + connection refused = wrong URL
         self._down_streak = 0  # requests in a row, across workers, with no usable reply (one event loop: no lock)
+        self._usage_warned = False  # a server's broken token counts are reported once per run
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -248,12 +274,14 @@ class ChatClient:
             raise _Fatal(
                 f"the {role} at {url} stopped answering: {last}",
                 field="base_url",
+                path=self.settings.URL_OPTION,
                 hint="is the server still up? start it again (or fix --base-url) and rerun the same "
                 f"command: finished {self.settings.DONE} are cached and not asked again",
             )
         raise _Fatal(
             f"cannot reach the {role} at {url}: {last}",
             field="base_url",
+            path=self.settings.URL_OPTION,
             hint="is the server running, and is the URL right?",
         )
 
@@ -275,9 +303,20 @@ class ChatClient:
         reply = await self.post_json(client, f"{self.base_url}/chat/completions", body, outcome, reply_text)
         if reply is None:
             return None
-        text, pt, ct = reply
-        outcome.prompt_tokens += pt
-        outcome.completion_tokens += ct
+        text, usage = reply
+        if usage is not None and max(outcome.prompt_tokens + usage[0], outcome.completion_tokens + usage[1]) <= (
+            MAX_USAGE_TOKENS
+        ):
+            outcome.prompt_tokens += usage[0]
+            outcome.completion_tokens += usage[1]
+        elif not self._usage_warned:
+            self._usage_warned = True
+            warnings.warn(
+                f"the {s.ROLE} at {self.base_url} reports token counts ('usage') that are not whole numbers "
+                f"from 0 to {MAX_USAGE_TOKENS}: they are left out of the token totals and the cost",
+                CheemsWarning,
+                stacklevel=2,
+            )
         return self._redact(text)
 
     async def post_json(
@@ -307,6 +346,7 @@ class ChatClient:
                     raise _Fatal(
                         f"cannot reach the {s.ROLE} at {url} ({outcome.detail})",
                         field="base_url",
+                        path=s.URL_OPTION,
                         hint="is the server running, and is the URL right?",
                     ) from None
             except httpx.TransportError as e:  # reset, server hung up, protocol error

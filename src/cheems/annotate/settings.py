@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ class EndpointSettings(Settings):
     ROLE: ClassVar[str] = "judge"  # what the model is called in error messages
     DONE: ClassVar[str] = "judgements"  # what a finished request gives, in error messages
     MODEL_FIELD: ClassVar[str] = "judge_model"  # the field naming the model
+    URL_OPTION: ClassVar[str | None] = "--base-url"  # the option giving ``base_url``: the place of its errors
 
     base_url: str | None = Field(
         None,
@@ -107,21 +109,26 @@ class EndpointSettings(Settings):
         return self
 
     def resolve_api_key(self) -> str:
-        """The API key: ``api_key`` if given, else the environment variable ``api_key_env``."""
+        """The API key: ``api_key`` if given, else the environment variable ``api_key_env``.
+
+        Unset is fine for a server on this machine (:func:`is_loopback`): the requests carry no key.
+        """
         key = self.api_key if self.api_key is not None else os.environ.get(self.api_key_env)
         if key is None:
+            if self.base_url and is_loopback(self.base_url):
+                return ""
             raise InputError(
-                f"environment variable {self.api_key_env} is not set",
-                field="api_key_env",
-                hint=f"export {self.api_key_env}=... (any value, e.g. EMPTY, for a local server without "
-                "auth) or name another variable with --api-key-env",
+                f"environment variable {self.api_key_env} is not set, and the {self.ROLE} at {self.base_url} "
+                "is not on this machine, so it needs an API key",
+                path="--api-key-env",
+                hint=f"export {self.api_key_env}=... or name the variable holding the key with --api-key-env",
             )
         key = key.strip()  # a key pasted with its line break is still the key
         if not all(" " < ch < "\x7f" for ch in key):  # it goes into an HTTP header; never echo it
             raise InputError(
                 f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
                 "character, which an HTTP header cannot carry",
-                field="api_key_env",
+                path="--api-key-env",
                 hint="copy the key again without quotes or spaces",
             )
         return key
@@ -219,6 +226,17 @@ def normalize_base_url(url: str | None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"'{url}' is not an http(s) URL", field="base_url", hint=hint)
     return url
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), 127.0.0.0/8 or ``::1``."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: only localhost is known to be this machine without asking DNS
+        return False
 
 
 def clip_reply(text: str | None) -> str | None:
