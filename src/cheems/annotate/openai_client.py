@@ -313,7 +313,7 @@ class ChatClient:
             self._usage_warned = True
             warnings.warn(
                 f"the {s.ROLE} at {self.base_url} reports token counts ('usage') that are not whole numbers "
-                f"from 0 to {MAX_USAGE_TOKENS}: they are left out of the token totals and the cost",
+                "from 0 to 2^53 - 1: its counts are left out of the token totals and the cost",
                 CheemsWarning,
                 stacklevel=2,
             )
