@@ -362,6 +362,7 @@ def test_a_401_echoing_the_key_stops_without_showing_it(tmp_path, server):
         ("nochoices", "malformed"),
         ("null", "empty"),  # content: null
         ("think", "reasoning_only"),  # a verdict only inside <think>
+        ("reasoning", "reasoning_only"),  # empty content beside a reasoning_content
         ("bad", "no_label"),  # a hedge with no label
     ],
 )

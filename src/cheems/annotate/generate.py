@@ -31,6 +31,7 @@ from cheems.annotate.judge import reason_text, with_saved_note
 from cheems.annotate.local import LocalLM
 from cheems.annotate.openai_client import ChatClient
 from cheems.annotate.settings import GenerateSettings, Outcome, RequestBudget
+from cheems.annotate.verdict import strip_reasoning
 from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 from cheems.data.io import load_rows, parse_record
 from cheems.data.schema import Record, Response, prompt_messages
@@ -45,6 +46,24 @@ WHAT, HINT = "generation cache", "pass another --cache file"
 def sample_seed(seed: int, prompt_id: str, index: int) -> int:
     """The seed of sample ``index`` of prompt ``prompt_id``: 31 bits (any server takes it) from a hash."""
     return int(content_hash([seed, prompt_id, index])[:8], 16) >> 1
+
+
+def settle(outcome: Outcome, text: str, reasoning: bool = False) -> Outcome:
+    """``outcome`` holding ``text`` as a finished sample, or failed when ``text`` is no answer.
+
+    No answer: nothing but white space (``content: null``, a model that stopped at once) is ``empty``;
+    reasoning only (a ``<think>`` block with nothing after it, or ``reasoning``: the reply's text
+    came beside a ``reasoning_content``) is ``reasoning_only``. Such a sample is not final: never
+    cached, listed as failed, asked again by a rerun.
+    """
+    answer, had_reasoning = strip_reasoning(text)
+    if answer.strip():
+        outcome.raw, outcome.final = text, True
+    elif had_reasoning or reasoning:
+        outcome.failure, outcome.detail = "reasoning_only", "no text after the reasoning (cut off by --max-tokens?)"
+    else:
+        outcome.failure, outcome.detail = "empty", "the reply has no text (content null or empty)"
+    return outcome
 
 
 def model_tag(model: str) -> str:
@@ -174,9 +193,7 @@ class OpenAIGenerator(ChatClient):
             item, messages, seed = job
             outcome = Outcome()
             reply = await self.complete(client, messages, outcome, self.settings.temperature, seed=seed)
-            if reply is not None:
-                outcome.raw, outcome.final = reply, True
-            on_done(item, outcome)
+            on_done(item, outcome if reply is None else settle(outcome, reply.text, reply.reasoning))
 
         self.run_many(jobs, handle)
 
@@ -210,7 +227,7 @@ class LocalGenerator(LocalLM):
                 continue
             replies = self.generate([t for _, t, _ in batch], self.settings.temperature, [s for _, _, s in batch])
             for (item, _, _), (reply, pt, ct) in zip(batch, replies):
-                on_done(item, Outcome(raw=reply, prompt_tokens=pt, completion_tokens=ct, requests=1, final=True))
+                on_done(item, settle(Outcome(prompt_tokens=pt, completion_tokens=ct, requests=1), reply))
 
 
 def make_generator(settings: GenerateSettings, budget: RequestBudget) -> OpenAIGenerator | LocalGenerator:
@@ -377,7 +394,31 @@ def generate_records(records: Sequence[Record], settings: GenerateSettings, prog
     stats.budget_exhausted = budget.exhausted and any(
         item not in outcomes or outcomes[item].not_attempted for item in todo
     )
-    return _assemble(records, planned, outcomes, new, settings, stats)
+    result = _assemble(records, planned, outcomes, new, settings, stats)
+    if stats.samples and not stats.generated + stats.cached:
+        raise _no_samples(result, settings)
+    return result
+
+
+def _no_samples(result: GenerateResult, settings: GenerateSettings) -> InputError:
+    """The one-line error of a run that got no sample at all: what happened to them, and what to do."""
+    stats = result.stats
+    if not stats.failed_total:  # the request budget stopped the run before any reply
+        return InputError(
+            f"no sample was generated: the request budget (--max-requests {settings.max_requests}) "
+            f"ran out before any of the {stats.samples} sample(s)",
+            path="--max-requests",
+            hint="raise it and rerun",
+        )
+    reasons = ", ".join(f"{code}: {n}" for code, n in stats.failed.most_common())
+    return InputError(
+        f"no sample was generated: {stats.failed_total} of {stats.samples} sample(s) failed ({reasons}); "
+        f"the first: {result.failures[0].detail}",
+        path=settings.model_option,
+        hint=f"check that {settings.model_name} answers at {settings.base_url}"
+        if settings.backend == "openai"
+        else f"check that {settings.model_name} generates text",
+    )
 
 
 def _assemble(

@@ -23,6 +23,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
@@ -140,11 +141,19 @@ def usage_tokens(data: dict[str, Any]) -> tuple[int, int] | None:
     return counts[0], counts[1]
 
 
-def reply_text(data: Any) -> tuple[str, tuple[int, int] | None]:
-    """(content, :func:`usage_tokens`) from a chat-completions body; ValueError if malformed.
+@dataclass(frozen=True)
+class Reply:
+    """A chat model's answer: ``message.content`` (``""`` for null) and whether reasoning came beside it."""
 
-    Only ``message.content`` counts: a separate ``reasoning_content`` (DeepSeek-style) is reasoning
-    and never a verdict.
+    text: str
+    reasoning: bool = False  # a non-empty ``reasoning_content`` or ``reasoning`` (DeepSeek, vLLM, Ollama)
+
+
+def reply_text(data: Any) -> tuple[Reply, tuple[int, int] | None]:
+    """(the :class:`Reply`, :func:`usage_tokens`) from a chat-completions body; ValueError if malformed.
+
+    Only ``message.content`` counts: a separate ``reasoning_content`` is reasoning, never a verdict
+    nor a sample; only whether there was one is kept (a reply of reasoning only is a failure of its own).
     """
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise ValueError("no 'choices' in the reply")
@@ -156,7 +165,8 @@ def reply_text(data: Any) -> tuple[str, tuple[int, int] | None]:
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is not None and not isinstance(content, str):
         raise ValueError("'content' is not text")
-    return content or "", usage_tokens(data)
+    reasoning = any(isinstance(message.get(k), str) and message[k].strip() for k in ("reasoning_content", "reasoning"))
+    return Reply(content or "", reasoning), usage_tokens(data)
 
 
 class ChatClient:
@@ -287,8 +297,8 @@ class ChatClient:
 
     async def complete(
         self, client: Any, messages: list[dict[str, str]], outcome: Outcome, temperature: float, **extra: Any
-    ) -> str | None:
-        """One chat completion with retries; the reply text, or None with ``outcome`` saying why.
+    ) -> Reply | None:
+        """One chat completion with retries; the reply (its text redacted), or None with ``outcome`` saying why.
 
         ``extra`` goes into the request body as it is (e.g. ``seed``).
         """
@@ -303,7 +313,7 @@ class ChatClient:
         reply = await self.post_json(client, f"{self.base_url}/chat/completions", body, outcome, reply_text)
         if reply is None:
             return None
-        text, usage = reply
+        answer, usage = reply
         if usage is not None and max(outcome.prompt_tokens + usage[0], outcome.completion_tokens + usage[1]) <= (
             MAX_USAGE_TOKENS
         ):
@@ -317,7 +327,7 @@ class ChatClient:
                 CheemsWarning,
                 stacklevel=2,
             )
-        return self._redact(text)
+        return Reply(self._redact(answer.text), answer.reasoning)
 
     async def post_json(
         self, client: Any, url: str, body: dict[str, Any], outcome: Outcome, parse: Callable[[Any], R]
@@ -405,8 +415,8 @@ class OpenAIJudge(ChatClient):
             reply = await self.complete(client, messages, outcome, temperature)
             if reply is None:  # transport failure or budget: outcome says which; not final
                 return outcome
-            verdict = parse_verdict(reply)
-            outcome.raw = reply  # redacted already; clipped where it is stored
+            verdict = parse_verdict(reply.text, reasoning=reply.reasoning)
+            outcome.raw = reply.text  # redacted already; clipped where it is stored
             outcome.label, outcome.failure = verdict.label, verdict.failure
             outcome.detail = "" if verdict.ok else f"after {ask + 1} ask(s)"
             if verdict.ok:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 # Reason code -> what it means, for reports.
 FAILURE_REASONS = {
     "empty": "empty reply",
-    "reasoning_only": "a verdict only inside reasoning, no final answer after it",
+    "reasoning_only": "reasoning only, no answer after it",
     "no_label": "no sentence at the start or end of the answer states A, B or C",
     "ambiguous": "the final sentence names more than one label without deciding",
     "conflicting": "the reply states different answers, or takes its answer back",
@@ -315,13 +315,17 @@ def final_label(line: str) -> str | None:
     return _read(unicodedata.normalize("NFKC", line).strip())[0]
 
 
-def parse_verdict(reply: str | None) -> Verdict:
-    """Parse a judge reply strictly (see the module docstring); never raises."""
+def parse_verdict(reply: str | None, reasoning: bool = False) -> Verdict:
+    """Parse a judge reply strictly (see the module docstring); never raises.
+
+    ``reasoning``: the reply came with reasoning beside its text (``reasoning_content``), so a reply
+    with no text is ``reasoning_only`` rather than ``empty``.
+    """
     text = unicodedata.normalize("NFKC", reply or "")  # full-width letters, colons and commas -> ASCII
     answer, had_reasoning = strip_reasoning(text)
     parts = sentences(answer)
     if not parts:
-        return Verdict(None, "reasoning_only" if had_reasoning else "empty")
+        return Verdict(None, "reasoning_only" if had_reasoning or reasoning else "empty")
     read = [_read(s) if letters(s) else (None, None) for s in parts]  # a statement names a label
     stated = {i: label for i, (label, _) in enumerate(read) if label}
     if len(set(stated.values())) > 1 or any(why == "conflicting" for _, why in read):
