@@ -178,7 +178,7 @@ BAD_URLS = {
 @pytest.mark.parametrize("name", list(BAD_URLS))
 def test_bad_base_url(tmp_path, name):
     url, words = BAD_URLS[name]
-    judge(tmp_path, url).stopped("field 'base_url'", words)
+    judge(tmp_path, url).stopped("error: --base-url:", "field 'base_url'", words)
 
 
 BAD_KEYS = {
@@ -300,7 +300,12 @@ def test_a_server_that_never_answers_is_given_up_after_a_bounded_number_of_reque
 
 
 def test_a_closed_port_is_a_user_error(tmp_path):
-    judge(tmp_path, f"http://127.0.0.1:{free_port()}/v1").stopped("field 'base_url'", "cannot reach the judge")
+    run = judge(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    run.stopped("error: --base-url: field 'base_url'", "cannot reach the judge")
+
+
+def test_a_wrong_path_names_the_base_url_option(tmp_path, server):
+    judge(tmp_path, server.url + "/wrong").stopped("error: --base-url:", "HTTP 404", "wrong base URL")
 
 
 # ---------------------------------------------------------------- replies that are too big, or hostile
@@ -351,7 +356,7 @@ def test_a_server_echoing_the_key_never_gets_it_stored(tmp_path, server, fault):
 
 def test_a_401_echoing_the_key_stops_without_showing_it(tmp_path, server):
     run = judge(tmp_path, server.url, rows=records(special={1: "{{fault:echo_key_401*}}"}))
-    run.stopped("HTTP 401", "[API key]", "OPENAI_API_KEY")
+    run.stopped("error: --api-key-env: HTTP 401", "[API key]", "OPENAI_API_KEY")
     _key_nowhere(run, tmp_path)
 
 

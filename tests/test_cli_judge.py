@@ -184,6 +184,18 @@ def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys, change,
     assert src.exists()
 
 
+def test_a_judge_on_this_machine_needs_no_key(tmp_path, monkeypatch, capsys):
+    src = write_records(tmp_path / "in.jsonl", n_records=1, n_responses=3)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeJudgeServer() as server:
+        args = judge_args(src, tmp_path / "o.jsonl", server, tmp_path / "c.sqlite")
+        args[args.index(server.url)] = server.url.replace("127.0.0.1", "localhost")
+        code, _, stderr = run_cli(args, monkeypatch, capsys, env={})
+        assert code == 0, stderr
+        assert server.total == 3 and server.authorizations == [None] * 3  # no key, no Authorization header
+    assert len(read_jsonl(tmp_path / "o.jsonl")[0]["comparisons"]) == 3
+
+
 # ---------------------------------------------------------------- kill and resume
 
 

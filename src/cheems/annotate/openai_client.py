@@ -368,6 +368,7 @@ class ChatClient:
                     raise _Fatal(
                         self._redact(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(data)}"),
                         hint=f"check --base-url, {s.model_option} and ${s.api_key_env}",
+                        path=s.URL_OPTION if status == 404 else s.KEY_OPTION,
                     )
                 if status == 200 and data is None:  # not retried: the same question gets the same huge reply
                     self._failed(outcome, url, "too_large", f"reply over {s.max_reply_bytes} bytes, not read")

@@ -46,6 +46,7 @@ class EndpointSettings(Settings):
     DONE: ClassVar[str] = "judgements"  # what a finished request gives, in error messages
     MODEL_FIELD: ClassVar[str] = "judge_model"  # the field naming the model
     URL_OPTION: ClassVar[str | None] = "--base-url"  # the option giving ``base_url``: the place of its errors
+    KEY_OPTION: ClassVar[str | None] = "--api-key-env"  # the option naming the key's variable: the same
 
     base_url: str | None = Field(
         None,
@@ -57,7 +58,10 @@ class EndpointSettings(Settings):
     backend: Annotated[str, one_of(BACKENDS, "backend")] = Field(
         "openai", description="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM)."
     )
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Environment variable holding the API key (unset: none sent to a server on this machine).",
+    )
     api_key: str | None = Field(None, repr=False, exclude=True)
     concurrency: Annotated[
         int,
@@ -120,7 +124,7 @@ class EndpointSettings(Settings):
             raise InputError(
                 f"environment variable {self.api_key_env} is not set, and the {self.ROLE} at {self.base_url} "
                 "is not on this machine, so it needs an API key",
-                path="--api-key-env",
+                path=self.KEY_OPTION,
                 hint=f"export {self.api_key_env}=... or name the variable holding the key with --api-key-env",
             )
         key = key.strip()  # a key pasted with its line break is still the key
@@ -128,7 +132,7 @@ class EndpointSettings(Settings):
             raise InputError(
                 f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
                 "character, which an HTTP header cannot carry",
-                path="--api-key-env",
+                path=self.KEY_OPTION,
                 hint="copy the key again without quotes or spaces",
             )
         return key
