@@ -13,8 +13,9 @@ raising N asks only for the new ones.
 
 The output is the input records, in order, each with its N samples appended as responses
 ``{"id": "<model>-<i>", "content", "model": <model>}``; whatever the input record held (responses,
-``reference``, ``rank``, extra keys) is kept. Samples that failed (after the retries) are left
-out and listed; a prompt with no response at all is left out of the output.
+``reference``, ``rank``, extra keys) is kept. Samples that failed (after the retries, or a reply
+with no text or reasoning only: :func:`settle`) are left out and listed, never cached; a prompt with
+no response at all is left out of the output, and a run with no sample at all is an error.
 """
 
 from __future__ import annotations
@@ -342,7 +343,8 @@ def generate_records(records: Sequence[Record], settings: GenerateSettings, prog
     Samples in the cache are not asked again; each new one is committed as it arrives, so an
     interrupted run resumes where it stopped. The output depends on the inputs and the cache
     only, never on the order replies came back in. Raises ``InputError`` for conditions that fail
-    every request (bad key, wrong URL, a model that does not load).
+    every request (bad key, wrong URL, a model that does not load) and when no sample came at all
+    (every one failed, or the request budget ran out first).
     """
     budget = RequestBudget(settings.max_requests)
     backend = make_generator(settings, budget)
