@@ -316,7 +316,7 @@ def test_key_comes_from_the_named_environment_variable(tmp_path, monkeypatch):
     assert server.total == 1
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "localhost", "[::1]"])
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "localhost", "[::1]", "0.0.0.0", "[::ffff:127.0.0.1]"])
 def test_a_server_on_this_machine_needs_no_key(tmp_path, monkeypatch, host):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeJudgeServer() as server:
@@ -326,7 +326,13 @@ def test_a_server_on_this_machine_needs_no_key(tmp_path, monkeypatch, host):
 
 
 @pytest.mark.parametrize(
-    "url", ["http://judge.example.com/v1", "https://10.0.0.5:8000/v1", "http://localhost.evil.com/v1"]
+    "url",
+    [
+        "http://judge.example.com/v1",
+        "https://10.0.0.5:8000/v1",
+        "http://localhost.evil.com/v1",
+        "http://[::ffff:10.0.0.5]/v1",
+    ],
 )
 def test_a_remote_server_without_a_key_is_one_line_naming_the_option(tmp_path, monkeypatch, url):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -233,14 +233,17 @@ def normalize_base_url(url: str | None) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), 127.0.0.0/8 or ``::1``."""
+    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), 127.0.0.0/8, ``::1``,
+    or ``0.0.0.0`` / ``::`` (what vLLM prints as its address; a connection to it reaches this machine)."""
     host = (urlsplit(url).hostname or "").rstrip(".").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:  # a name: only localhost is known to be this machine without asking DNS
         return False
+    address = getattr(address, "ipv4_mapped", None) or address  # ::ffff:127.0.0.1
+    return address.is_loopback or address.is_unspecified
 
 
 def clip_reply(text: str | None) -> str | None:
