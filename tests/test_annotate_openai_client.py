@@ -382,3 +382,25 @@ def test_works_when_called_from_a_running_event_loop(server, tmp_path):
 
     result = asyncio.run(notebook_cell())
     assert result.stats.judged == 3 and server.total == 3
+
+
+@pytest.mark.parametrize(
+    ("usage", "tokens"),
+    [
+        ({"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}, (7, 2)),
+        ({"prompt_tokens": 2**53 - 1, "completion_tokens": 0}, (2**53 - 1, 0)),
+        ({"completion_tokens": 3}, (0, 3)),  # a count left out is 0, as servers without usage
+        (None, (0, 0)),
+        ({"prompt_tokens": 2**53, "completion_tokens": 1}, None),
+        ({"prompt_tokens": 2**64, "completion_tokens": 1}, None),
+        ({"prompt_tokens": -1, "completion_tokens": 1}, None),
+        ({"prompt_tokens": 3.0, "completion_tokens": 1}, None),
+        ({"prompt_tokens": True, "completion_tokens": 1}, None),
+        ({"prompt_tokens": "3", "completion_tokens": 1}, None),
+        ([3, 1], None),
+    ],
+)
+def test_usage_counts_are_whole_numbers_any_database_holds_or_unknown(usage, tokens):
+    from cheems.annotate.openai_client import usage_tokens
+
+    assert usage_tokens({"usage": usage}) == tokens

@@ -314,11 +314,10 @@ class ChatClient:
         if reply is None:
             return None
         answer, usage = reply
-        if usage is not None and max(outcome.prompt_tokens + usage[0], outcome.completion_tokens + usage[1]) <= (
-            MAX_USAGE_TOKENS
-        ):
-            outcome.prompt_tokens += usage[0]
-            outcome.completion_tokens += usage[1]
+        if usage is not None:
+            usage = (outcome.prompt_tokens + usage[0], outcome.completion_tokens + usage[1])
+        if usage is not None and max(usage) <= MAX_USAGE_TOKENS:  # the item's total must fit as well
+            outcome.prompt_tokens, outcome.completion_tokens = usage
         elif not self._usage_warned:
             self._usage_warned = True
             warnings.warn(
