@@ -8,6 +8,7 @@ import pytest
 
 from cheems.annotate import JudgeSettings, judge_records
 from cheems.annotate.cache import JudgeCache
+from cheems.annotate.openai_client import usage_tokens
 from cheems.annotate.plan import plan_pairs
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -401,6 +402,4 @@ def test_works_when_called_from_a_running_event_loop(server, tmp_path):
     ],
 )
 def test_usage_counts_are_whole_numbers_any_database_holds_or_unknown(usage, tokens):
-    from cheems.annotate.openai_client import usage_tokens
-
     assert usage_tokens({"usage": usage}) == tokens
