@@ -14,11 +14,13 @@ ok, slow (``slow_s`` extra), hang (``hang_s``: longer than the client timeout), 
 bad (a reply without A/B/C), think (a verdict only inside ``<think>``), reset (the socket is
 closed with RST, no reply), 502, huge (a ``huge_bytes`` reply with Content-Length), huge_chunked (the
 same, chunked, no length), long (a 60,000-character reply that ends with the verdict), html (a 200 with
-an HTML page), null (``content: null``), echo_key (the verdict after the request's Authorization
-header), echo_key_500 / echo_key_400 / echo_key_401 (an error whose message holds that header).
+an HTML page), null (``content: null``), reasoning (empty ``content``, the text in ``reasoning_content``),
+echo_key (the verdict after the request's Authorization header), echo_key_500 / echo_key_400 /
+echo_key_401 (an error whose message holds that header).
 
 ``die_after=N`` answers N requests, then the server dies: it stops listening and resets every open
-connection (a judge server killed mid-run); ``kill()`` does that at once.
+connection (a judge server killed mid-run); ``kill()`` does that at once. ``usage=`` replaces the
+``usage`` object of every reply (a server reporting broken token counts).
 
 Every request is counted per question: the key is the sha256 of the messages as the client's
 cache computes it, so tests can check that nothing was asked twice.
@@ -115,7 +117,9 @@ class FakeJudgeServer:
         always: str | None = None,
         die_after: int | None = None,
         huge_bytes: int = 3 * 1024 * 1024,
+        usage: Any = None,
     ) -> None:
+        self.usage = usage
         self.die_after, self.dead, self.huge_bytes = die_after, False, huge_bytes
         self.latency, self.slow_s, self.hang_s, self.retry_after = latency, slow_s, hang_s, retry_after
         self.always = always  # a judge with total position bias: this label whatever the answers
@@ -126,6 +130,7 @@ class FakeJudgeServer:
         self.behaviours: Counter[str] = Counter()
         self.request_times: list[float] = []
         self.bodies: list[dict] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self.in_flight = 0
         self.max_in_flight = 0  # most requests being handled at once
         self.httpd = _Server(("127.0.0.1", port), self._handler())
@@ -220,6 +225,7 @@ class FakeJudgeServer:
                     server.counts[key] += 1
                     server.request_times.append(time.monotonic())
                     server.bodies.append(body)
+                    server.authorizations.append(self.headers.get("Authorization"))
                     dies = server.die_after is not None and server.total > server.die_after
                 if dies:
                     if not server.dead:
@@ -288,20 +294,25 @@ class FakeJudgeServer:
                     content = f"收到的请求头：{auth}\n{label}"
                 elif behaviour == "null":
                     content = None
+                elif behaviour == "reasoning":
+                    content = ""
                 elif "seed" in body:  # a generation request (the judge sends no seed)
                     content = fake_sample(user, body["seed"])
                 else:
                     content = STYLES[int(key[:2], 16) % len(STYLES)].format(label)
+                message = {"role": "assistant", "content": content}
+                if behaviour == "reasoning":
+                    message["reasoning_content"] = f"先想一想……{label}"
                 self._json(
                     200,
                     {
                         "id": "chatcmpl-" + key[:12],
                         "object": "chat.completion",
                         "model": body.get("model"),
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                        ],
-                        "usage": {
+                        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                        "usage": server.usage
+                        if server.usage is not None
+                        else {
                             "prompt_tokens": len(user) // 2,
                             "completion_tokens": len(content or ""),
                             "total_tokens": len(user) // 2 + len(content or ""),

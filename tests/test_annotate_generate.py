@@ -132,6 +132,49 @@ def test_persistent_faults_are_listed_not_cached_and_a_rerun_asks_only_those(tmp
     assert (again.stats.generated, again.stats.cached) == (3, 3)
 
 
+def test_replies_with_no_text_are_failures_never_samples_and_a_rerun_asks_again(server, tmp_path):
+    # Each of p0's samples first gets content null, then reasoning only (reasoning_content beside an
+    # empty content), then only a <think> block, then a real answer: one reply per run.
+    recs = prompts(2, fault="{{fault:null,reasoning,think,ok*}}")
+    for reason in ("empty", "reasoning_only", "reasoning_only"):
+        result = generate_records(recs, settings(server, tmp_path), progress=False)
+        assert result.stats.failed == {reason: 3} and result.stats.prompts_left_out == 1
+        assert [(f.prompt_id, f.reason) for f in result.failures] == [("p0", reason)] * 3
+        assert [r.id for r in result.records] == ["p1"]  # no empty sample anywhere
+        with SampleCache(tmp_path / "gen.sqlite") as cache:
+            assert cache.count() == 3  # p1's samples only: a failure is never cached
+    again = generate_records(recs, settings(server, tmp_path), progress=False)
+    assert contents(again) == expected(recs, 3) and (again.stats.generated, again.stats.cached) == (3, 3)
+    assert server.total == 3 + 4 * 3  # p1 once; each of p0's samples once per run
+
+
+@pytest.mark.parametrize(
+    ("fault", "args", "words"),
+    [
+        ("null*", [], ["--gen-model:", "no sample was generated: 4 of 4 sample(s) failed (empty: 4)"]),
+        ("reasoning*", [], ["no sample was generated", "(reasoning_only: 4)", "--max-tokens?"]),
+        ("400*", [], ["no sample was generated", "(http_400: 4)", "fault 400"]),
+        ("ok", ["--max-requests", "0"], ["--max-requests:", "ran out before any of the 4 sample(s)"]),
+    ],
+)
+def test_a_run_with_no_sample_at_all_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, fault, args, words):
+    src = write_jsonl(
+        tmp_path / "prompts.jsonl", [{"id": f"p{k}", "input": f"问题{k}{{{{fault:{fault}}}}}"} for k in (0, 1)]
+    )
+    out, cache = tmp_path / "pool.jsonl", tmp_path / "gen.sqlite"
+    with FakeJudgeServer() as server:
+        run = ["generate", src, "-n", "2", "-o", out, "--base-url", server.url, "--gen-model", "m", "--no-progress"]
+        proc = run_main(*run, "--cache", cache, "--max-retries", "0", *args, monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, *words)
+    assert not out.exists() and not failures_of(out).exists()
+    with SampleCache(cache) as samples:
+        assert samples.count() == 0
+
+
+def failures_of(output: Path) -> Path:
+    return output.with_name(output.stem + ".failures.jsonl")
+
+
 def test_a_server_killed_mid_run_then_a_rerun_asks_only_the_missing_samples(tmp_path):
     recs = prompts(3)
     kw = dict(concurrency=1, max_retries=0, max_consecutive_failures=2)

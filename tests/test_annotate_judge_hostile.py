@@ -178,7 +178,7 @@ BAD_URLS = {
 @pytest.mark.parametrize("name", list(BAD_URLS))
 def test_bad_base_url(tmp_path, name):
     url, words = BAD_URLS[name]
-    judge(tmp_path, url).stopped("field 'base_url'", words)
+    judge(tmp_path, url).stopped("error: --base-url:", "field 'base_url'", words)
 
 
 BAD_KEYS = {
@@ -192,7 +192,7 @@ BAD_KEYS = {
 def test_a_key_that_cannot_go_in_a_header_is_refused_without_showing_it(tmp_path, server, name):
     key = BAD_KEYS[name]
     run = judge(tmp_path, server.url, key=key)
-    run.stopped("field 'api_key_env'", "OPENAI_API_KEY", "HTTP header")
+    run.stopped("error: --api-key-env:", "OPENAI_API_KEY", "HTTP header")
     assert key not in run.proc.stderr and "0123456" not in run.proc.stderr and server.total == 0
 
 
@@ -300,7 +300,12 @@ def test_a_server_that_never_answers_is_given_up_after_a_bounded_number_of_reque
 
 
 def test_a_closed_port_is_a_user_error(tmp_path):
-    judge(tmp_path, f"http://127.0.0.1:{free_port()}/v1").stopped("field 'base_url'", "cannot reach the judge")
+    run = judge(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    run.stopped("error: --base-url: field 'base_url'", "cannot reach the judge")
+
+
+def test_a_wrong_path_names_the_base_url_option(tmp_path, server):
+    judge(tmp_path, server.url + "/wrong").stopped("error: --base-url:", "HTTP 404", "wrong base URL")
 
 
 # ---------------------------------------------------------------- replies that are too big, or hostile
@@ -351,7 +356,7 @@ def test_a_server_echoing_the_key_never_gets_it_stored(tmp_path, server, fault):
 
 def test_a_401_echoing_the_key_stops_without_showing_it(tmp_path, server):
     run = judge(tmp_path, server.url, rows=records(special={1: "{{fault:echo_key_401*}}"}))
-    run.stopped("HTTP 401", "[API key]", "OPENAI_API_KEY")
+    run.stopped("error: --api-key-env: HTTP 401", "[API key]", "OPENAI_API_KEY")
     _key_nowhere(run, tmp_path)
 
 
@@ -362,6 +367,7 @@ def test_a_401_echoing_the_key_stops_without_showing_it(tmp_path, server):
         ("nochoices", "malformed"),
         ("null", "empty"),  # content: null
         ("think", "reasoning_only"),  # a verdict only inside <think>
+        ("reasoning", "reasoning_only"),  # empty content beside a reasoning_content
         ("bad", "no_label"),  # a hedge with no label
     ],
 )
@@ -406,3 +412,62 @@ def test_injected_template_markers_stay_inside_their_block(tmp_path, server, whe
     out = [json.loads(x) for x in run.out.read_text(encoding="utf-8").splitlines()]
     for record in out[1:] + (out[:1] if where != "response" else []):
         assert {c["label"] for c in record["comparisons"]} == {"b"}
+
+
+# ---------------------------------------------------------------- token counts no database can hold
+
+BROKEN_USAGE = {
+    "over 2^63": {"prompt_tokens": 2**64, "completion_tokens": 2**63},
+    "negative": {"prompt_tokens": -1, "completion_tokens": 5},
+    "float": {"prompt_tokens": 12.5, "completion_tokens": 3},
+    "string": {"prompt_tokens": 12, "completion_tokens": "3"},
+    "not an object": "many",
+}
+
+
+def one_usage_warning(proc, url: str) -> None:
+    """No traceback, and exactly one warning line naming the server and its ``usage``."""
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and url in warned[0] and "'usage'" in warned[0], proc.stderr
+
+
+@pytest.mark.parametrize("name", list(BROKEN_USAGE))
+def test_broken_token_counts_are_left_out_with_one_warning(tmp_path, name):
+    with FakeJudgeServer(usage=BROKEN_USAGE[name]) as server:
+        run = judge(tmp_path, server.url)
+        stats = run.nothing_lost()
+        assert stats["judged"] == PAIRS and stats["prompt_tokens"] == stats["completion_tokens"] == 0
+        one_usage_warning(run.proc, server.url)
+        assert len(cached_rows(run.cache)) == PAIRS  # cached: a rerun asks nothing
+        asked = server.total
+        judge(tmp_path, server.url).nothing_lost()
+        assert server.total == asked
+
+
+def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path):
+    """generate, eval --judge-model and winrate share the client's check (judge: the test above)."""
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"id": "p1", "input": "问题"}])
+    pair = [{"id": "r1", "content": "长一些的回答"}, {"id": "r2", "content": "短"}]
+    bench = write_jsonl(
+        tmp_path / "bench.jsonl", [{"id": "p1", "input": "问题", "responses": pair, "rank": {"r1": 1, "r2": 2}}]
+    )
+    pool = write_jsonl(tmp_path / "pool.jsonl", [{"id": "p1", "input": "问题", "responses": pair, "gpt4": "基线"}])
+    picks = write_jsonl(tmp_path / "picks.jsonl", [{"prompt_id": "p1", "response_id": "r1", "score": 1.0}])
+    out = tmp_path
+    commands = {
+        "generate": ["generate", prompts, "-o", out / "generated.jsonl", "--gen-model", "g", "-n", "2"],
+        "eval": ["eval", "--bench", bench, "--judge-model", "j", "--output-json", out / "eval.json"],
+        "winrate": ["winrate", picks, "--pool", pool, "--baseline-field", "gpt4", "--judge-model", "j"],
+    }
+    with FakeJudgeServer(usage=BROKEN_USAGE["over 2^63"]) as server:
+        for name, args in commands.items():
+            cache = tmp_path / f"{name}.sqlite"
+            proc = run_cheems(*args, "--base-url", server.url, "--cache", cache, "--no-progress")
+            assert proc.returncode == 0, proc.stderr
+            one_usage_warning(proc, server.url)
+            with sqlite3.connect(cache) as conn:
+                table = "samples" if name == "generate" else "judgements"
+                tokens = conn.execute(f"SELECT prompt_tokens, completion_tokens FROM {table}").fetchall()
+            conn.close()
+            assert tokens and set(tokens) == {(0, 0)}

@@ -119,7 +119,7 @@ def test_random_model_is_recorded_as_failed_never_guessed(tmp_path, models):
     assert not result.records[0].comparisons
     assert result.stats.requests == 2  # asked, then re-asked once (sampled)
     (failure,) = result.failures
-    assert failure.raw and failure.reason in ("no_label", "ambiguous", "empty")
+    assert failure.raw and failure.reason in ("no_label", "unclear", "ambiguous", "empty")
     with JudgeCache(tmp_path / "judge.sqlite") as cache:
         assert cache.count() == 1  # a verdict failure is final: stored, not asked again
 

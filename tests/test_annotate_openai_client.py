@@ -8,6 +8,7 @@ import pytest
 
 from cheems.annotate import JudgeSettings, judge_records
 from cheems.annotate.cache import JudgeCache
+from cheems.annotate.openai_client import usage_tokens
 from cheems.annotate.plan import plan_pairs
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -308,14 +309,39 @@ def test_an_echoed_key_is_redacted(server, tmp_path):
     assert key.encode() not in (tmp_path / "judge.sqlite").read_bytes()
 
 
-def test_key_comes_from_the_named_environment_variable(server, tmp_path, monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    cfg = settings(server, tmp_path, api_key=None)
-    with pytest.raises(InputError, match="OPENAI_API_KEY is not set"):
+def test_key_comes_from_the_named_environment_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", "secret-0123456789")
+    with FakeJudgeServer(api_key="secret-0123456789") as server:
+        cfg = settings(server, tmp_path, api_key=None, api_key_env="MY_JUDGE_KEY")
         judge_records(records(1, 2), cfg, progress=False)
-    monkeypatch.setenv("MY_JUDGE_KEY", "secret")
-    judge_records(records(1, 2), settings(server, tmp_path, api_key=None, api_key_env="MY_JUDGE_KEY"), progress=False)
     assert server.total == 1
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "localhost", "[::1]", "0.0.0.0", "[::ffff:127.0.0.1]"])
+def test_a_server_on_this_machine_needs_no_key(tmp_path, monkeypatch, host):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeJudgeServer() as server:
+        assert settings(server, tmp_path, api_key=None, base_url=f"http://{host}:9/v1").resolve_api_key() == ""
+        judge_records(records(1, 2), settings(server, tmp_path, api_key=None), progress=False)
+        assert server.total == 1 and server.authorizations == [None]  # no key, no Authorization header
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://judge.example.com/v1",
+        "https://10.0.0.5:8000/v1",
+        "http://localhost.evil.com/v1",
+        "http://[::ffff:10.0.0.5]/v1",
+    ],
+)
+def test_a_remote_server_without_a_key_is_one_line_naming_the_option(tmp_path, monkeypatch, url):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = JudgeSettings("fake-judge", base_url=url, cache=tmp_path / "judge.sqlite")
+    with pytest.raises(InputError) as e:
+        judge_records(records(1, 2), cfg, progress=False)
+    text = str(e.value)
+    assert text.startswith("--api-key-env: environment variable OPENAI_API_KEY is not set") and "\n" not in text
 
 
 @pytest.mark.parametrize(
@@ -357,3 +383,23 @@ def test_works_when_called_from_a_running_event_loop(server, tmp_path):
 
     result = asyncio.run(notebook_cell())
     assert result.stats.judged == 3 and server.total == 3
+
+
+@pytest.mark.parametrize(
+    ("usage", "tokens"),
+    [
+        ({"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}, (7, 2)),
+        ({"prompt_tokens": 2**53 - 1, "completion_tokens": 0}, (2**53 - 1, 0)),
+        ({"completion_tokens": 3}, (0, 3)),  # a count left out is 0, as servers without usage
+        (None, (0, 0)),
+        ({"prompt_tokens": 2**53, "completion_tokens": 1}, None),
+        ({"prompt_tokens": 2**64, "completion_tokens": 1}, None),
+        ({"prompt_tokens": -1, "completion_tokens": 1}, None),
+        ({"prompt_tokens": 3.0, "completion_tokens": 1}, None),
+        ({"prompt_tokens": True, "completion_tokens": 1}, None),
+        ({"prompt_tokens": "3", "completion_tokens": 1}, None),
+        ([3, 1], None),
+    ],
+)
+def test_usage_counts_are_whole_numbers_any_database_holds_or_unknown(usage, tokens):
+    assert usage_tokens({"usage": usage}) == tokens

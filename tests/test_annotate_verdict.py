@@ -69,6 +69,17 @@ ACCEPTED = [
     ("A\n理由：回答A更准确", "A"),  # refused before issue 8: the answer first, its reason after
     ("回答A不如回答B。", "B"),
     ("Response B is better than Response A.", "B"),
+    # The tie verdict in the words of the prompt (issue 22): C is "neither is better".
+    ("更好的是：C", "C"),
+    ("两个回答质量相当：C", "C"),
+    ("两个回答质量相当、没有明显差异：C", "C"),
+    ("平局：C", "C"),
+    ("Tie: C", "C"),
+    ("The better response is C.", "C"),
+    ("Both are equally good: C", "C"),
+    ("两个回答难分高下，选C", "C"),  # calling the two even is the reason for C, not a hedge
+    ("C，两个回答各有千秋", "C"),
+    ("答案：C（两者各有优劣）", "C"),
 ]
 
 REJECTED = [
@@ -87,13 +98,13 @@ REJECTED = [
     ("最终答案：A\n\nB", "conflicting"),
     ("**B**\n答案：C", "conflicting"),
     ("两个回答各有千秋。", "no_label"),
-    ("我认为 A", "no_label"),
+    ("我认为 A", "unclear"),  # A is named, but not in a form that states a verdict
     ("a", "no_label"),
     ("b.", "no_label"),
     ("D", "no_label"),
     ("AB", "no_label"),
     ("Apple", "no_label"),
-    ("C更好", "no_label"),  # C is "no clear difference", it cannot be "better"
+    ("C更好", "unclear"),  # C is "no clear difference", it cannot be "better"
     ("答案：A，因为B有错", "ambiguous"),
     ("tie", "no_label"),
     ("平局", "no_label"),
@@ -103,7 +114,13 @@ REJECTED = [
     ("A\n\n不过两个回答各有优劣。", "hedge"),
     ("A\n\n等等，应该是B。", "conflicting"),
     ("回答A更好，但B更好。", "conflicting"),
-    ("A更好吗？", "no_label"),  # a question states nothing
+    ("A更好吗？", "unclear"),  # a question states nothing
+    ("回答C更好", "unclear"),
+    ("两个回答质量相当：A", "unclear"),  # a tie, then A: no form reads it
+    ("两个回答质量相当", "no_label"),  # a tie in words but no C: not guessed
+    ("A。两个回答各有千秋。", "hedge"),  # even: a hedge of A
+    ("两个回答质量相当，可能是C", "hedge"),
+    ("两个回答质量相当：C。不过A更好。", "conflicting"),  # taken as A before issue 22
 ]
 
 
@@ -212,7 +229,9 @@ def test_never_raises_and_a_label_comes_from_the_first_or_last_sentence_naming_o
 )
 @settings(deadline=None)  # a loaded shared machine must not make it flaky
 def test_an_answer_taken_back_or_hedged_afterwards_is_refused(reasoning, label, after):
-    assert parse_verdict(f"<think>{reasoning}</think>\n{label}\n\n{after}").label is None
+    verdict = parse_verdict(f"<think>{reasoning}</think>\n{label}\n\n{after}")
+    even = label == "C" and "各有优劣" in after  # calling the two even hedges A or B, but is the reason for C
+    assert verdict.label == ("C" if even else None)
 
 
 @given(labels, st.sampled_from(["如果只看格式，", "If I had to choose, ", "可能", "也许是", "我不确定，但"]))
@@ -236,7 +255,19 @@ def test_two_different_final_answers_are_rejected(x, y, left, right):
 @settings(deadline=None)  # a loaded shared machine must not make it flaky
 def test_two_labels_on_the_final_line_are_rejected(x, y):
     verdict = parse_verdict(f"{x} 或 {y}")
-    assert verdict.label is None if x != y else verdict.failure == "no_label"
+    assert verdict.label is None if x != y else verdict.failure == "unclear"
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_the_reason_says_whether_the_answer_names_a_label(text):
+    import unicodedata
+
+    verdict = parse_verdict(text)
+    answer, _ = strip_reasoning(unicodedata.normalize("NFKC", text))
+    named = any(letters(s) for s in sentences(answer))
+    assert verdict.failure != "no_label" or not named  # "names none of A, B or C" is true
+    assert verdict.failure not in ("unclear", "ambiguous") or named
 
 
 # ---------------------------------------------------------------- hostile replies take linear time
@@ -250,6 +281,7 @@ PATHOLOGICAL = {
     "close tags": "</think>x" * 100_000,
     "one long clause": "回答A更好" * 20_000,
     "spaces before brackets": " " * 100_000 + "(x)",
+    "tie phrases": "两个回答" + "质量相当、" * 30_000 + "C",
 }
 
 

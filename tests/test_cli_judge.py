@@ -17,6 +17,7 @@ from fault_server import FakeJudgeServer
 from helpers import run_main
 
 KEY_ENV = {"OPENAI_API_KEY": "test-key"}
+REMOTE = "http://judge.invalid/v1"  # not this machine: it needs a key (and is never reached)
 
 
 def write_records(path: Path, n_records: int = 3, n_responses: int = 4, extra: str = "") -> Path:
@@ -153,8 +154,8 @@ def test_skip_invalid_lists_bad_lines_and_judges_the_rest(tmp_path, monkeypatch,
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"env": {}}, "environment variable OPENAI_API_KEY is not set"),
-        ({"args": ["--api-key-env", "NOPE_KEY"]}, "NOPE_KEY is not set"),
+        ({"env": {}, "url": REMOTE}, "--api-key-env: environment variable OPENAI_API_KEY is not set"),
+        ({"args": ["--api-key-env", "NOPE_KEY"], "url": REMOTE}, "--api-key-env: environment variable NOPE_KEY is not"),
         ({"url": "127.0.0.1:9/v1"}, "is not an http(s) URL"),
         ({"src": "missing.jsonl"}, "missing.jsonl: no such file"),
         ({"args": ["--criteria", "CRIT"]}, "crit.yaml:2: field '数学': unknown criterion group 'algebra'"),
@@ -181,6 +182,18 @@ def test_user_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys, change,
     assert words in err.replace("\n", "")
     assert err.startswith("error: ") and "Traceback" not in err + out
     assert src.exists()
+
+
+def test_a_judge_on_this_machine_needs_no_key(tmp_path, monkeypatch, capsys):
+    src = write_records(tmp_path / "in.jsonl", n_records=1, n_responses=3)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeJudgeServer() as server:
+        args = judge_args(src, tmp_path / "o.jsonl", server, tmp_path / "c.sqlite")
+        args[args.index(server.url)] = server.url.replace("127.0.0.1", "localhost")
+        code, _, stderr = run_cli(args, monkeypatch, capsys, env={})
+        assert code == 0, stderr
+        assert server.total == 3 and server.authorizations == [None] * 3  # no key, no Authorization header
+    assert len(read_jsonl(tmp_path / "o.jsonl")[0]["comparisons"]) == 3
 
 
 # ---------------------------------------------------------------- kill and resume

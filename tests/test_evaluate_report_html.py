@@ -241,7 +241,7 @@ def test_a_judge_report_shows_its_verdicts_instead_of_score_charts():
     assert judge["both orders"] == "yes"
     assert (judge["A: first shown wins"], judge["B: second shown wins"], judge["C: tie"]) == ("3", "1", "1")
     assert judge["unparseable verdicts"] == "1"
-    assert judge["unparseable: no sentence at the start or end of the answer states A, B or C"] == "1"
+    assert judge["unparseable: the answer names none of A, B or C"] == "1"
     assert judge["first-shown win share"] == "0.750"
     assert judge["same winner in both orders"] == "0.333 (1 of 3)"
     assert judge["prompt tokens"] == "12,345"

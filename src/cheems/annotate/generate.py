@@ -13,8 +13,9 @@ raising N asks only for the new ones.
 
 The output is the input records, in order, each with its N samples appended as responses
 ``{"id": "<model>-<i>", "content", "model": <model>}``; whatever the input record held (responses,
-``reference``, ``rank``, extra keys) is kept. Samples that failed (after the retries) are left
-out and listed; a prompt with no response at all is left out of the output.
+``reference``, ``rank``, extra keys) is kept. Samples that failed (after the retries, or a reply
+with no text or reasoning only: :func:`settle`) are left out and listed, never cached; a prompt with
+no response at all is left out of the output, and a run with no sample at all is an error.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from cheems.annotate.judge import reason_text, with_saved_note
 from cheems.annotate.local import LocalLM
 from cheems.annotate.openai_client import ChatClient
 from cheems.annotate.settings import GenerateSettings, Outcome, RequestBudget
+from cheems.annotate.verdict import strip_reasoning
 from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 from cheems.data.io import load_rows, parse_record
 from cheems.data.schema import Record, Response, prompt_messages
@@ -45,6 +47,24 @@ WHAT, HINT = "generation cache", "pass another --cache file"
 def sample_seed(seed: int, prompt_id: str, index: int) -> int:
     """The seed of sample ``index`` of prompt ``prompt_id``: 31 bits (any server takes it) from a hash."""
     return int(content_hash([seed, prompt_id, index])[:8], 16) >> 1
+
+
+def settle(outcome: Outcome, text: str, reasoning: bool = False) -> Outcome:
+    """``outcome`` holding ``text`` as a finished sample, or failed when ``text`` is no answer.
+
+    No answer: nothing but white space (``content: null``, a model that stopped at once) is ``empty``;
+    reasoning only (a ``<think>`` block with nothing after it, or ``reasoning``: the reply's text
+    came beside a ``reasoning_content``) is ``reasoning_only``. Such a sample is not final: never
+    cached, listed as failed, asked again by a rerun.
+    """
+    answer, had_reasoning = strip_reasoning(text)
+    if answer.strip():
+        outcome.raw, outcome.final = text, True
+    elif had_reasoning or reasoning:
+        outcome.failure, outcome.detail = "reasoning_only", "no text after the reasoning (cut off by --max-tokens?)"
+    else:
+        outcome.failure, outcome.detail = "empty", "the reply has no text (content null or empty)"
+    return outcome
 
 
 def model_tag(model: str) -> str:
@@ -174,9 +194,7 @@ class OpenAIGenerator(ChatClient):
             item, messages, seed = job
             outcome = Outcome()
             reply = await self.complete(client, messages, outcome, self.settings.temperature, seed=seed)
-            if reply is not None:
-                outcome.raw, outcome.final = reply, True
-            on_done(item, outcome)
+            on_done(item, outcome if reply is None else settle(outcome, reply.text, reply.reasoning))
 
         self.run_many(jobs, handle)
 
@@ -210,7 +228,7 @@ class LocalGenerator(LocalLM):
                 continue
             replies = self.generate([t for _, t, _ in batch], self.settings.temperature, [s for _, _, s in batch])
             for (item, _, _), (reply, pt, ct) in zip(batch, replies):
-                on_done(item, Outcome(raw=reply, prompt_tokens=pt, completion_tokens=ct, requests=1, final=True))
+                on_done(item, settle(Outcome(prompt_tokens=pt, completion_tokens=ct, requests=1), reply))
 
 
 def make_generator(settings: GenerateSettings, budget: RequestBudget) -> OpenAIGenerator | LocalGenerator:
@@ -325,7 +343,8 @@ def generate_records(records: Sequence[Record], settings: GenerateSettings, prog
     Samples in the cache are not asked again; each new one is committed as it arrives, so an
     interrupted run resumes where it stopped. The output depends on the inputs and the cache
     only, never on the order replies came back in. Raises ``InputError`` for conditions that fail
-    every request (bad key, wrong URL, a model that does not load).
+    every request (bad key, wrong URL, a model that does not load) and when no sample came at all
+    (every one failed, or the request budget ran out first).
     """
     budget = RequestBudget(settings.max_requests)
     backend = make_generator(settings, budget)
@@ -377,7 +396,31 @@ def generate_records(records: Sequence[Record], settings: GenerateSettings, prog
     stats.budget_exhausted = budget.exhausted and any(
         item not in outcomes or outcomes[item].not_attempted for item in todo
     )
-    return _assemble(records, planned, outcomes, new, settings, stats)
+    result = _assemble(records, planned, outcomes, new, settings, stats)
+    if stats.samples and not stats.generated + stats.cached:
+        raise _no_samples(result, settings)
+    return result
+
+
+def _no_samples(result: GenerateResult, settings: GenerateSettings) -> InputError:
+    """The one-line error of a run that got no sample at all: what happened to them, and what to do."""
+    stats = result.stats
+    if not stats.failed_total:  # the request budget stopped the run before any reply
+        return InputError(
+            f"no sample was generated: the request budget (--max-requests {settings.max_requests}) "
+            f"ran out before any of the {stats.samples} sample(s)",
+            path="--max-requests",
+            hint="raise it and rerun",
+        )
+    reasons = ", ".join(f"{code}: {n}" for code, n in stats.failed.most_common())
+    return InputError(
+        f"no sample was generated: {stats.failed_total} of {stats.samples} sample(s) failed ({reasons}); "
+        f"the first: {result.failures[0].detail}",
+        path=settings.model_option,
+        hint=f"check that {settings.model_name} answers at {settings.base_url}"
+        if settings.backend == "openai"
+        else f"check that {settings.model_name} generates text",
+    )
 
 
 def _assemble(

@@ -21,13 +21,15 @@ import json
 import random
 import sys
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from cheems.annotate.settings import EndpointSettings, JudgeSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.annotate.verdict import parse_verdict
-from cheems.errors import InputError
+from cheems.errors import CheemsWarning, InputError
 
 Job = tuple[str, list[dict[str, str]]]  # (cache item key, messages)
 OnDone = Callable[[str, Outcome], None]
@@ -44,14 +46,19 @@ FATAL_STATUS = {
 RETRY_AFTER_MAX = 120.0  # never sleep longer than this on a server's say-so
 REDACTED = "[API key]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, x) are placeholders; replacing them would rewrite ordinary text
+# The most tokens the replies to one item may report together: exact in JSON, inside SQLite's 64-bit
+# integers (a count over 2^63 once crashed the cache's INSERT), and summed over a whole run still a number.
+MAX_USAGE_TOKENS = 2**53 - 1
 
 
 class _Fatal(Exception):
     """A condition that makes every request fail: stop the run with this one-line error."""
 
-    def __init__(self, message: str, field: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, field: str | None = None, hint: str | None = None, path: str | None = None
+    ) -> None:
         super().__init__(message)
-        self.error = InputError(message, field=field, hint=hint)
+        self.error = InputError(message, path=path, field=field, hint=hint)
 
 
 async def _deadline(awaitable: Any, seconds: float) -> Any:
@@ -112,11 +119,41 @@ async def _read_capped(response: Any, limit: int) -> bytes | None:
     return bytes(body)
 
 
-def reply_text(data: Any) -> tuple[str, int, int]:
-    """(content, prompt tokens, completion tokens) from a chat-completions body; ValueError if malformed.
+def usage_tokens(data: dict[str, Any]) -> tuple[int, int] | None:
+    """(prompt tokens, completion tokens) from a reply's ``usage``; 0 for a count the server leaves out.
 
-    Only ``message.content`` counts: a separate ``reasoning_content`` (DeepSeek-style) is reasoning
-    and never a verdict.
+    None when a count is there but is not a whole number from 0 to ``MAX_USAGE_TOKENS`` (a float, a
+    string, a negative or huge number): the server's counts are then unknown, never stored.
+    """
+    usage = data.get("usage")
+    if usage is None:
+        return 0, 0
+    if not isinstance(usage, dict):
+        return None
+    counts = []
+    for name in ("prompt_tokens", "completion_tokens"):
+        count = usage.get(name)
+        if count is None:
+            count = 0
+        elif isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_USAGE_TOKENS:
+            return None
+        counts.append(count)
+    return counts[0], counts[1]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A chat model's answer: ``message.content`` (``""`` for null) and whether reasoning came beside it."""
+
+    text: str
+    reasoning: bool = False  # a non-empty ``reasoning_content`` or ``reasoning`` (DeepSeek, vLLM, Ollama)
+
+
+def reply_text(data: Any) -> tuple[Reply, tuple[int, int] | None]:
+    """(the :class:`Reply`, :func:`usage_tokens`) from a chat-completions body; ValueError if malformed.
+
+    Only ``message.content`` counts: a separate ``reasoning_content`` is reasoning, never a verdict
+    nor a sample; only whether there was one is kept (a reply of reasoning only is a failure of its own).
     """
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         raise ValueError("no 'choices' in the reply")
@@ -128,10 +165,8 @@ def reply_text(data: Any) -> tuple[str, int, int]:
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is not None and not isinstance(content, str):
         raise ValueError("'content' is not text")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    tokens = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-    pt, ct = (t if isinstance(t, int) and not isinstance(t, bool) else 0 for t in tokens)
-    return content or "", pt, ct
+    reasoning = any(isinstance(message.get(k), str) and message[k].strip() for k in ("reasoning_content", "reasoning"))
+    return Reply(content or "", reasoning), usage_tokens(data)
 
 
 class ChatClient:
@@ -151,6 +186,7 @@ class ChatClient:
         self._rng = random.Random()  # jitter only: needs no seed
         self._any_response = False  # a server that never answered + connection refused = wrong URL
         self._down_streak = 0  # requests in a row, across workers, with no usable reply (one event loop: no lock)
+        self._usage_warned = False  # a server's broken token counts are reported once per run
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -248,19 +284,21 @@ class ChatClient:
             raise _Fatal(
                 f"the {role} at {url} stopped answering: {last}",
                 field="base_url",
+                path=self.settings.URL_OPTION,
                 hint="is the server still up? start it again (or fix --base-url) and rerun the same "
                 f"command: finished {self.settings.DONE} are cached and not asked again",
             )
         raise _Fatal(
             f"cannot reach the {role} at {url}: {last}",
             field="base_url",
+            path=self.settings.URL_OPTION,
             hint="is the server running, and is the URL right?",
         )
 
     async def complete(
         self, client: Any, messages: list[dict[str, str]], outcome: Outcome, temperature: float, **extra: Any
-    ) -> str | None:
-        """One chat completion with retries; the reply text, or None with ``outcome`` saying why.
+    ) -> Reply | None:
+        """One chat completion with retries; the reply (its text redacted), or None with ``outcome`` saying why.
 
         ``extra`` goes into the request body as it is (e.g. ``seed``).
         """
@@ -275,10 +313,20 @@ class ChatClient:
         reply = await self.post_json(client, f"{self.base_url}/chat/completions", body, outcome, reply_text)
         if reply is None:
             return None
-        text, pt, ct = reply
-        outcome.prompt_tokens += pt
-        outcome.completion_tokens += ct
-        return self._redact(text)
+        answer, usage = reply
+        if usage is not None:
+            usage = (outcome.prompt_tokens + usage[0], outcome.completion_tokens + usage[1])
+        if usage is not None and max(usage) <= MAX_USAGE_TOKENS:  # the item's total must fit as well
+            outcome.prompt_tokens, outcome.completion_tokens = usage
+        elif not self._usage_warned:
+            self._usage_warned = True
+            warnings.warn(
+                f"the {s.ROLE} at {self.base_url} reports token counts ('usage') that are not whole numbers "
+                "from 0 to 2^53 - 1: its counts are left out of the token totals and the cost",
+                CheemsWarning,
+                stacklevel=2,
+            )
+        return Reply(self._redact(answer.text), answer.reasoning)
 
     async def post_json(
         self, client: Any, url: str, body: dict[str, Any], outcome: Outcome, parse: Callable[[Any], R]
@@ -307,6 +355,7 @@ class ChatClient:
                     raise _Fatal(
                         f"cannot reach the {s.ROLE} at {url} ({outcome.detail})",
                         field="base_url",
+                        path=s.URL_OPTION,
                         hint="is the server running, and is the URL right?",
                     ) from None
             except httpx.TransportError as e:  # reset, server hung up, protocol error
@@ -318,6 +367,7 @@ class ChatClient:
                     raise _Fatal(
                         self._redact(f"HTTP {status} from {url}: {FATAL_STATUS[status]}: {_error_text(data)}"),
                         hint=f"check --base-url, {s.model_option} and ${s.api_key_env}",
+                        path=s.URL_OPTION if status == 404 else s.KEY_OPTION,
                     )
                 if status == 200 and data is None:  # not retried: the same question gets the same huge reply
                     self._failed(outcome, url, "too_large", f"reply over {s.max_reply_bytes} bytes, not read")
@@ -365,8 +415,8 @@ class OpenAIJudge(ChatClient):
             reply = await self.complete(client, messages, outcome, temperature)
             if reply is None:  # transport failure or budget: outcome says which; not final
                 return outcome
-            verdict = parse_verdict(reply)
-            outcome.raw = reply  # redacted already; clipped where it is stored
+            verdict = parse_verdict(reply.text, reasoning=reply.reasoning)
+            outcome.raw = reply.text  # redacted already; clipped where it is stored
             outcome.label, outcome.failure = verdict.label, verdict.failure
             outcome.detail = "" if verdict.ok else f"after {ask + 1} ask(s)"
             if verdict.ok:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ class EndpointSettings(Settings):
     ROLE: ClassVar[str] = "judge"  # what the model is called in error messages
     DONE: ClassVar[str] = "judgements"  # what a finished request gives, in error messages
     MODEL_FIELD: ClassVar[str] = "judge_model"  # the field naming the model
+    URL_OPTION: ClassVar[str | None] = "--base-url"  # the option giving ``base_url``: the place of its errors
+    KEY_OPTION: ClassVar[str | None] = "--api-key-env"  # the option naming the key's variable: the same
 
     base_url: str | None = Field(
         None,
@@ -55,7 +58,10 @@ class EndpointSettings(Settings):
     backend: Annotated[str, one_of(BACKENDS, "backend")] = Field(
         "openai", description="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM)."
     )
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Environment variable holding the API key (unset: none sent to a server on this machine).",
+    )
     api_key: str | None = Field(None, repr=False, exclude=True)
     concurrency: Annotated[
         int,
@@ -107,21 +113,26 @@ class EndpointSettings(Settings):
         return self
 
     def resolve_api_key(self) -> str:
-        """The API key: ``api_key`` if given, else the environment variable ``api_key_env``."""
+        """The API key: ``api_key`` if given, else the environment variable ``api_key_env``.
+
+        Unset is fine for a server on this machine (:func:`is_loopback`): the requests carry no key.
+        """
         key = self.api_key if self.api_key is not None else os.environ.get(self.api_key_env)
         if key is None:
+            if self.base_url and is_loopback(self.base_url):
+                return ""
             raise InputError(
-                f"environment variable {self.api_key_env} is not set",
-                field="api_key_env",
-                hint=f"export {self.api_key_env}=... (any value, e.g. EMPTY, for a local server without "
-                "auth) or name another variable with --api-key-env",
+                f"environment variable {self.api_key_env} is not set, and the {self.ROLE} at {self.base_url} "
+                "is not on this machine, so it needs an API key",
+                path=self.KEY_OPTION,
+                hint=f"export {self.api_key_env}=... or name the variable holding the key with --api-key-env",
             )
         key = key.strip()  # a key pasted with its line break is still the key
         if not all(" " < ch < "\x7f" for ch in key):  # it goes into an HTTP header; never echo it
             raise InputError(
                 f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
                 "character, which an HTTP header cannot carry",
-                field="api_key_env",
+                path=self.KEY_OPTION,
                 hint="copy the key again without quotes or spaces",
             )
         return key
@@ -219,6 +230,20 @@ def normalize_base_url(url: str | None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"'{url}' is not an http(s) URL", field="base_url", hint=hint)
     return url
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine: ``localhost`` (and ``*.localhost``), 127.0.0.0/8, ``::1``,
+    or ``0.0.0.0`` / ``::`` (what vLLM prints as its address; a connection to it reaches this machine)."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:  # a name: only localhost is known to be this machine without asking DNS
+        return False
+    address = getattr(address, "ipv4_mapped", None) or address  # ::ffff:127.0.0.1
+    return address.is_loopback or address.is_unspecified
 
 
 def clip_reply(text: str | None) -> str | None:

@@ -8,8 +8,9 @@ of these forms; what follows it, such as a reason, may not name the other label)
 - ``BARE``: the label alone, decorated or not: ``A``, ``**A**``, ``[[A]]``, ``\\boxed{A}``, ``回答A``, ``综上，A``;
 - ``ANNOUNCED``: a word that announces the answer, then the label: ``答案：A``, ``最终答案是 B``,
   ``我选择A``, ``The answer is B``, ``Final verdict: [[A]]``, ``I choose A``;
-- ``BETTER``: one answer called the better one (A or B only): ``回答A更好``,
-  ``更好的是：A``, ``The better response is A``, ``Response B is better``;
+- ``BETTER``: one answer called the better one (A or B only): ``回答A更好``, ``Response B is better``;
+  or the better one named: ``更好的是：A``, ``The better response is B``, ``更好的是：C`` (C: neither);
+- ``TIE``: the two called even, then C: ``两个回答质量相当：C``, ``平局：C``, ``Tie: C``;
 - ``COMPARED``: the two compared: ``回答A优于回答B``, ``A比B好``, ``A不如B`` (-> B), ``A is better than B``.
 
 The verdict is the label stated by the last sentence that names a label or, for replies that put
@@ -17,8 +18,11 @@ the answer first (``A\\n\\n理由：……``), by the first one. It is refused w
 
 - two sentences state different labels, or the reply takes its answer back (``不对``, ``wait``): conflicting;
 - the verdict is unsure or conditional (``可能是A``, ``如果只看格式，A更好``), or a hedge or a nod
-  to the other answer follows it (``各有优劣``, ``A也可以``): hedge;
-- the final sentence names two labels without deciding (``A或B``): ambiguous.
+  to the other answer follows it (``各有优劣``, ``A也可以``): hedge. Calling the two even is the
+  reason for C, not a hedge of it (``C，两个回答各有千秋``);
+- the final sentence names two labels without deciding (``A或B``): ambiguous;
+- a label is named but no sentence states it by the forms above (``我认为 A``, ``C更好``): unclear;
+  no label named at all: no_label.
 
 Callers re-ask the judge and finally record the pair as failed with the reason.
 """
@@ -32,8 +36,9 @@ from dataclasses import dataclass
 # Reason code -> what it means, for reports.
 FAILURE_REASONS = {
     "empty": "empty reply",
-    "reasoning_only": "a verdict only inside reasoning, no final answer after it",
-    "no_label": "no sentence at the start or end of the answer states A, B or C",
+    "reasoning_only": "reasoning only, no answer after it",
+    "no_label": "the answer names none of A, B or C",
+    "unclear": "A, B or C is named, but no sentence at the start or end states it as the verdict",
     "ambiguous": "the final sentence names more than one label without deciding",
     "conflicting": "the reply states different answers, or takes its answer back",
     "hedge": "the answer is unsure, conditional, or followed by a hedge",
@@ -99,6 +104,19 @@ _BETTER_ONE = (
     r"|(?i:(?:the\s+)?(?:better|best|stronger|superior|preferred|winning)(?:\s+(?:response|answer|one|reply"
     r"|option|choice))?|(?:the\s+)?winner))"
 )
+# The two called even (the reason for C): "两个回答质量相当", "两者没有明显差异", "平局", "a tie".
+_EVEN_WORD = (
+    r"(?:质量|水平|表现|效果|整体|总体)?(?:基本|大致|大体|几乎)?(?:上)?(?:相当|相近|接近|差不多|不相上下|旗鼓相当"
+    r"|一样好|同样好|一样|相同|持平|打平|难分高下|难分伯仲|没有(?:明显|太大|显著)?的?(?:差异|区别|差别|高下之分|优劣之分)"
+    r"|无(?:明显|显著)?(?:差异|区别|差别))"
+)
+_TIE = (
+    r"(?:(?:(?:这|两|这两|二)[个份]?(?:回答|答案)|两者|二者|双方|(?:回答)?A(?:和|与|跟)(?:回答)?B)?的?"
+    rf"{_EVEN_WORD}(?:[、]?{_EVEN_WORD})?|平局|平手|打平"
+    r"|(?i:(?:it'?s\s|it\sis\s)?a\s(?:tie|draw)|tie|draw|no\sclear\s(?:difference|winner)"
+    r"|(?:both(?:\s(?:responses|answers))?\s(?:are\s)?)?(?:equally\s(?:good|bad|helpful)|about\sthe\ssame"
+    r"|(?:of\s)?(?:similar|comparable|equal)\squality)))"
+)
 _EN_DEGREE = r"(?i:(?:clearly|slightly|much|significantly|definitely|overall|far|somewhat)\s+)?"
 _EN_TAIL = r"(?:\s+(?i:overall|here|in\s+this\s+case))?"
 
@@ -109,7 +127,8 @@ _FORMS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         ("BARE", rf"^(?:{_CONNECTOR}\s?:?)?{_label('x')}$", "x"),
         ("ANNOUNCED", rf"^{_OPENER}{_ANNOUNCE}{_D}{_COPULA}{_label('x')}$", "x"),
         ("ANNOUNCED", rf"^{_OPENER}{_CHOOSE}{_COPULA}{_label('x')}$", "x"),
-        ("BETTER", rf"^{_OPENER}{_BETTER_ONE}{_COPULA}{_label('x', 'AB')}$", "x"),
+        ("BETTER", rf"^{_OPENER}{_BETTER_ONE}{_COPULA}{_label('x')}$", "x"),  # "更好的是：C": neither
+        ("TIE", rf"^{_OPENER}{_TIE}{_COPULA}{_label('x', 'C')}$", "x"),
         ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?:的{_WHOLE})?{_ADVERB}{_BETTER_WORD}$", "x"),
         ("BETTER", rf"^{_OPENER}{_label('x', 'AB')}(?:是|为){_BETTER_ADJ}的(?:回答|答案|一个|那个)?$", "x"),
         (
@@ -185,6 +204,8 @@ _CONCESSION = re.compile(
     r"|(?i:both\s+are\s+(?:fine|acceptable|good)|either\s+(?:one\s+)?(?:is|would\s+be)\s+fine"
     r"|both\s+have\s+(?:their\s+)?(?:merits|strengths))"
 )
+# Words calling the two even: a hedge of A or B, but the very reason of C.
+_EVEN = re.compile(rf"{_CONCESSION.pattern}|难分高下|难分伯仲|难以取舍|难以抉择|不相上下|旗鼓相当")
 _TAKE_BACK = re.compile(
     r"^\W*(?:不对(?!称)|等等|等一下|更正|纠正)|再想想|仔细想想|重新考虑|转念一想|重新评估"
     r"|(?i:^\W*(?:wait|correction)\b|on\s+second\s+thought|let\s+me\s+reconsider|scratch\s+that)"
@@ -299,9 +320,10 @@ def _read(sentence: str) -> tuple[str | None, str | None]:
         after_text = " ".join([*after, tail])
         if letters(after_text) - {label}:
             return None, None
+        whole, after_text = _as_hedged(sentence, label), _as_hedged(after_text, label)
         if (
-            _CONDITIONAL.search(sentence)
-            or _UNSURE.search(sentence)
+            _CONDITIONAL.search(whole)
+            or _UNSURE.search(whole)
             or _MAYBE.search(f"{decider} {after_text}")
             or _CONCESSION.search(after_text)
         ):
@@ -310,18 +332,27 @@ def _read(sentence: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _as_hedged(text: str, label: str) -> str:
+    """``text`` as the hedge checks read it after a verdict of ``label``: for C, calling the two even is no hedge."""
+    return _EVEN.sub(" ", text) if label == "C" else text
+
+
 def final_label(line: str) -> str | None:
     """The label one sentence states as an answer (by the named forms), or None."""
     return _read(unicodedata.normalize("NFKC", line).strip())[0]
 
 
-def parse_verdict(reply: str | None) -> Verdict:
-    """Parse a judge reply strictly (see the module docstring); never raises."""
+def parse_verdict(reply: str | None, reasoning: bool = False) -> Verdict:
+    """Parse a judge reply strictly (see the module docstring); never raises.
+
+    ``reasoning``: the reply came with reasoning beside its text (``reasoning_content``), so a reply
+    with no text is ``reasoning_only`` rather than ``empty``.
+    """
     text = unicodedata.normalize("NFKC", reply or "")  # full-width letters, colons and commas -> ASCII
     answer, had_reasoning = strip_reasoning(text)
     parts = sentences(answer)
     if not parts:
-        return Verdict(None, "reasoning_only" if had_reasoning else "empty")
+        return Verdict(None, "reasoning_only" if had_reasoning or reasoning else "empty")
     read = [_read(s) if letters(s) else (None, None) for s in parts]  # a statement names a label
     stated = {i: label for i, (label, _) in enumerate(read) if label}
     if len(set(stated.values())) > 1 or any(why == "conflicting" for _, why in read):
@@ -331,12 +362,15 @@ def parse_verdict(reply: str | None) -> Verdict:
     if chosen is None:
         if any(why == "hedge" for _, why in read) or any(letters(s) and _hedged(s) for s in parts):
             return Verdict(None, "hedge")
-        return Verdict(None, "ambiguous" if len(letters(parts[-1])) > 1 else "no_label")
+        if len(letters(parts[-1])) > 1:
+            return Verdict(None, "ambiguous")
+        return Verdict(None, "unclear" if named else "no_label")
     label = stated[chosen]
     for later in parts[chosen + 1 :]:
         if _TAKE_BACK.search(later):
             return Verdict(None, "conflicting")
-        if (_UNSURE.search(later) or _CONCESSION.search(later)) and letters(later) != {label}:
+        hedged = _as_hedged(later, label)
+        if (_UNSURE.search(hedged) or _CONCESSION.search(hedged)) and letters(later) != {label}:
             return Verdict(None, "hedge")
     return Verdict(label)
 

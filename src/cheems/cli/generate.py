@@ -2,7 +2,8 @@
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(generate)``. Exit 0 when the run finished,
 even with failed samples (listed in ``OUT.failures.jsonl``) or a spent request budget (a rerun
-resumes from the cache); exit 2 for user errors; 130 / 143 when interrupted, with the outputs
+resumes from the cache); exit 2 for user errors and for a run that got no sample at all (one line
+with the count of each failure reason); 130 / 143 when interrupted, with the outputs
 unchanged and the finished samples in the cache.
 """
 

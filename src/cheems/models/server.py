@@ -49,6 +49,8 @@ class RewardServerSettings(EndpointSettings):
     ROLE: ClassVar[str] = "reward model server"
     DONE: ClassVar[str] = "scores"
     MODEL_FIELD: ClassVar[str] = "model"
+    URL_OPTION: ClassVar[str | None] = None  # the URL is part of a scorer spec, not an option of its own
+    KEY_OPTION: ClassVar[str | None] = None  # the key is $CHEEMS_RM_API_KEY's, no option names it
 
     model: str = Field("", description="The model's name at the server (vLLM checks it; OpenRLHF has one).")
     api_key_env: str = API_KEY_ENV
