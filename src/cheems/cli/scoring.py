@@ -1,18 +1,25 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
---device, --no-shared-prefix) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
+--device, --no-shared-prefix, and for an RM server the judge's connection settings ``SERVER_OPTIONS``) and the
+helpers that act on them: ``compute_scores``, ``stream_scores``, ``connection_settings`` and ``scoring_inputs``.
 
 Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from cheems.data.io import ReadResult, ScoreKey
+
+if TYPE_CHECKING:
+    from cheems.annotate.settings import ConnectionSettings
+
+# How hard to try with an RM server (vllm:, openrlhf:): ConnectionSettings' fields, the judge's options.
+SERVER_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")
 
 ModelOpt = Annotated[
     Optional[str],
@@ -42,6 +49,14 @@ NoSharedPrefixOpt = Annotated[
 ]
 
 
+def connection_settings(given: Mapping[str, Any]) -> ConnectionSettings:
+    """The connection settings among the options ``given`` (a bad value: one line naming its option)."""
+    from cheems.annotate.settings import ConnectionSettings
+    from cheems.cli.options import from_options
+
+    return from_options(ConnectionSettings, {k: v for k, v in given.items() if k in ConnectionSettings.model_fields})
+
+
 def compute_scores(
     model: str,
     bench: dict,
@@ -51,13 +66,19 @@ def compute_scores(
     no_cache: bool,
     device: str | None,
     shared_prefix: bool = True,
+    connection: ConnectionSettings | None = None,
 ) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
     from cheems.evaluate import score_bench
     from cheems.models import ScoreCache, load_scorer
 
     scorer = load_scorer(
-        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
+        model,
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        shared_prefix=shared_prefix,
+        connection=connection,
     )
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
 
@@ -73,6 +94,7 @@ def stream_scores(
     workers: int | None,
     issues: ReadResult,
     shared_prefix: bool = True,
+    connection: ConnectionSettings | None = None,
 ) -> Iterator[tuple[ScoreKey, float]]:
     """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
     stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
@@ -82,7 +104,12 @@ def stream_scores(
     from cheems.models import ScoreCache, load_scorer
 
     scorer = load_scorer(
-        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
+        model,
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        shared_prefix=shared_prefix,
+        connection=connection,
     )
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)

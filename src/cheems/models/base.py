@@ -104,6 +104,33 @@ def progress_hook(hook: Callable[[int], None]) -> Iterator[None]:
         _progress_hook.reset(token)
 
 
+# Scores handed on before a ``score`` call returns: a scorer that gets them a reply at a time (an RM
+# server) calls ``finished`` with each, and ``score_records`` caches them as they come, so a run that
+# stops half-way (the server died) keeps what was scored. Only scorers that run on rank 0 alone call it.
+_finished_hook: ContextVar[Callable[[Sequence[int], Sequence[float]], None] | None] = ContextVar(
+    "cheems_finished_hook", default=None
+)
+
+
+def finished(indices: Sequence[int], scores: Sequence[float]) -> None:
+    """Hand on the scores of the items at ``indices`` (of the ``score`` call running) as soon as they are
+    known, to whoever keeps them (the score cache), and ``advance`` the progress by their number."""
+    hook = _finished_hook.get()
+    if hook is not None:
+        hook(indices, scores)
+    advance(len(indices))
+
+
+@contextmanager
+def finished_hook(hook: Callable[[Sequence[int], Sequence[float]], None]) -> Iterator[None]:
+    """Route ``finished`` calls made inside this block to ``hook``."""
+    token = _finished_hook.set(hook)
+    try:
+        yield
+    finally:
+        _finished_hook.reset(token)
+
+
 @contextmanager
 def scaled_progress(factor: float) -> Iterator[None]:
     """Report each ``advance(n)`` made inside this block as ``n * factor`` (a process scoring 1/k of the work)."""
