@@ -15,7 +15,7 @@ from cheems.annotate.settings import ConnectionSettings
 from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid, settings_options
 from cheems.cli.scoring import (
-    SERVER_OPTIONS,
+    SCORING_OPTIONS,
     BatchOpt,
     CacheOpt,
     DeviceOpt,
@@ -38,13 +38,7 @@ from cheems.runtime import is_main_process
     "seed",
     "output_json",
     "plot",
-    "batch_size",
-    "max_length",
-    "cache",
-    "no_cache",
-    "device",
-    "no_shared_prefix",
-    *SERVER_OPTIONS,
+    *SCORING_OPTIONS,
     "skip_invalid",
     show_defaults=True,
 )

@@ -15,7 +15,7 @@ from cheems.cli.console import console, err, report_skipped, report_warnings, ru
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.cli.scoring import (
-    SERVER_OPTIONS,
+    SCORING_OPTIONS,
     BatchOpt,
     CacheOpt,
     DeviceOpt,
@@ -239,13 +239,7 @@ BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); th
     "model",
     "bench",
     "output",
-    "batch_size",
-    "max_length",
-    "cache",
-    "no_cache",
-    "device",
-    "no_shared_prefix",
-    *SERVER_OPTIONS,
+    *SCORING_OPTIONS,
     "workers",
     show_defaults=True,
 )

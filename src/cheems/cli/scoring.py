@@ -1,5 +1,5 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
---device, --no-shared-prefix, and for an RM server the judge's connection settings ``SERVER_OPTIONS``) and the
+--device, --no-shared-prefix; for an RM server :data:`cheems.cli.options.CONNECTION_OPTIONS`) and the
 helpers that act on them: ``compute_scores``, ``stream_scores``, ``connection_settings`` and ``scoring_inputs``.
 
 Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`).
@@ -13,13 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cheems.cli.options import CONNECTION_OPTIONS, from_options
 from cheems.data.io import ReadResult, ScoreKey
 
 if TYPE_CHECKING:
     from cheems.annotate.settings import ConnectionSettings
-
-# How hard to try with an RM server (vllm:, openrlhf:): ConnectionSettings' fields, the judge's options.
-SERVER_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")
 
 ModelOpt = Annotated[
     Optional[str],
@@ -32,6 +30,8 @@ ModelOpt = Annotated[
         ),
     ),
 ]
+# The options above, as ``settings_options`` lists them, with the connection settings for an RM server.
+SCORING_OPTIONS = ("batch_size", "max_length", "cache", "no_cache", "device", "no_shared_prefix", *CONNECTION_OPTIONS)
 BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
 MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
 CacheOpt = Annotated[
@@ -52,7 +52,6 @@ NoSharedPrefixOpt = Annotated[
 def connection_settings(given: Mapping[str, Any]) -> ConnectionSettings:
     """The connection settings among the options ``given`` (a bad value: one line naming its option)."""
     from cheems.annotate.settings import ConnectionSettings
-    from cheems.cli.options import from_options
 
     return from_options(ConnectionSettings, {k: v for k, v in given.items() if k in ConnectionSettings.model_fields})
 
@@ -72,15 +71,21 @@ def compute_scores(
     from cheems.evaluate import score_bench
     from cheems.models import ScoreCache, load_scorer
 
-    scorer = load_scorer(
-        model,
-        batch_size=batch_size,
-        max_length=max_length,
-        device=device,
-        shared_prefix=shared_prefix,
-        connection=connection,
-    )
+    scorer = load_scorer(model, **_scorer_options(batch_size, max_length, device, shared_prefix, connection))
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+
+
+def _scorer_options(
+    batch_size: int, max_length: int, device: str | None, shared_prefix: bool, connection: ConnectionSettings | None
+) -> dict[str, Any]:
+    """``load_scorer``'s keyword arguments from the scoring options."""
+    return {
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "device": device,
+        "shared_prefix": shared_prefix,
+        "connection": connection,
+    }
 
 
 def stream_scores(
@@ -103,14 +108,7 @@ def stream_scores(
     from cheems.evaluate.bench import score_stream, stream_bench
     from cheems.models import ScoreCache, load_scorer
 
-    scorer = load_scorer(
-        model,
-        batch_size=batch_size,
-        max_length=max_length,
-        device=device,
-        shared_prefix=shared_prefix,
-        connection=connection,
-    )
+    scorer = load_scorer(model, **_scorer_options(batch_size, max_length, device, shared_prefix, connection))
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)
     return score_stream(records, scorer, None if no_cache else ScoreCache(cache))

@@ -6,15 +6,16 @@ Nothing here imports torch: the all-cache-hits path of ``score_records`` must st
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from cheems.data.schema import Message, prompt_messages
 from cheems.runtime import content_hash
 
 Prompt = str | list[Message]
 ScoreItem = tuple[Prompt, str]  # (prompt, response)
+T = TypeVar("T")
 
 # Bumped when a change in this package changes the scores a given model gives, so old cache
 # entries stop matching (it is part of every model scorer's fingerprint).
@@ -95,13 +96,18 @@ def advance(n: int) -> None:
 
 
 @contextmanager
-def progress_hook(hook: Callable[[int], None]) -> Iterator[None]:
-    """Route ``advance`` calls made inside this block to ``hook``."""
-    token = _progress_hook.set(hook)
+def _routed(var: ContextVar[T | None], hook: T) -> Iterator[None]:
+    """``var`` set to ``hook`` for the duration of the block."""
+    token = var.set(hook)
     try:
         yield
     finally:
-        _progress_hook.reset(token)
+        var.reset(token)
+
+
+def progress_hook(hook: Callable[[int], None]) -> AbstractContextManager[None]:
+    """Route ``advance`` calls made inside this block to ``hook``."""
+    return _routed(_progress_hook, hook)
 
 
 # Scores handed on before a ``score`` call returns: a scorer that gets them a reply at a time (an RM
@@ -121,14 +127,9 @@ def finished(indices: Sequence[int], scores: Sequence[float]) -> None:
     advance(len(indices))
 
 
-@contextmanager
-def finished_hook(hook: Callable[[Sequence[int], Sequence[float]], None]) -> Iterator[None]:
+def finished_hook(hook: Callable[[Sequence[int], Sequence[float]], None]) -> AbstractContextManager[None]:
     """Route ``finished`` calls made inside this block to ``hook``."""
-    token = _finished_hook.set(hook)
-    try:
-        yield
-    finally:
-        _finished_hook.reset(token)
+    return _routed(_finished_hook, hook)
 
 
 @contextmanager
