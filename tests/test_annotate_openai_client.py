@@ -134,10 +134,19 @@ def test_http_400_fails_the_pair_without_retrying(server, tmp_path):
 
 def test_retry_after_is_honoured(tmp_path):
     with FakeJudgeServer(retry_after="1") as server:
-        result = judge_records(records(1, 2, special={2: "{{fault:429}}"}), settings(server, tmp_path), progress=False)
+        cfg = settings(server, tmp_path, backoff_max=2.0)
+        result = judge_records(records(1, 2, special={2: "{{fault:429}}"}), cfg, progress=False)
     assert result.stats.judged == 1
     first, second = server.request_times
     assert second - first >= 0.95  # the server said 1 s; our own backoff alone would be 0.01 s
+
+
+def test_retry_after_is_capped_by_backoff_max(tmp_path):
+    # A server asking for an hour is asked again after backoff_max (here 0.01 s): the run ends, the pair fails.
+    with FakeJudgeServer(retry_after="3600") as server:
+        recs = records(1, 2, special={2: "{{fault:429*}}"})
+        result = judge_records(recs, settings(server, tmp_path, max_retries=2), progress=False)
+    assert result.stats.failed == {"http_429": 1} and list(server.counts.values()) == [3]
 
 
 def test_concurrency_is_bounded_and_used(tmp_path):

@@ -189,3 +189,36 @@ def test_a_non_finite_model_score_is_an_error_and_is_never_cached(tmp_path, bad)
     with pytest.raises(InputError, match="non-finite score"):
         score_records([record], Overflowing(bad), cache=cache, progress=False)
     assert not cache.path.exists()  # nothing of that call was stored, not even the good score
+
+
+class HandsOnThenStops:
+    """The length scorer handing on the first ``n`` scores as it goes (as an RM server does), then stopped by
+    ``error`` (Ctrl-C, a server that went away)."""
+
+    def __init__(self, n: int, error: BaseException) -> None:
+        self.inner = load_scorer("length")
+        self.name, self.n, self.error = "hands-on", n, error
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint()
+
+    def score(self, items: Sequence[ScoreItem]) -> list[float]:
+        from cheems.models.base import finished
+
+        finished(range(self.n), self.inner.score(items[: self.n]))
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), InputError("the server went away", hint="start it")])
+def test_scores_handed_on_before_a_failure_are_cached(tmp_path, error):
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    with pytest.raises(type(error)) as e:
+        score_records(records(), HandsOnThenStops(2, error), cache=cache, progress=False)
+    if isinstance(error, InputError):  # the message says what is kept, and where
+        assert str(e.value).endswith(f"start it; 2 score(s) of this run are saved in {cache.path}: a rerun asks "
+                                     "only for the rest")  # fmt: skip
+    counting = Counting(load_scorer("length"))
+    assert score_records(records(), counting, cache=cache, progress=False) == score_records(
+        records(), load_scorer("length"), progress=False
+    )
+    assert counting.items == 3  # 5 responses, 2 of them cached by the stopped run

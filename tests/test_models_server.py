@@ -52,14 +52,25 @@ class RMServer:
     """A threading HTTP server on 127.0.0.1 answering ``/pooling`` and ``/get_reward``.
 
     ``faults``: behaviours of the first requests, in arrival order (then ``ok``): ``429`` (with
-    ``Retry-After: 0``), ``500``, ``malformed`` (broken JSON), ``count`` (one reward too few), ``nan``
-    (a NaN reward), ``list2`` (two numbers for one input), ``reset`` (the connection is closed, no reply).
+    ``Retry-After: retry_after``), ``500``, ``malformed`` (broken JSON), ``count`` (one reward too few), ``nan``
+    (a NaN reward), ``inf`` (``Infinity``), ``big`` (a 400-digit integer), ``text`` (``"1.5"``), ``list2``
+    (two numbers for one input), ``reset`` (the connection is closed, no reply).
     ``per_token``: vLLM replies one ``[r]`` row per token, the reward on the last (a ``reward`` pooler).
+    ``die_after``: answers that many requests, then dies (stops listening; the next request is reset).
+    ``port``: 0 = any free one; a server restarted on the port of a dead one has the same URL (the cache key).
     """
 
-    def __init__(self, faults: list[str] | None = None, per_token: bool = False) -> None:
+    def __init__(
+        self,
+        faults: list[str] | None = None,
+        per_token: bool = False,
+        retry_after: str = "0",
+        die_after: int | None = None,
+        port: int = 0,
+    ) -> None:
         self.faults = list(faults or [])
         self.per_token = per_token
+        self.retry_after, self.die_after = retry_after, die_after
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         outer = self
@@ -71,11 +82,17 @@ class RMServer:
             def do_POST(self) -> None:  # noqa: N802 - the http.server name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer.lock:
-                    outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                    fault = outer.faults.pop(0) if outer.faults else "ok"
+                    dies = outer.die_after is not None and len(outer.requests) >= outer.die_after
+                    if not dies:
+                        outer.requests.append(
+                            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                        )
+                    fault = "reset" if dies else outer.faults.pop(0) if outer.faults else "ok"
+                if dies:  # killed mid-run: nothing listens any more
+                    threading.Thread(target=outer.stop, daemon=True).start()
                 outer.answer(self, body, fault)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -93,9 +110,10 @@ class RMServer:
             handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             handler.connection.close()
             return
-        status, headers = {"429": (429, {"Retry-After": "0"}), "500": (500, {})}.get(fault, (200, {}))
+        status, headers = {"429": (429, {"Retry-After": self.retry_after}), "500": (500, {})}.get(fault, (200, {}))
         rewards = self.rewards(handler.path, body)
-        rewards = {"count": rewards[:-1], "nan": [float("nan")] * len(rewards)}.get(fault, rewards)
+        bad = {"nan": float("nan"), "inf": float("inf"), "big": 10**400, "text": "1.5"}
+        rewards = [bad[fault]] * len(rewards) if fault in bad else rewards[:-1] if fault == "count" else rewards
         if handler.path == "/pooling":
             value = [[0.5]] * 3 + [[rewards[0]]] if self.per_token else [rewards[0]]
             value = [rewards[0], 1.0] if fault == "list2" else value
@@ -279,3 +297,127 @@ def test_cli_score_end_to_end_and_resume_from_cache(tmp_path, monkeypatch, capsy
     )  # fmt: skip
     assert_user_error(result, f"'vllm:{srv.url}' names no model", "use vllm:URL#MODEL")
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("fault", "sent"),
+    [
+        ("big", "a reward too large for a number: 100000000000… (401 digits)"),
+        ("inf", "a non-finite reward (inf)"),
+        ("nan", "a non-finite reward (nan)"),
+        ("text", "a reward is not a number: 1.5"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["vllm", "openrlhf"])
+def test_a_reward_past_a_float_is_one_line_naming_the_server_and_never_stored(
+    tmp_path, monkeypatch, capsys, kind, fault, sent
+):
+    bench = write_jsonl(tmp_path / "open.jsonl", BENCH)
+    out, cache = tmp_path / "scores.jsonl", tmp_path / "scores.sqlite"
+    srv = RMServer(faults=["ok", "ok"] + [fault] * 1000)  # two good replies, then only the bad value
+    try:
+        spec = f"vllm:{srv.url}#{MODEL}" if kind == "vllm" else f"openrlhf:{srv.url}"
+        result = run_main(
+            "score", "--model", spec, "--bench", bench, "-o", out, "--cache", cache, "--max-retries", "1",
+            "--concurrency", "1", "--batch-size", "1", monkeypatch=monkeypatch, capsys=capsys,
+        )  # fmt: skip
+    finally:
+        srv.stop()
+    path = "/pooling" if kind == "vllm" else "/get_reward"
+    line = assert_user_error(result, f"the reward model server at {srv.url}{path} gave no usable reply", sent)
+    assert "2 score(s) of this run are saved in" in line and not out.exists()
+    assert _cached_rows(cache) == 2  # the good replies only: the bad value is never stored
+
+
+def _cached_rows(path) -> int:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT count(*) FROM scores").fetchone()[0]
+
+
+@pytest.mark.parametrize("command", ["score", "eval", "bon"])
+def test_a_server_that_accepts_and_never_answers_stops_with_one_line(tmp_path, monkeypatch, capsys, command):
+    ranked = [{**r, "rank": {x["id"]: i + 1 for i, x in enumerate(r["responses"])}} for r in BENCH]
+    bench = write_jsonl(tmp_path / "open.jsonl", ranked)
+    out = tmp_path / "out.jsonl"
+    inputs = {"score": ["--bench", bench, "-o", out], "eval": ["--bench", bench], "bon": [bench, "-o", out]}[command]
+    # A listening socket nobody accepts on: the kernel completes the handshake, the request is never read.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        result = run_main(
+            command, *inputs, "--model", f"openrlhf:{url}", "--no-cache", "--timeout", "0.5", "--give-up-after", "1",
+            "--batch-size", "2", monkeypatch=monkeypatch, capsys=capsys,
+        )  # fmt: skip
+    assert_user_error(
+        result,
+        f"no answer from the reward model server at {url}/get_reward for 1 s (last try: no reply within 0.5 s)",
+        "raise --give-up-after",
+    )
+    assert not out.exists()
+
+
+def test_retry_after_an_hour_is_capped_and_a_server_that_only_says_429_is_given_up():
+    items = [(r.prompt, x.content) for r in records() for x in r.responses]
+    srv = RMServer(faults=["429"] * 10_000, retry_after="3600")
+    try:
+        # Retry-After: 3600 is waited for at most backoff_max (0.01 s here): the retries run out at once.
+        scorer = OpenRLHFRewardScorer(srv.url, batch_size=5, settings=fast(srv.url, max_retries=2))
+        with pytest.raises(InputError, match=r"gave no usable reply: busy \(after 3 attempts\)"):
+            scorer.score(items)
+        # Endless retries: the run stops once no usable reply came for give_up_after seconds.
+        patient = fast(srv.url, max_retries=10**6, timeout=0.3, give_up_after=0.3)
+        with pytest.raises(InputError) as e:
+            OpenRLHFRewardScorer(srv.url, batch_size=5, settings=patient).score(items)
+        assert f"no answer from the reward model server at {srv.url}/get_reward for 0.3 s" in str(e.value)
+        assert "(last try: HTTP 429: busy)" in str(e.value) and "\n" not in str(e.value)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize(("kind", "answered"), [("vllm", 3), ("openrlhf", 2)])
+def test_scores_of_a_server_that_dies_mid_run_are_cached_and_a_rerun_asks_only_the_rest(
+    tmp_path, monkeypatch, capsys, kind, answered
+):
+    bench = write_jsonl(tmp_path / "open.jsonl", BENCH)
+    cache = tmp_path / "scores.sqlite"
+    expected = VLLM_SCORES if kind == "vllm" else OPENRLHF_SCORES
+
+    def score(srv: RMServer, out) -> object:
+        spec = f"vllm:{srv.url}#{MODEL}" if kind == "vllm" else f"openrlhf:{srv.url}"
+        return run_main(
+            "score", "--model", spec, "--bench", bench, "-o", out, "--cache", cache, "--batch-size", "2",
+            "--concurrency", "1", "--max-retries", "0", monkeypatch=monkeypatch, capsys=capsys,
+        )  # fmt: skip
+
+    dying = RMServer(die_after=answered)  # vLLM: 3 of 5 items; OpenRLHF: 2 batches of 2 of 5 texts
+    try:
+        result = score(dying, tmp_path / "first.jsonl")
+    finally:
+        dying.stop()
+    saved = answered if kind == "vllm" else 2 * answered
+    assert_user_error(result, f"the reward model server at {dying.url}", f"{saved} score(s) of this run are saved in")
+    assert not (tmp_path / "first.jsonl").exists()
+    healthy = RMServer(port=dying.httpd.server_address[1])  # the server restarted at the same URL
+    try:
+        result = score(healthy, tmp_path / "again.jsonl")
+    finally:
+        healthy.stop()
+    assert result.returncode == 0, result.stderr
+    asked = (
+        [r["body"]["messages"][-1]["content"] for r in healthy.requests]
+        if kind == "vllm"
+        else [q.rpartition("\n\n")[2] for r in healthy.requests for q in r["body"]["query"]]
+    )
+    answered_before = (
+        [r["body"]["messages"][-1]["content"] for r in dying.requests]
+        if kind == "vllm"
+        else [q.rpartition("\n\n")[2] for r in dying.requests for q in r["body"]["query"]]
+    )
+    everything = [x["content"] for record in BENCH for x in record["responses"]]
+    assert sorted(asked) == sorted(set(everything) - set(answered_before)) and len(asked) == 5 - saved
+    rows = [json.loads(line) for line in (tmp_path / "again.jsonl").read_text().splitlines()]
+    assert {(r["prompt_id"], r["response_id"]): r["score"] for r in rows} == expected

@@ -4,12 +4,15 @@
 connection, take the next question when done with the last, so at most ``concurrency``
 questions are in flight and memory does not grow with the number of pairs. Per request: a total deadline
 (``timeout``); retries with exponential backoff and jitter on 429, 5xx, timeouts, connection
-errors and malformed JSON, honouring ``Retry-After``. A reply without a clear A/B/C verdict is
-re-asked (sampled at ``retry_temperature``), then recorded as failed.
+errors and malformed JSON, honouring ``Retry-After`` up to ``backoff_max`` (a server asking for an
+hour must not park the run). A reply without a clear A/B/C verdict is re-asked (sampled at
+``retry_temperature``), then recorded as failed.
 
 The run stops with a one-line error when every later request would fail the same way: 401/403/404,
-or ``max_consecutive_failures`` requests in a row (across workers) without a usable reply: refused,
-reset, timed out or HTTP 5xx (the server went away; workers asleep in a backoff are stopped too).
+``max_consecutive_failures`` requests in a row (across workers) without a usable reply: refused,
+reset, timed out or HTTP 5xx (the server went away; workers asleep in a backoff are stopped too), or
+no usable reply at all for ``give_up_after`` seconds (a server that accepts and never answers, or
+answers only 429 or 5xx).
 At most ``max_reply_bytes`` of a reply are read. The API key never leaves this module: text from the
 server (replies, error bodies, exception messages) is stored with it redacted.
 """
@@ -17,10 +20,12 @@ server (replies, error bodies, exception messages) is stored with it redacted.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import random
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -43,7 +48,6 @@ FATAL_STATUS = {
     403: "the API key is not allowed to use this model or endpoint",
     404: "not found (wrong base URL or model name?)",
 }
-RETRY_AFTER_MAX = 120.0  # never sleep longer than this on a server's say-so
 REDACTED = "[API key]"
 MIN_SECRET = 8  # shorter "keys" (EMPTY, x) are placeholders; replacing them would rewrite ordinary text
 # The most tokens the replies to one item may report together: exact in JSON, inside SQLite's 64-bit
@@ -187,6 +191,8 @@ class ChatClient:
         self._any_response = False  # a server that never answered + connection refused = wrong URL
         self._down_streak = 0  # requests in a row, across workers, with no usable reply (one event loop: no lock)
         self._usage_warned = False  # a server's broken token counts are reported once per run
+        self._answered_at = 0.0  # monotonic time of the last usable reply (or of the run's start)
+        self._last_failure = ("", "")  # (URL, what went wrong) of the latest failed request
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -207,12 +213,14 @@ class ChatClient:
         except RuntimeError:
             asyncio.run(self._run(jobs, handle))
             return
-        # Called from inside an event loop (a notebook): run ours in a thread of its own.
+        # Called from inside an event loop (a notebook): run ours in a thread of its own, with the
+        # caller's context (a score cache's hook, a progress bar) as asyncio.run would have it.
         errors: list[BaseException] = []
+        context = contextvars.copy_context()
 
         def target() -> None:
             try:
-                asyncio.run(self._run(jobs, handle))
+                context.run(asyncio.run, self._run(jobs, handle))
             except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                 errors.append(e)
 
@@ -244,21 +252,54 @@ class ChatClient:
                     await handle(client, job)
 
         workers = [asyncio.create_task(worker()) for _ in range(k)]
+        running = asyncio.gather(*workers)
+        stalled: list[_Fatal] = []
+        self._answered_at = time.monotonic()
+        watchdog = asyncio.create_task(self._watch(running, stalled))
         try:
-            await asyncio.gather(*workers)
+            await running
         except BaseException as e:
             # The others may be sleeping in a backoff: stop them now (what they hold is not final, not cached).
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            if stalled:
+                raise stalled[0].error from None
             if isinstance(e, _Fatal):
                 raise e.error from None
             raise
+        finally:
+            watchdog.cancel()
+
+    async def _watch(self, running: asyncio.Future, stalled: list[_Fatal]) -> None:
+        """Stop the run (``running``, into ``stalled``) once no usable reply came for ``give_up_after`` s.
+
+        A worker waits at most ``timeout`` for one request, but retries and backoffs (honouring the
+        server's ``Retry-After``) can keep a run going for many minutes on a server that accepts and
+        never answers, or answers only 429: this bounds the whole wait without progress.
+        """
+        s = self.settings
+        limit = max(s.give_up_after, s.timeout)  # one request may take ``timeout``: never stop it sooner
+        while (left := self._answered_at + limit - time.monotonic()) > 0:
+            await asyncio.sleep(left)
+        url, last = self._last_failure
+        stalled.append(
+            _Fatal(
+                f"no answer from the {s.ROLE} at {url or self.base_url} for {limit:g} s (last try: "
+                f"{last or 'no reply yet'})",
+                field="base_url",
+                hint="is the server overloaded or stuck? check its log and rerun the same command; for a server "
+                "this slow raise --give-up-after (and --timeout)",
+            )
+        )
+        running.cancel()
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, RETRY_AFTER_MAX)
+        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After``, or exponential backoff
+        with jitter; never more than ``backoff_max``."""
         s = self.settings
+        if retry_after is not None:
+            return min(retry_after, s.backoff_max)
         return min(s.backoff_max, s.backoff_base * 2**attempt) * (0.5 + 0.5 * self._rng.random())
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> tuple[int, Any, bytes | None]:
@@ -273,6 +314,8 @@ class ChatClient:
         Such requests are counted across workers; ``max_consecutive_failures`` in a row stop the run.
         """
         outcome.failure, outcome.detail = failure, self._redact(detail)
+        shown = f"HTTP {failure[5:]}: {outcome.detail}" if failure.startswith("http_") else outcome.detail
+        self._last_failure = (url, shown)
         if not down:
             return
         self._down_streak += 1
@@ -285,8 +328,7 @@ class ChatClient:
                 f"the {role} at {url} stopped answering: {last}",
                 field="base_url",
                 path=self.settings.URL_OPTION,
-                hint="is the server still up? start it again (or fix --base-url) and rerun the same "
-                f"command: finished {self.settings.DONE} are cached and not asked again",
+                hint="is the server still up? start it again (or fix --base-url) and rerun the same command",
             )
         raise _Fatal(
             f"cannot reach the {role} at {url}: {last}",
@@ -371,17 +413,22 @@ class ChatClient:
                     )
                 if status == 200 and data is None:  # not retried: the same question gets the same huge reply
                     self._failed(outcome, url, "too_large", f"reply over {s.max_reply_bytes} bytes, not read")
+                    self._answered_at = time.monotonic()  # an answer, if a useless one: the run moves on
                     return None
                 if status == 200:
                     try:
-                        return parse(json.loads(data))
+                        result = parse(json.loads(data))
                     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                         self._failed(outcome, url, "malformed", f"malformed reply: {str(e)[:120]}")
+                    else:
+                        self._answered_at = time.monotonic()
+                        return result
                 elif status in RETRY_STATUS or status >= 500:
                     self._failed(outcome, url, f"http_{status}", _error_text(data), down=status >= 500)
                     retry_after = retry_after_seconds(headers.get("retry-after"))
                 else:  # e.g. 400 for a prompt longer than the model's context: this question only, no retry
                     self._failed(outcome, url, f"http_{status}", _error_text(data))
+                    self._answered_at = time.monotonic()
                     return None
             if attempt < s.max_retries:
                 await asyncio.sleep(self._backoff(attempt, retry_after))

@@ -1,4 +1,4 @@
-"""Endpoint, judge and generation settings, the outcome of one judged pair, the request budget of a run."""
+"""Connection, endpoint, judge and generation settings, the outcome of one judged pair, the request budget of a run."""
 
 from __future__ import annotations
 
@@ -22,28 +22,68 @@ RAW_KEEP_CHARS = 2000  # of a judge's reply, what is stored (cache, failures fil
 _AT_LEAST_ONE = rule(lambda n: n >= 1, "must be at least 1, got {value}")
 _NOT_NEGATIVE = rule(lambda x: x >= 0, "must not be negative, got {value}")
 _NOT_NEGATIVE_WHOLE = rule(lambda n: n >= 0, "must be 0 or more, got {value}")
+_POSITIVE = rule(lambda x: x > 0, "must be positive, got {value}")
 
 
-class EndpointSettings(Settings):
+class ConnectionSettings(Settings):
+    """How hard to try with a server over HTTP: the fields every client of one shares.
+
+    The base of :class:`EndpointSettings` (the judge, the generator) and of the reward model servers'
+    settings (:class:`cheems.models.server.RewardServerSettings`), so ``judge``, ``generate``, ``score``,
+    ``eval`` and ``bon`` take the same options with the same defaults; the one HTTP client
+    (:mod:`cheems.annotate.openai_client`) reads them.
+
+    - ``max_consecutive_failures``: counted across all workers; no reply = connection refused or
+      reset, timeout, HTTP 5xx.
+    - ``give_up_after``: no usable reply for this long (never less than ``timeout``: one request may
+      take that long) stops the run: a server that accepts and never answers, or keeps answering 429
+      or 5xx. A rerun resumes from what is cached.
+    - ``backoff_max``: also caps a server's ``Retry-After`` (``Retry-After: 3600`` must not park a run).
+    - ``max_reply_bytes``: the most bytes read from one HTTP reply; a longer one is a failed request.
+    """
+
+    concurrency: Annotated[
+        int,
+        _AT_LEAST_ONE,
+        rule(
+            lambda n: n <= MAX_CONCURRENCY,
+            f"must be at most {MAX_CONCURRENCY}, got {{value}}",
+            "more requests in flight only queue at the server; 8-64 suits most endpoints",
+        ),
+    ] = Field(8, description="Requests in flight at once (1-256).")
+    timeout: Annotated[float, _POSITIVE] = Field(60.0, description="Seconds per request.")
+    max_retries: Annotated[int, _NOT_NEGATIVE_WHOLE] = Field(
+        4, description="Retries per request (429, 5xx, timeouts, resets)."
+    )
+    backoff_base: Annotated[float, _NOT_NEGATIVE] = 0.5
+    backoff_max: Annotated[float, _NOT_NEGATIVE] = 30.0
+    max_consecutive_failures: Annotated[int, _AT_LEAST_ONE] = Field(
+        32, description="Stop after this many requests in a row got no reply (server down); a rerun resumes."
+    )
+    give_up_after: Annotated[float, _POSITIVE] = Field(
+        120.0,
+        description="Stop when the server has given no usable reply for this many seconds (it hangs, or keeps "
+        "answering 429/5xx; never less than --timeout); a rerun resumes.",
+    )
+    max_reply_bytes: Annotated[int, _AT_LEAST_ONE] = 2 * 1024 * 1024
+
+
+class EndpointSettings(ConnectionSettings):
     """What every client of a chat model needs: where it is, how hard to try, how much to read.
 
     The base of :class:`JudgeSettings` and of generation's settings
     (:class:`cheems.annotate.generate.GenerateSettings`); the OpenAI-compatible client
     (:mod:`cheems.annotate.openai_client`) and the local model (:mod:`cheems.annotate.local`) read
-    only these fields and ``model_name``.
+    only these fields (with :class:`ConnectionSettings`') and ``model_name``.
 
     - ``backend``: ``openai`` = any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, Ollama,
       DeepSeek/Qwen/GLM APIs); ``hf`` = a local Hugging Face causal LM (folder or hub id as the model).
     - ``api_key_env``: the environment variable holding the key (``api_key`` overrides it; never
       printed, never in a dump).
     - ``max_requests``: ``None`` = unlimited.
-    - ``max_consecutive_failures``: counted across all workers; no reply = connection refused or
-      reset, timeout, HTTP 5xx.
-    - ``max_reply_bytes``: the most bytes read from one HTTP reply; a longer one is a failed request.
     """
 
     ROLE: ClassVar[str] = "judge"  # what the model is called in error messages
-    DONE: ClassVar[str] = "judgements"  # what a finished request gives, in error messages
     MODEL_FIELD: ClassVar[str] = "judge_model"  # the field naming the model
     URL_OPTION: ClassVar[str | None] = "--base-url"  # the option giving ``base_url``: the place of its errors
     KEY_OPTION: ClassVar[str | None] = "--api-key-env"  # the option naming the key's variable: the same
@@ -63,34 +103,13 @@ class EndpointSettings(Settings):
         description="Environment variable holding the API key (unset: none sent to a server on this machine).",
     )
     api_key: str | None = Field(None, repr=False, exclude=True)
-    concurrency: Annotated[
-        int,
-        _AT_LEAST_ONE,
-        rule(
-            lambda n: n <= MAX_CONCURRENCY,
-            f"must be at most {MAX_CONCURRENCY}, got {{value}}",
-            "more requests in flight only queue at the server; 8-64 suits most endpoints",
-        ),
-    ] = Field(8, description="Requests in flight at once (1-256).")
-    timeout: Annotated[float, rule(lambda x: x > 0, "must be positive, got {value}")] = Field(
-        60.0, description="Seconds per request."
-    )
-    max_retries: Annotated[int, _NOT_NEGATIVE_WHOLE] = Field(
-        4, description="Retries per request (429, 5xx, timeouts, resets)."
-    )
     max_requests: Annotated[int | None, rule(lambda n: n is None or n >= 0, "must be 0 or more, got {value}")] = Field(
         None, description="Request budget for this run; a rerun resumes where it stopped."
     )
     max_tokens: Annotated[int, _AT_LEAST_ONE] = Field(64, description="Most tokens per reply.")
     temperature: Annotated[float, _NOT_NEGATIVE] = 0.0
-    backoff_base: Annotated[float, _NOT_NEGATIVE] = 0.5
-    backoff_max: Annotated[float, _NOT_NEGATIVE] = 30.0
     batch_size: Annotated[int, _AT_LEAST_ONE] = Field(8, description="hf backend: prompts per generate call.")
     device: str | None = Field(None, description="hf backend: cpu, cuda, cuda:1, ... (default: cuda if available).")
-    max_consecutive_failures: Annotated[int, _AT_LEAST_ONE] = Field(
-        32, description="Stop after this many requests in a row got no reply (server down); a rerun resumes."
-    )
-    max_reply_bytes: Annotated[int, _AT_LEAST_ONE] = 2 * 1024 * 1024
 
     @property
     def model_name(self) -> str:
@@ -196,7 +215,6 @@ class GenerateSettings(EndpointSettings):
     :class:`EndpointSettings`'."""
 
     ROLE: ClassVar[str] = "generator"
-    DONE: ClassVar[str] = "samples"
     MODEL_FIELD: ClassVar[str] = "gen_model"
 
     gen_model: Annotated[

@@ -11,14 +11,39 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from cheems.annotate.settings import ConnectionSettings
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.cli.options import SkipInvalid
-from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt, NoSharedPrefixOpt
+from cheems.cli.options import SkipInvalid, settings_options
+from cheems.cli.scoring import (
+    SCORING_OPTIONS,
+    BatchOpt,
+    CacheOpt,
+    DeviceOpt,
+    MaxLenOpt,
+    ModelOpt,
+    NoCacheOpt,
+    NoSharedPrefixOpt,
+)
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
 
 
+@settings_options(
+    ConnectionSettings,
+    "output",
+    "model",
+    "scores",
+    "n",
+    "sample",
+    "seed",
+    "output_json",
+    "plot",
+    *SCORING_OPTIONS,
+    "skip_invalid",
+    show_defaults=True,
+)
 def bon(
+    *,
     pool: Annotated[Path, typer.Argument(metavar="POOL", help="Canonical records: each prompt's candidate responses.")],
     output: Annotated[
         Optional[Path],
@@ -47,9 +72,10 @@ def bon(
     device: DeviceOpt = None,
     no_shared_prefix: NoSharedPrefixOpt = False,
     skip_invalid: SkipInvalid = False,
+    settings: dict,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.cli.scoring import compute_scores, scoring_inputs, warn_unmatched
+    from cheems.cli.scoring import compute_scores, connection_settings, scoring_inputs, warn_unmatched
     from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate.bon import best_of_n, curve_png
@@ -59,6 +85,7 @@ def bon(
             "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores",
             hint="e.g. cheems bon pool.jsonl --model length -o picks.jsonl",
         )
+    connection = connection_settings(settings)
     inputs = [("POOL", pool), ("--scores", scores), *scoring_inputs([], cache, no_cache or scores is not None)]
     claim_outputs(inputs=inputs, files=[("--output", output), ("--output-json", output_json), ("--plot", plot)])
     read = read_records(pool, skip_invalid=skip_invalid)
@@ -68,7 +95,7 @@ def bon(
         values, source = read_scores(scores), str(scores)
     else:
         pool_bench, shared = {"pool": read.records}, not no_shared_prefix
-        values = compute_scores(model, pool_bench, batch_size, max_length, cache, no_cache, device, shared)
+        values = compute_scores(model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection)
         source = model
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return

@@ -43,6 +43,7 @@ from cheems.errors import InputError
     "max_retries",
     "max_requests",
     "max_consecutive_failures",
+    "give_up_after",
     "batch_size",
     "device",
     "stats_json",

@@ -10,11 +10,12 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
-from cheems.annotate.settings import JudgeSettings
+from cheems.annotate.settings import ConnectionSettings, JudgeSettings
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.cli.scoring import (
+    SCORING_OPTIONS,
     BatchOpt,
     CacheOpt,
     DeviceOpt,
@@ -23,6 +24,7 @@ from cheems.cli.scoring import (
     NoCacheOpt,
     NoSharedPrefixOpt,
     compute_scores,
+    connection_settings,
     scoring_inputs,
     stream_scores,
     warn_unmatched,
@@ -229,7 +231,17 @@ BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); th
 
 
 @app.command()
+@settings_options(
+    ConnectionSettings,
+    "model",
+    "bench",
+    "output",
+    *SCORING_OPTIONS,
+    "workers",
+    show_defaults=True,
+)
 def score(
+    *,
     model: ModelOpt = None,
     bench: BenchOpt = [],  # noqa: B006 - typer reads the default
     output: Output = Path("scores.jsonl"),
@@ -240,6 +252,7 @@ def score(
     device: DeviceOpt = None,
     no_shared_prefix: NoSharedPrefixOpt = False,
     workers: Workers = None,
+    settings: dict,
 ) -> None:
     """Score every response of the bench files with a reward model."""
     from cheems.data.io import ReadResult, write_scores
@@ -250,10 +263,11 @@ def score(
             "cheems score needs --model and at least one --bench",
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
+    connection = connection_settings(settings)
     claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
     issues = ReadResult()
     scores = stream_scores(
-        model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix
+        model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix, connection
     )
     if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
         for _ in scores:
@@ -356,6 +370,7 @@ def eval_(
         judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
         inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
     else:
+        connection = connection_settings(settings)
         inputs = [*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)]
     claim_outputs(
         inputs=inputs,
@@ -384,7 +399,7 @@ def eval_(
             values, source = read_scores(scores), str(scores)
         else:
             shared = not no_shared_prefix
-            values = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, shared)
+            values = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, shared, connection)
             source = model
         if not is_main_process():  # under a launcher rank 0 writes the one report
             return

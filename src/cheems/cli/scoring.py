@@ -1,5 +1,6 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
---device, --no-shared-prefix) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
+--device, --no-shared-prefix; for an RM server :data:`cheems.cli.options.CONNECTION_OPTIONS`) and the
+helpers that act on them: ``compute_scores``, ``stream_scores``, ``connection_settings`` and ``scoring_inputs``.
 
 Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`), which warn alike
 about scores of no response they know (``warn_unmatched``).
@@ -7,15 +8,19 @@ about scores of no response they know (``warn_unmatched``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from cheems.cli.console import report_warnings
+from cheems.cli.options import CONNECTION_OPTIONS, from_options
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.errors import InputError
+
+if TYPE_CHECKING:
+    from cheems.annotate.settings import ConnectionSettings
 
 ModelOpt = Annotated[
     Optional[str],
@@ -28,6 +33,8 @@ ModelOpt = Annotated[
         ),
     ),
 ]
+# The options above, as ``settings_options`` lists them, with the connection settings for an RM server.
+SCORING_OPTIONS = ("batch_size", "max_length", "cache", "no_cache", "device", "no_shared_prefix", *CONNECTION_OPTIONS)
 BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
 MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
 CacheOpt = Annotated[
@@ -45,6 +52,13 @@ NoSharedPrefixOpt = Annotated[
 ]
 
 
+def connection_settings(given: Mapping[str, Any]) -> ConnectionSettings:
+    """The connection settings among the options ``given`` (a bad value: one line naming its option)."""
+    from cheems.annotate.settings import ConnectionSettings
+
+    return from_options(ConnectionSettings, {k: v for k, v in given.items() if k in ConnectionSettings.model_fields})
+
+
 def compute_scores(
     model: str,
     bench: dict,
@@ -54,15 +68,27 @@ def compute_scores(
     no_cache: bool,
     device: str | None,
     shared_prefix: bool = True,
+    connection: ConnectionSettings | None = None,
 ) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
     from cheems.evaluate import score_bench
     from cheems.models import ScoreCache, load_scorer
 
-    scorer = load_scorer(
-        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
-    )
+    scorer = load_scorer(model, **_scorer_options(batch_size, max_length, device, shared_prefix, connection))
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+
+
+def _scorer_options(
+    batch_size: int, max_length: int, device: str | None, shared_prefix: bool, connection: ConnectionSettings | None
+) -> dict[str, Any]:
+    """``load_scorer``'s keyword arguments from the scoring options."""
+    return {
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "device": device,
+        "shared_prefix": shared_prefix,
+        "connection": connection,
+    }
 
 
 def stream_scores(
@@ -76,6 +102,7 @@ def stream_scores(
     workers: int | None,
     issues: ReadResult,
     shared_prefix: bool = True,
+    connection: ConnectionSettings | None = None,
 ) -> Iterator[tuple[ScoreKey, float]]:
     """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
     stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
@@ -84,9 +111,7 @@ def stream_scores(
     from cheems.evaluate.bench import score_stream, stream_bench
     from cheems.models import ScoreCache, load_scorer
 
-    scorer = load_scorer(
-        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
-    )
+    scorer = load_scorer(model, **_scorer_options(batch_size, max_length, device, shared_prefix, connection))
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)
     return score_stream(records, scorer, None if no_cache else ScoreCache(cache))

@@ -6,15 +6,16 @@ Nothing here imports torch: the all-cache-hits path of ``score_records`` must st
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from cheems.data.schema import Message, prompt_messages
 from cheems.runtime import content_hash
 
 Prompt = str | list[Message]
 ScoreItem = tuple[Prompt, str]  # (prompt, response)
+T = TypeVar("T")
 
 # Bumped when a change in this package changes the scores a given model gives, so old cache
 # entries stop matching (it is part of every model scorer's fingerprint).
@@ -95,13 +96,40 @@ def advance(n: int) -> None:
 
 
 @contextmanager
-def progress_hook(hook: Callable[[int], None]) -> Iterator[None]:
-    """Route ``advance`` calls made inside this block to ``hook``."""
-    token = _progress_hook.set(hook)
+def _routed(var: ContextVar[T | None], hook: T) -> Iterator[None]:
+    """``var`` set to ``hook`` for the duration of the block."""
+    token = var.set(hook)
     try:
         yield
     finally:
-        _progress_hook.reset(token)
+        var.reset(token)
+
+
+def progress_hook(hook: Callable[[int], None]) -> AbstractContextManager[None]:
+    """Route ``advance`` calls made inside this block to ``hook``."""
+    return _routed(_progress_hook, hook)
+
+
+# Scores handed on before a ``score`` call returns: a scorer that gets them a reply at a time (an RM
+# server) calls ``finished`` with each, and ``score_records`` caches them as they come, so a run that
+# stops half-way (the server died) keeps what was scored. Only scorers that run on rank 0 alone call it.
+_finished_hook: ContextVar[Callable[[Sequence[int], Sequence[float]], None] | None] = ContextVar(
+    "cheems_finished_hook", default=None
+)
+
+
+def finished(indices: Sequence[int], scores: Sequence[float]) -> None:
+    """Hand on the scores of the items at ``indices`` (of the ``score`` call running) as soon as they are
+    known, to whoever keeps them (the score cache), and ``advance`` the progress by their number."""
+    hook = _finished_hook.get()
+    if hook is not None:
+        hook(indices, scores)
+    advance(len(indices))
+
+
+def finished_hook(hook: Callable[[Sequence[int], Sequence[float]], None]) -> AbstractContextManager[None]:
+    """Route ``finished`` calls made inside this block to ``hook``."""
+    return _routed(_finished_hook, hook)
 
 
 @contextmanager

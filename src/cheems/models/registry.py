@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cheems.errors import InputError
 from cheems.models.backbones import locate_model
 from cheems.models.base import Scorer
 from cheems.models.length import LengthScorer
+
+if TYPE_CHECKING:
+    from cheems.annotate.settings import ConnectionSettings
 
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 _SPEC_HINT = (
@@ -21,13 +26,15 @@ def load_scorer(
     device: str | None = None,
     dtype: str = "auto",
     shared_prefix: bool = True,
+    connection: ConnectionSettings | None = None,
 ) -> Scorer:
     """Build the scorer a spec names; weights load lazily, on the first ``score`` call.
 
     - ``length``: characters of the response (the length baseline);
     - ``similarity:MODEL``: cosine similarity of prompt and response embeddings (zero-shot);
     - ``vllm:URL#MODEL`` / ``openrlhf:URL``: a reward model behind a vLLM or OpenRLHF ``serve_rm``
-      server (:mod:`cheems.models.server`; ``batch_size`` = texts per OpenRLHF request);
+      server (:mod:`cheems.models.server`; ``batch_size`` = texts per OpenRLHF request, ``connection``
+      = how hard to try: the judge's timeout, retries and concurrency, default the judge's defaults);
     - anything else: an ``AutoModelForSequenceClassification`` reward model (hub id, ``id@revision``
       or local folder; ``m3e-small`` = the packaged Chinese backbone, with a random head).
 
@@ -50,7 +57,7 @@ def load_scorer(
     if spec.startswith(("vllm:", "openrlhf:")):
         from cheems.models.server import server_scorer  # lazy: httpx only for server scorers
 
-        return server_scorer(spec, batch_size)
+        return server_scorer(spec, batch_size, connection)
     if spec == "similarity" or spec.startswith("similarity:"):
         model = spec.partition(":")[2].strip()
         if not model:

@@ -1,10 +1,18 @@
 """Reward models behind an HTTP server as scorers: vLLM's Pooling API and OpenRLHF's ``serve_rm``.
 
-Both reuse the one HTTP transport of :class:`cheems.annotate.openai_client.ChatClient`: ``concurrency``
-async workers with keep-alive connections, a deadline per request, retries with backoff and jitter on
-429/5xx/timeouts/resets/unusable replies (honouring ``Retry-After``), a one-line stop on 401/403/404,
-on a server that cannot be reached or stops answering, and the API key (``$CHEEMS_RM_API_KEY``, sent
-as a Bearer token when set) kept out of every message.
+Both reuse the one HTTP transport of :class:`cheems.annotate.openai_client.ChatClient`, with the judge's
+connection settings (:class:`cheems.annotate.settings.ConnectionSettings`, the same options and defaults):
+``concurrency`` async workers with keep-alive connections, a deadline per request, retries with backoff
+and jitter on 429/5xx/timeouts/resets/unusable replies (honouring ``Retry-After`` up to ``backoff_max``),
+a one-line stop on 401/403/404, on a server that cannot be reached, stops answering or gives no usable
+reply for ``give_up_after`` seconds, and the API key (``$CHEEMS_RM_API_KEY``, sent as a Bearer token
+when set) kept out of every message. Each reply's scores are handed on as it comes
+(:func:`cheems.models.base.finished`): ``score_records`` caches them, so a run stopped half-way loses
+nothing a rerun would have to ask again.
+
+A reward must be a finite number within a float's range: NaN, infinity, a 400-digit integer or a
+non-number is a malformed reply (retried, then one line naming the server and what it sent), never a
+stored score.
 
 - ``vllm:URL#MODEL`` (:class:`VLLMRewardScorer`): ``vllm serve MODEL --runner pooling`` (older
   versions: ``--task reward`` or ``classify``). One ``POST URL/pooling`` per (prompt, response) with
@@ -32,10 +40,10 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from cheems.annotate.openai_client import ChatClient
-from cheems.annotate.settings import EndpointSettings, Outcome, RequestBudget, normalize_base_url
+from cheems.annotate.settings import ConnectionSettings, EndpointSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.data.schema import prompt_messages
 from cheems.errors import InputError
-from cheems.models.base import SCORING_VERSION, ScoreItem, advance, prompt_text
+from cheems.models.base import SCORING_VERSION, ScoreItem, finished, prompt_text
 from cheems.runtime import content_hash
 
 API_KEY_ENV = "CHEEMS_RM_API_KEY"
@@ -47,7 +55,6 @@ class RewardServerSettings(EndpointSettings):
     """Where a reward model server is and how hard to try (:class:`EndpointSettings`' fields)."""
 
     ROLE: ClassVar[str] = "reward model server"
-    DONE: ClassVar[str] = "scores"
     MODEL_FIELD: ClassVar[str] = "model"
     URL_OPTION: ClassVar[str | None] = None  # the URL is part of a scorer spec, not an option of its own
     KEY_OPTION: ClassVar[str | None] = None  # the key is $CHEEMS_RM_API_KEY's, no option names it
@@ -56,25 +63,29 @@ class RewardServerSettings(EndpointSettings):
     api_key_env: str = API_KEY_ENV
 
 
-def default_settings(base_url: str, model: str) -> RewardServerSettings:
-    """Settings for a server at ``base_url``: 16 requests in flight, 300 s per request (a batch of long
-    texts on a big RM), the key from ``$CHEEMS_RM_API_KEY`` if set; InputError for a bad URL."""
+def default_settings(base_url: str, model: str, connection: ConnectionSettings | None = None) -> RewardServerSettings:
+    """Settings for a server at ``base_url``: ``connection`` (how hard to try; default: the judge's
+    defaults), the key from ``$CHEEMS_RM_API_KEY`` if set; InputError for a bad URL."""
     return RewardServerSettings(
         base_url=normalize_base_url(base_url),
         model=model,
         api_key=os.environ.get(API_KEY_ENV, ""),
-        concurrency=16,
-        timeout=300.0,
+        **(connection or ConnectionSettings()).model_dump(),
     )
 
 
 def _number(value: Any) -> float:
-    """``value`` as a finite float; ValueError otherwise (a bool is not a reward)."""
+    """``value`` as a finite float; ValueError saying what was sent otherwise (a bool is not a reward)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"a reward is not a number: {str(value)[:40]}")
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range (json reads any number of digits)
+        digits = str(abs(value))
+        raise ValueError(f"a reward too large for a number: {str(value)[:12]}… ({len(digits)} digits)") from None
+    if not math.isfinite(number):
         raise ValueError(f"a non-finite reward ({value})")
-    return float(value)
+    return number
 
 
 def pooling_reward(reply: Any) -> float:
@@ -119,7 +130,8 @@ class _ServerScorer:
         return f"{self.kind}-" + content_hash({**identity, "text": TEXT_FORMAT[self.kind]}, keyed=True)
 
     def _request_all(self, jobs: list[tuple[list[int], dict[str, Any]]], path: str, parse: Callable) -> list[float]:
-        """POST each job's body to ``path``; ``parse(reply, n)`` gives its rewards, stored at its indices."""
+        """POST each job's body to ``path``; ``parse(reply, n)`` gives its rewards, stored at its indices and
+        handed on as they come (:func:`~cheems.models.base.finished`)."""
         scores: list[float] = [math.nan] * sum(len(idx) for idx, _ in jobs)
         url = f"{self.url}{path}"
 
@@ -131,11 +143,11 @@ class _ServerScorer:
                 raise InputError(
                     f"the {self.settings.ROLE} at {url} gave no usable reply: {outcome.detail}",
                     field="model",
-                    hint="check the server's log; scores are written only when every response is scored",
+                    hint="check the server's log, then rerun the same command",
                 )
             for i, r in zip(indices, rewards):
                 scores[i] = r
-            advance(len(indices))
+            finished(indices, rewards)
 
         self.client.run_many(jobs, handle)
         return scores
@@ -184,8 +196,9 @@ class OpenRLHFRewardScorer(_ServerScorer):
         return self._request_all(jobs, "/get_reward", openrlhf_rewards)
 
 
-def server_scorer(spec: str, batch_size: int) -> _ServerScorer:
-    """The scorer of a ``vllm:URL#MODEL`` or ``openrlhf:URL`` spec; InputError for a malformed one."""
+def server_scorer(spec: str, batch_size: int, connection: ConnectionSettings | None = None) -> _ServerScorer:
+    """The scorer of a ``vllm:URL#MODEL`` or ``openrlhf:URL`` spec, trying as hard as ``connection`` says
+    (default: the judge's defaults); InputError for a malformed spec."""
     kind, _, rest = spec.partition(":")
     url, _, model = rest.strip().partition("#")
     if kind == "vllm":
@@ -196,7 +209,9 @@ def server_scorer(spec: str, batch_size: int) -> _ServerScorer:
                 hint="use vllm:URL#MODEL, e.g. vllm:http://localhost:8000#my-rm",
             )
         # vLLM serves /pooling at the root: a URL copied from an OpenAI client (…/v1) still works.
-        return VLLMRewardScorer(url.strip().rstrip("/").removesuffix("/v1"), model.strip())
+        url = url.strip().rstrip("/").removesuffix("/v1")
+        return VLLMRewardScorer(url, model.strip(), default_settings(url, model.strip(), connection))
     if model:
         raise InputError(f"'{spec}': an OpenRLHF server has one model, give no #MODEL", field="model")
-    return OpenRLHFRewardScorer(url.strip().rstrip("/").removesuffix("/get_reward"), batch_size=batch_size)
+    url = url.strip().rstrip("/").removesuffix("/get_reward")
+    return OpenRLHFRewardScorer(url, batch_size=batch_size, settings=default_settings(url, "", connection))
