@@ -109,8 +109,11 @@ def _hub_config(repo: str, revision: str | None, spec: str) -> str:
         RevisionNotFoundError,
     )
 
+    from cheems.models.quiet import quiet_libraries
+
     try:
-        return hf_hub_download(repo, "config.json", revision=revision)
+        with quiet_libraries():  # the hub's retry warnings: the one error line below says it all
+            return hf_hub_download(repo, "config.json", revision=revision)
     except HFValidationError:
         raise InputError(
             f"model '{spec}' is neither a local folder nor a valid Hugging Face hub id",
