@@ -1,0 +1,207 @@
+"""The web app: the JSON API (``/api``, Bearer tokens) and the pages (:mod:`.pages`, session cookies).
+
+``create_app(folder)`` builds the FastAPI app over one project; ``serve(folder, host, port)`` runs
+it with uvicorn after taking the project's lock. The lock is an ``flock`` on ``serve.lock`` in the
+project folder: the kernel drops it when the process ends in any way (SIGKILL too), so a second
+server of the same project is refused while the first lives, and a killed one can be restarted
+at once.
+
+Request handlers are plain ``def`` functions: FastAPI runs them on its thread pool, and the
+store's SQLite calls block. Every write is committed before its response is sent.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Body, Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+
+from cheems.annotate.human.answer import AnswerError, parse_answer
+from cheems.annotate.human.people import Person
+from cheems.annotate.human.store import Conflict, NotFound, NotYours, Project
+from cheems.errors import InputError
+
+LOCK_NAME = "serve.lock"
+
+
+class Verdict(BaseModel):
+    """The body of ``POST /api/tasks/{id}/review``."""
+
+    model_config = ConfigDict(extra="forbid")
+    approve: StrictBool
+    reason: StrictStr = ""
+
+
+def project_of(request: Request) -> Project:
+    """The project this app serves."""
+    return request.app.state.project
+
+
+def bearer(request: Request) -> Person:
+    """The caller of an API route, from ``Authorization: Bearer TOKEN`` (401 otherwise)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    person = project_of(request).person_by_token(token.strip()) if scheme.lower() == "bearer" and token else None
+    if person is None:
+        raise HTTPException(401, "missing or unknown token — send Authorization: Bearer TOKEN from tokens.txt")
+    return person
+
+
+def admin(person: Annotated[Person, Depends(bearer)]) -> Person:
+    """The caller, who must be an admin (403 otherwise)."""
+    if person.role != "admin":
+        raise HTTPException(403, "only an admin may see the project's numbers")
+    return person
+
+
+Caller = Annotated[Person, Depends(bearer)]
+
+
+def create_app(folder: str | Path) -> FastAPI:
+    """The app over the project in ``folder`` (opened now: a bad folder fails before any request)."""
+    from cheems.annotate.human import pages
+
+    app = FastAPI(title="cheems annotate", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.project = Project.open(folder)
+    _add_error_handlers(app)
+    _add_api(app)
+    pages.install(app)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """The store's refusals as HTTP statuses with a one-line ``detail``."""
+    statuses = {AnswerError: 422, NotYours: 403, NotFound: 404, Conflict: 409}
+    for error, status in statuses.items():
+
+        def handler(request: Request, exc: Exception, status: int = status) -> JSONResponse:
+            return JSONResponse({"detail": str(exc)}, status_code=status)
+
+        app.add_exception_handler(error, handler)
+
+    def bad_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid body"}
+        where = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
+        return JSONResponse({"detail": f"{where}: {first['msg']}"}, status_code=422)
+
+    app.add_exception_handler(RequestValidationError, bad_body)
+
+
+def _add_api(app: FastAPI) -> None:
+    @app.get("/api/next")
+    def next_task(request: Request, person: Caller) -> Any:
+        """The caller's next task, or 204 when the queue is empty."""
+        item = project_of(request).next_item(person.name)
+        return Response(status_code=204) if item is None else item.api()
+
+    @app.get("/api/tasks/{item_id}")
+    def one_task(item_id: str, request: Request, person: Caller) -> dict:
+        """One of the caller's tasks."""
+        return project_of(request).item_for(item_id, person.name).api()
+
+    @app.post("/api/tasks/{item_id}/submit")
+    def submit(item_id: str, body: Annotated[Any, Body()], request: Request, person: Caller) -> dict:
+        """Store an answer; 200 only once it is committed."""
+        project_of(request).submit(item_id, person.name, parse_answer(body))
+        return {"task_id": item_id, "status": "submitted"}
+
+    @app.post("/api/tasks/{item_id}/review")
+    def review(item_id: str, verdict: Verdict, request: Request, person: Caller) -> dict:
+        """Approve or reject (with a reason) the answer under review."""
+        project_of(request).review(item_id, person.name, verdict.approve, verdict.reason)
+        return {"task_id": item_id, "status": "approved" if verdict.approve else "rejected"}
+
+    @app.get("/api/me")
+    def me(request: Request, person: Caller) -> dict:
+        """Who the token belongs to, and their day."""
+        day = project_of(request).today(person.name)
+        return {"name": person.name, "role": person.role, "done_today": day.done_today, "left": day.left}
+
+    @app.get("/api/discussions")
+    def discussions(request: Request, person: Caller) -> list:
+        """The adjudications of the caller's tasks: every answer side by side, and the consensus."""
+        out = []
+        for d in project_of(request).discussions(person.name):
+            body = d.item.api()
+            # Double-blind stays: the caller sees the other answers, not who gave them.
+            for a in body["answers"]:
+                a["annotator"] = "you" if a["annotator"] == person.name else "other"
+            out.append({**body, "consensus": d.consensus})
+        return out
+
+    @app.get("/api/status")
+    def status(request: Request, person: Annotated[Person, Depends(admin)]) -> dict:
+        """The dashboard's numbers."""
+        from cheems.annotate.human.quality import status_report
+
+        return status_report(project_of(request).snapshot())
+
+
+class ServeLock:
+    """``serve.lock`` in the project folder, held (``flock``) for as long as this process serves it."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / LOCK_NAME
+        self.fd: int | None = None
+
+    def __enter__(self) -> "ServeLock":
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            owner = self.path.read_text(encoding="utf-8").strip() or "another process"
+            raise InputError(
+                f"is already being served ({owner})",
+                path=str(self.path.parent),
+                hint="stop that server first, or open its address; one server per project",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the lock
+            self.fd = None
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (a one-line InputError when the address is taken or wrong)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        raise InputError(
+            f"cannot listen on {host}:{port}: {e.strerror or e}",
+            path="--port" if getattr(e, "errno", None) == errno.EADDRINUSE else "--host",
+            hint="choose another --port, or stop the program that uses it"
+            if getattr(e, "errno", None) == errno.EADDRINUSE
+            else "give an address of this machine, e.g. 127.0.0.1",
+        ) from None
+    return sock
+
+
+def serve(
+    folder: str | Path, host: str = "127.0.0.1", port: int = 8000, ready: Callable[[], None] | None = None
+) -> None:
+    """Serve the project until interrupted (one server per project folder); ``ready`` runs once it listens."""
+    import uvicorn
+
+    app = create_app(folder)
+    with ServeLock(folder):
+        sock = listening_socket(host, port)  # bound here, so a taken port is our one-line error, not uvicorn's
+        if ready is not None:
+            ready()
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])

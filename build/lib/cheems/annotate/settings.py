@@ -1,0 +1,269 @@
+"""Endpoint, judge and generation settings, the outcome of one judged pair, the request budget of a run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, ClassVar
+from urllib.parse import urlsplit
+
+from pydantic import Field, model_validator
+
+from cheems.data.settings import Cli, Settings, invalid, one_of, rule
+from cheems.errors import InputError
+
+BACKENDS = ("openai", "hf")
+MAX_CONCURRENCY = 256  # more in flight only queues at the server and holds sockets open
+RAW_KEEP_CHARS = 2000  # of a judge's reply, what is stored (cache, failures file, output): head and tail
+
+
+_AT_LEAST_ONE = rule(lambda n: n >= 1, "must be at least 1, got {value}")
+_NOT_NEGATIVE = rule(lambda x: x >= 0, "must not be negative, got {value}")
+_NOT_NEGATIVE_WHOLE = rule(lambda n: n >= 0, "must be 0 or more, got {value}")
+
+
+class EndpointSettings(Settings):
+    """What every client of a chat model needs: where it is, how hard to try, how much to read.
+
+    The base of :class:`JudgeSettings` and of generation's settings
+    (:class:`cheems.annotate.generate.GenerateSettings`); the OpenAI-compatible client
+    (:mod:`cheems.annotate.openai_client`) and the local model (:mod:`cheems.annotate.local`) read
+    only these fields and ``model_name``.
+
+    - ``backend``: ``openai`` = any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, Ollama,
+      DeepSeek/Qwen/GLM APIs); ``hf`` = a local Hugging Face causal LM (folder or hub id as the model).
+    - ``api_key_env``: the environment variable holding the key (``api_key`` overrides it; never
+      printed, never in a dump).
+    - ``max_requests``: ``None`` = unlimited.
+    - ``max_consecutive_failures``: counted across all workers; no reply = connection refused or
+      reset, timeout, HTTP 5xx.
+    - ``max_reply_bytes``: the most bytes read from one HTTP reply; a longer one is a failed request.
+    """
+
+    ROLE: ClassVar[str] = "judge"  # what the model is called in error messages
+    DONE: ClassVar[str] = "judgements"  # what a finished request gives, in error messages
+    MODEL_FIELD: ClassVar[str] = "judge_model"  # the field naming the model
+
+    base_url: str | None = Field(
+        None,
+        description=(
+            "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM, SGLang), "
+            "http://localhost:11434/v1 (Ollama)."
+        ),
+    )
+    backend: Annotated[str, one_of(BACKENDS, "backend")] = Field(
+        "openai", description="openai (any chat-completions endpoint) or hf (a local Hugging Face causal LM)."
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    api_key: str | None = Field(None, repr=False, exclude=True)
+    concurrency: Annotated[
+        int,
+        _AT_LEAST_ONE,
+        rule(
+            lambda n: n <= MAX_CONCURRENCY,
+            f"must be at most {MAX_CONCURRENCY}, got {{value}}",
+            "more requests in flight only queue at the server; 8-64 suits most endpoints",
+        ),
+    ] = Field(8, description="Requests in flight at once (1-256).")
+    timeout: Annotated[float, rule(lambda x: x > 0, "must be positive, got {value}")] = Field(
+        60.0, description="Seconds per request."
+    )
+    max_retries: Annotated[int, _NOT_NEGATIVE_WHOLE] = Field(
+        4, description="Retries per request (429, 5xx, timeouts, resets)."
+    )
+    max_requests: Annotated[int | None, rule(lambda n: n is None or n >= 0, "must be 0 or more, got {value}")] = Field(
+        None, description="Request budget for this run; a rerun resumes where it stopped."
+    )
+    max_tokens: Annotated[int, _AT_LEAST_ONE] = Field(64, description="Most tokens per reply.")
+    temperature: Annotated[float, _NOT_NEGATIVE] = 0.0
+    backoff_base: Annotated[float, _NOT_NEGATIVE] = 0.5
+    backoff_max: Annotated[float, _NOT_NEGATIVE] = 30.0
+    batch_size: Annotated[int, _AT_LEAST_ONE] = Field(8, description="hf backend: prompts per generate call.")
+    device: str | None = Field(None, description="hf backend: cpu, cuda, cuda:1, ... (default: cuda if available).")
+    max_consecutive_failures: Annotated[int, _AT_LEAST_ONE] = Field(
+        32, description="Stop after this many requests in a row got no reply (server down); a rerun resumes."
+    )
+    max_reply_bytes: Annotated[int, _AT_LEAST_ONE] = 2 * 1024 * 1024
+
+    @property
+    def model_name(self) -> str:
+        """The model: its name at the endpoint, or with ``backend: hf`` a folder or hub id."""
+        return getattr(self, self.MODEL_FIELD)
+
+    @property
+    def model_option(self) -> str:
+        """The command-line option naming the model (for hints)."""
+        return "--" + self.MODEL_FIELD.replace("_", "-")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> EndpointSettings:
+        """The openai backend needs a valid base URL."""
+        if self.backend == "openai":
+            try:
+                normalize_base_url(self.base_url)
+            except InputError as e:
+                raise invalid(e.message, e.hint, at=e.field) from None
+        return self
+
+    def resolve_api_key(self) -> str:
+        """The API key: ``api_key`` if given, else the environment variable ``api_key_env``."""
+        key = self.api_key if self.api_key is not None else os.environ.get(self.api_key_env)
+        if key is None:
+            raise InputError(
+                f"environment variable {self.api_key_env} is not set",
+                field="api_key_env",
+                hint=f"export {self.api_key_env}=... (any value, e.g. EMPTY, for a local server without "
+                "auth) or name another variable with --api-key-env",
+            )
+        key = key.strip()  # a key pasted with its line break is still the key
+        if not all(" " < ch < "\x7f" for ch in key):  # it goes into an HTTP header; never echo it
+            raise InputError(
+                f"the API key in {self.api_key_env} has a space, a control character or a non-ASCII "
+                "character, which an HTTP header cannot carry",
+                field="api_key_env",
+                hint="copy the key again without quotes or spaces",
+            )
+        return key
+
+
+class _JudgeModel(Settings):
+    """The judge's model, a base of its own so that it stays ``JudgeSettings``' first field
+    (``JudgeSettings("qwen2.5-72b-instruct", base_url=...)``: a base listed last comes first)."""
+
+    judge_model: Annotated[
+        str, rule(lambda name: name.strip(), "the judge model is empty", "e.g. --judge-model qwen2.5-72b-instruct")
+    ] = Field(description="Model name at the endpoint; with --backend hf, a causal LM folder or hub id.")
+
+
+class JudgeSettings(EndpointSettings, _JudgeModel):
+    """Everything ``judge_records`` needs. Only ``judge_model`` (and ``base_url`` for ``openai``) is required.
+
+    The endpoint's fields are :class:`EndpointSettings`'. ``max_retries`` counts retries of a failed
+    request (429, 5xx, timeout, reset, malformed JSON) and, separately, re-asks after a reply with
+    no A/B/C verdict.
+    """
+
+    seed: int = Field(0, description="Fixes which response of each pair is shown first.")
+    both_orders: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Ask each pair in both orders and report their consistency."
+    )
+    cache: str | Path | None = Field(
+        None, description="Judgement cache (SQLite); default $CHEEMS_CACHE_DIR/judge.sqlite."
+    )
+    max_retries: Annotated[int, _NOT_NEGATIVE_WHOLE] = Field(
+        4, description="Retries per request (429, 5xx, timeouts, resets) and re-asks after a reply without A/B/C."
+    )
+    criteria: str | Path | None = Field(
+        None,
+        description=(
+            "YAML/JSON file mapping category -> criterion groups (language, knowledge, reasoning, "
+            "code, safety, complex_instructions)."
+        ),
+    )
+    template: str | Path | None = Field(
+        None,
+        description=(
+            "YAML/JSON prompt template {system, user, name} replacing the built-in one; user uses {question}, "
+            "{answer_a}, {answer_b} (and {criteria}, {category}, {reference}, {task}, {nonce})."
+        ),
+    )
+    price_in: Annotated[float, _NOT_NEGATIVE] = Field(
+        0.0, description="Price per 1M input tokens, for the cost report."
+    )
+    price_out: Annotated[float, _NOT_NEGATIVE] = Field(0.0, description="Price per 1M output tokens.")
+    max_tokens: Annotated[int, _AT_LEAST_ONE] = Field(64, description="Most tokens the judge may reply with.")
+    # re-asks sample: a deterministic judge would repeat the same bad reply
+    retry_temperature: Annotated[float, _NOT_NEGATIVE] = 0.7
+    retry_failed: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Ask again pairs whose cached verdict failed."
+    )
+
+
+class GenerateSettings(EndpointSettings):
+    """Everything :func:`cheems.annotate.generate.generate_records` needs; the endpoint's fields are
+    :class:`EndpointSettings`'."""
+
+    ROLE: ClassVar[str] = "generator"
+    DONE: ClassVar[str] = "samples"
+    MODEL_FIELD: ClassVar[str] = "gen_model"
+
+    gen_model: Annotated[
+        str, rule(lambda name: name.strip(), "the model is empty", "e.g. --gen-model qwen2.5-7b-instruct")
+    ] = Field(description="Model name at the endpoint; with --backend hf, a causal LM folder or hub id.")
+    n: Annotated[int, Cli("--num-samples", "-n"), _AT_LEAST_ONE] = Field(1, description="Samples per prompt.")
+    seed: int = Field(0, description="Seeds every sample (sample i of prompt p gets its own seed from it).")
+    cache: str | Path | None = Field(
+        None, description="Sample cache (SQLite); default $CHEEMS_CACHE_DIR/generate.sqlite."
+    )
+    max_tokens: Annotated[int, _AT_LEAST_ONE] = Field(1024, description="Most tokens per response.")
+    temperature: Annotated[float, _NOT_NEGATIVE] = Field(
+        1.0, description="Sampling temperature (0 = greedy: every sample the same)."
+    )
+
+
+def normalize_base_url(url: str | None) -> str:
+    """``http(s)://host[:port]/path`` without a trailing ``/`` or ``/chat/completions``; InputError otherwise."""
+    hint = (
+        "e.g. http://localhost:8000/v1 (vLLM, SGLang), http://localhost:11434/v1 (Ollama), https://api.deepseek.com/v1"
+    )
+    if not url or not url.strip():
+        raise InputError("the openai backend needs a base URL", field="base_url", hint=hint)
+    url = url.strip().rstrip("/")
+    url = url.removesuffix("/chat/completions").rstrip("/")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as e:
+        raise InputError(f"'{url}' is not a valid URL: {e}", field="base_url", hint=hint) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"'{url}' is not an http(s) URL", field="base_url", hint=hint)
+    return url
+
+
+def clip_reply(text: str | None) -> str | None:
+    """A judge's reply as stored: its head and tail when longer than ``RAW_KEEP_CHARS`` (the verdict is at one end)."""
+    if text is None or len(text) <= RAW_KEEP_CHARS:
+        return text
+    half = RAW_KEEP_CHARS // 2
+    return f"{text[:half]}\n…[{len(text) - 2 * half} characters cut]…\n{text[-half:]}"
+
+
+@dataclass
+class Outcome:
+    """What happened to one question: a label (A/B/C), or a failure reason; tokens and requests spent.
+
+    ``final``: the outcome belongs in the cache (a verdict, or a verdict failure after all re-asks);
+    transport failures are not final, so a rerun asks again. ``not_attempted``: stopped by the
+    request budget before a verdict (never cached).
+    """
+
+    label: str | None = None
+    failure: str | None = None
+    detail: str = ""
+    raw: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    final: bool = False
+    not_attempted: bool = False
+
+
+class RequestBudget:
+    """At most ``limit`` requests for the whole run (``None`` = no limit)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self) -> bool:
+        """Spend one request; False (and nothing spent) when the budget is used up."""
+        if self.limit is not None and self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether no request is left."""
+        return self.limit is not None and self.used >= self.limit

@@ -1,0 +1,139 @@
+"""``cheems annotate``: the human annotation app — init a project, serve it, export the labels, show the numbers.
+
+Registered in :mod:`cheems.cli.main` as ``app.add_typer(annotate_app, name="annotate")``. Thin:
+the project lives in :mod:`cheems.annotate.human`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cheems.annotate.human.people import ProjectSettings
+from cheems.cli.console import console, err, report_skipped
+from cheems.cli.options import SkipInvalid, from_options, settings_options
+
+annotate_app = typer.Typer(
+    help="Human annotation (the paper's triple-wise protocol): init a project, serve it, export, status.",
+    no_args_is_help=True,
+)
+
+ProjectDir = Annotated[Path, typer.Argument(metavar="DIR", help="The project folder made by `cheems annotate init`.")]
+
+
+@annotate_app.command()
+@settings_options(ProjectSettings, "overlap", "review_rate", "seed", "agreement_target", show_defaults=True)
+def init(
+    *,
+    records: Annotated[Path, typer.Argument(metavar="RECORDS.jsonl", help="Prompts with their responses.")],
+    project: Annotated[Path, typer.Option("--project", help="The project folder to create (new or empty).")],
+    people: Annotated[Path, typer.Option("--people", help="PEOPLE.yaml: name, role and categories of everyone.")],
+    gold: Annotated[
+        Optional[Path], typer.Option("--gold", help="Prompts with a known rank, planted invisibly in the queues.")
+    ] = None,
+    skip_invalid: SkipInvalid = False,
+    settings: dict[str, Any],
+) -> None:
+    """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""
+    from cheems.annotate.human.people import People
+    from cheems.annotate.human.store import TOKENS_NAME, Project
+    from cheems.data.io import read_records
+    from cheems.data.yamlfile import load_yaml_model
+
+    cfg = from_options(ProjectSettings, settings)
+    team, _ = load_yaml_model(people, People, "people file")
+    result = read_records(records, skip_invalid=skip_invalid)
+    report_skipped(result.skipped)
+    gold_records = []
+    if gold is not None:
+        gold_result = read_records(gold, skip_invalid=skip_invalid)
+        report_skipped(gold_result.skipped)
+        gold_records = gold_result.records
+    _, _, plan = Project.create(project, result.records, team, gold_records, cfg)
+    for prompt_id in plan.skipped:
+        err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
+    if plan.shared:
+        err.print(
+            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap than annotators:"
+            " some annotators get two tasks of one prompt (add annotators to avoid it)"
+        )
+    if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
+        err.print(
+            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
+            " (add a person with role: reviewer)"
+        )
+    console.print(
+        f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"
+        f" ({plan.gold_items} gold), overlap {cfg.overlap}, review rate {cfg.review_rate:g}"
+    )
+    console.print(f"project: {project}   tokens: {project / TOKENS_NAME} (one per person; keep it private)")
+    console.print(f"next: cheems annotate serve {project}")
+
+
+@annotate_app.command()
+def serve(
+    project: ProjectDir,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback unless you say so).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
+) -> None:
+    """Run the annotation web app (pages for people, JSON API for scripts) until Ctrl-C."""
+    from cheems.annotate.human.store import TOKENS_NAME
+    from cheems.annotate.human.web import serve as run_server
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]warning:[/] listening on {host}: anyone who can reach it sees the login page")
+    address = f"[{host}]" if ":" in host else host
+    run_server(
+        project,
+        host,
+        port,
+        ready=lambda: console.print(
+            f"serving {project} at http://{address}:{port}/ — log in with a token from {project / TOKENS_NAME}",
+            soft_wrap=True,
+        ),
+    )
+
+
+@annotate_app.command()
+def export(
+    project: ProjectDir,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output JSONL: records with the human comparisons.")],
+) -> None:
+    """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
+    from cheems.annotate.human.export import export_records
+    from cheems.annotate.human.store import DB_NAME, Project
+    from cheems.data.io import write_records
+    from cheems.data.outputs import claim_outputs
+
+    opened = Project.open(project)
+    claim_outputs(inputs=[("DIR", project / DB_NAME)], files=[("--output", output)])
+    records, stats = export_records(opened.snapshot())
+    write_records(output, records)
+    console.print(
+        f"wrote {stats.prompts} prompts, {stats.comparisons} comparisons from {stats.answers} answers"
+        f" ({stats.adjudicated} adjudicated) to {output}; {stats.waiting} prompt(s) have no answer yet"
+    )
+    console.print(f"next: cheems resolve {output} -o ranked.jsonl")
+
+
+@annotate_app.command()
+def status(
+    project: ProjectDir,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON (as GET /api/status).")] = False,
+) -> None:
+    """The dashboard's numbers: progress, throughput, agreement, gold accuracy, conflict ratio, queues."""
+    from cheems.annotate.human.quality import status_report
+    from cheems.annotate.human.store import Project
+
+    report = status_report(Project.open(project).snapshot())
+    if as_json:
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False))
+        return
+    from cheems.cli.annotate_status import print_status
+
+    print_status(report, console)

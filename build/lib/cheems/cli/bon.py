@@ -1,0 +1,129 @@
+"""``cheems bon``: best-of-N picks from a pool of candidates, and the best-of-n curve when the pool has gold.
+
+Registered in :mod:`cheems.cli.main` as ``app.command()(bon)``. The picking and the curve live in
+:mod:`cheems.evaluate.bon`; this module parses options, reads and writes files and prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from cheems.cli.console import console, report_skipped, report_warnings
+from cheems.cli.options import SkipInvalid
+from cheems.cli.scoring import BatchOpt, CacheOpt, DeviceOpt, MaxLenOpt, ModelOpt, NoCacheOpt, NoSharedPrefixOpt
+from cheems.errors import InputError
+from cheems.runtime import is_main_process
+
+
+def bon(
+    pool: Annotated[Path, typer.Argument(metavar="POOL", help="Canonical records: each prompt's candidate responses.")],
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="PICKS.jsonl: one {prompt_id, response_id, score} per prompt."),
+    ] = None,
+    model: ModelOpt = None,
+    scores: Annotated[
+        Optional[Path], typer.Option("--scores", help="Pick by this scores file instead of scoring with --model.")
+    ] = None,
+    n: Annotated[
+        Optional[int], typer.Option("-n", min=1, help="Candidates per prompt (N); default: all of each prompt's.")
+    ] = None,
+    sample: Annotated[
+        Literal["first", "random"],
+        typer.Option("--sample", help="first: the first N responses of each prompt; random: a seeded random N."),
+    ] = "first",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample random.")] = 0,
+    output_json: Annotated[
+        Optional[Path], typer.Option("--output-json", help="Write the counts and the best-of-n curve as JSON.")
+    ] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw the best-of-n curve into this PNG.")] = None,
+    batch_size: BatchOpt = 16,
+    max_length: MaxLenOpt = 512,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    device: DeviceOpt = None,
+    no_shared_prefix: NoSharedPrefixOpt = False,
+    skip_invalid: SkipInvalid = False,
+) -> None:
+    """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
+    from cheems.cli.scoring import compute_scores, scoring_inputs
+    from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
+    from cheems.data.outputs import claim_outputs, together
+    from cheems.evaluate.bon import best_of_n, curve_png
+
+    if output is None or (model is None) == (scores is None):
+        raise InputError(
+            "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores",
+            hint="e.g. cheems bon pool.jsonl --model length -o picks.jsonl",
+        )
+    inputs = [("POOL", pool), ("--scores", scores), *scoring_inputs([], cache, no_cache or scores is not None)]
+    claim_outputs(inputs=inputs, files=[("--output", output), ("--output-json", output_json), ("--plot", plot)])
+    read = read_records(pool, skip_invalid=skip_invalid)
+    report_skipped(read.skipped)
+    report_warnings(read.warnings)
+    if scores is not None:
+        values, source = read_scores(scores), str(scores)
+    else:
+        pool_bench, shared = {"pool": read.records}, not no_shared_prefix
+        values = compute_scores(model, pool_bench, batch_size, max_length, cache, no_cache, device, shared)
+        source = model
+    if not is_main_process():  # under a launcher rank 0 writes the picks
+        return
+    result = best_of_n(read.records, values, n=n, sample=sample, seed=seed, scorer=source)
+    report_gaps(result, source)
+    if plot is not None and not result.curve:
+        raise InputError(
+            "--plot needs gold quality in the pool", path=str(pool), hint="give records a rank or responses a score"
+        )
+    with together():
+        write_scores(output, result.picks)
+        if output_json:
+            write_json(output_json, result.to_dict())
+        if plot:
+            write_bytes(plot, curve_png({source: result.to_dict()}, title=f"best-of-n: {source}"))
+    print_result(result, output)
+
+
+def report_gaps(result, source: str) -> None:
+    """Warnings for prompts or responses that have no score (they cannot be picked)."""
+    warnings = []
+    if result.unscored_responses:
+        first = f" (first prompt without any: '{result.without_scores[0]}')" if result.without_scores else ""
+        warnings.append(
+            InputError(
+                f"{result.unscored_responses} response(s) have no score and are not candidates; "
+                f"{len(result.without_scores)} prompt(s) have no scored response and no pick{first}",
+                path=source,
+                hint="check that the scores and the pool use the same ids",
+            )
+        )
+    report_warnings(warnings)
+
+
+def print_result(result, output: Path) -> None:
+    """The picks written, the gold counts, and the curve as a table."""
+    from rich.table import Table
+
+    console.print(f"best-of-{result.n} ({result.sample}): {len(result.picks)} picks -> {output}")
+    if not result.curve:
+        console.print(f"no curve: no prompt has gold quality ({result.without_gold} without gold)")
+        return
+    gold = result.to_dict()["gold"]
+    console.print(
+        f"gold ({gold['kind']}) for {gold['prompts']} prompts; left out: {gold['without_gold']} without gold, "
+        f"{gold['single_candidate']} with one candidate"
+    )
+    table = Table(title=f"best-of-n by {result.scorer}: mean quality and top-tier share")
+    for col in ("n", "quality: pick", "oracle", "random", "top tier: pick", "oracle", "random"):
+        table.add_column(col, justify="right")
+    for point in result.curve:
+        q, t = point["quality"], point["top_tier"]
+        table.add_row(
+            str(point["n"]),
+            *(f"{q[k]:.3f}" for k in ("pick", "oracle", "random")),
+            *(f"{t[k]:.3f}" for k in ("pick", "oracle", "random")),
+        )
+    console.print(table)

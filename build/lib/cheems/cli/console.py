@@ -1,0 +1,84 @@
+"""What the CLI writes to the terminal and how a command ends: the two consoles, skipped lines and
+warnings as located lines, user errors as one ``error:`` line, interrupts as one line and exit code.
+
+Every command module imports from here (never from :mod:`cheems.cli.main`, which imports them).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.text import Text
+
+try:  # typer 0.2x carries its own copy of click; older ones use click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as click_errors
+
+from cheems.errors import InputError
+from cheems.runtime import is_main_process
+
+console = Console()
+err = Console(stderr=True)
+
+
+def show_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A warning as one ``warning:`` line on stderr (no file name, no source line)."""
+    err.print(Text.assemble(("warning: ", "yellow"), str(message)), soft_wrap=True)
+
+
+def report_skipped(skipped: list[InputError]) -> None:
+    """List every skipped line on stderr, so nothing is dropped silently."""
+    for e in skipped:
+        err.print(Text.assemble(("skipped ", "yellow"), str(e)), soft_wrap=True)
+    if skipped:
+        err.print(f"[yellow]{len(skipped)} line(s) skipped[/]")
+
+
+def report_warnings(warnings: list[InputError]) -> None:
+    """List located warnings on stderr: input that was read but not all of which is used."""
+    for w in warnings:
+        err.print(Text.assemble(("warning ", "yellow"), str(w)), soft_wrap=True)
+
+
+def run(application: Callable[..., object]) -> None:
+    """Run a typer app as a command: user errors become one line on stderr and exit code 2, never a traceback.
+
+    Usage errors (an unknown option, ``--seed abc``) are one line too, not click's boxed help.
+
+    SIGINT and SIGTERM stop the run cleanly (temporary files removed, outputs left unchanged) with
+    one line saying so, and exit 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
+    """
+    from cheems.data.outputs import Interrupted, interrupted_line, signals_interrupt
+
+    warnings.showwarning = show_warning
+    console.quiet = err.quiet = not is_main_process()  # under a launcher rank 0 alone speaks
+    with signals_interrupt():
+        try:
+            code = application(standalone_mode=False)  # click's own errors come to us, to print as one line
+        except click_errors.NoArgsIsHelpError as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click_errors.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "cheems"
+            err.print(
+                Text.assemble(("error: ", "red"), f"{where}: {e.format_message()} — see '{where} --help'"),
+                soft_wrap=True,
+            )
+            sys.exit(2)
+        except Interrupted as e:
+            line = interrupted_line()  # first: from here on a second Ctrl-C cannot cut the cleanup short
+            err.print(Text(line, style="yellow"), soft_wrap=True)
+            sys.exit(128 + e.signum)
+        except InputError as e:
+            err.print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
+            sys.exit(2)
+        except OSError as e:
+            where = f": {e.filename}" if e.filename else ""
+            err.print(Text.assemble(("error: ", "red"), f"{e.strerror or e}{where}"), soft_wrap=True)
+            sys.exit(2)
+    if isinstance(code, int) and code:
+        sys.exit(code)

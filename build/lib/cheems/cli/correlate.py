@@ -1,0 +1,80 @@
+"""``cheems correlate``: do benchmark numbers predict downstream results across reward models (Figure 5)?
+
+Registered in :mod:`cheems.cli.main` as ``app.command()(correlate)``. The numbers come from
+:mod:`cheems.evaluate.correlate`; this module parses and prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from cheems.cli.console import console
+
+if TYPE_CHECKING:  # imported when run: numpy and scipy load only for this command
+    from cheems.evaluate.correlate import Correlation
+
+
+def correlate(
+    bench: Annotated[
+        list[Path],
+        typer.Option("--bench", help="An RM's cheems eval --output-json file, once per RM; its stem names the RM."),
+    ],
+    downstream: Annotated[
+        Path, typer.Option("--downstream", help="CSV with one row per RM: name,<downstream metric>,...")
+    ],
+    output_json: Annotated[
+        Optional[Path], typer.Option("--output-json", help="Write the correlations as JSON.")
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Folder for correlate.html, scatter.png (Figure 5) and heatmap.png."),
+    ] = None,
+    resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples of the RMs.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
+) -> None:
+    """Pearson, Spearman and Kendall of every benchmark number with every downstream metric, over RMs."""
+    from cheems.cli.console import show_warning
+    from cheems.data.io import write_bytes, write_json, write_text
+    from cheems.data.outputs import claim_outputs, together
+    from cheems.errors import CheemsWarning
+    from cheems.evaluate.correlate import PAGE_FILES, correlate_html, heatmap_chart, load_rm_table, scatter_chart
+    from cheems.evaluate.correlate import correlate as correlations_of
+
+    claim_outputs(
+        inputs=[*(("--bench", b) for b in bench), ("--downstream", downstream)],
+        files=[("--output-json", output_json)],
+        folders=[("--output", output, PAGE_FILES)],
+    )
+    table = load_rm_table(bench, downstream)
+    for note in table.warnings:
+        show_warning(note, CheemsWarning)
+    result = correlations_of(table, resamples, seed)
+    print_correlations(result)
+    with together():
+        if output_json:
+            write_json(output_json, {"correlations": [c.to_dict() for c in result]})
+        if output:
+            write_text(output / "correlate.html", correlate_html(table, result))
+            write_bytes(output / "scatter.png", scatter_chart(table, result))
+            write_bytes(output / "heatmap.png", heatmap_chart(table, result))
+
+
+def print_correlations(result: list[Correlation]) -> None:
+    """The table: one row per (benchmark number, metric), each coefficient with its interval."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from cheems.evaluate.correlate import METHODS, cell
+
+    c = result[0]
+    table = Table(title=f"correlation over {c.n} RMs ({c.level:.0%} bootstrap CI over RMs)")
+    for col in ("benchmark", "downstream", *METHODS):
+        # cells wrap in a narrow terminal, never cut
+        table.add_column(col, justify="left" if col in ("benchmark", "downstream") else "right", overflow="fold")
+    for c in result:
+        table.add_row(escape(c.bench), escape(c.downstream), *(cell(c, m, p_value=False) for m in METHODS))
+    console.print(table)
+    console.print("p-values: in --output-json and the -o page", highlight=False)

@@ -1,0 +1,53 @@
+"""``cheems leaderboard``: eval JSONs side by side, one row each, best overall first (the paper's Tables 2 and 3).
+
+Registered in :mod:`cheems.cli.main` as ``app.command()(leaderboard)``. Prints the table; ``-o``
+also writes it as markdown (``.md``) or a self-contained HTML page (``.html``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cheems.cli.console import console
+from cheems.errors import InputError
+
+SUFFIXES = (".md", ".html")
+
+
+def leaderboard(
+    files: Annotated[
+        list[Path], typer.Argument(metavar="J.json...", help="Outputs of cheems eval --output-json, one per row.")
+    ],
+    name: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--name", help="Row name, once per file in their order (default: the JSON's scorer, else the file stem)."
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Also write the leaderboard: board.md or board.html.")
+    ] = None,
+    title: Annotated[str, typer.Option(help="Title of the table and page.")] = "CheemsBench leaderboard",
+) -> None:
+    """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
+    from cheems.data.io import write_text
+    from cheems.data.outputs import claim_outputs
+    from cheems.evaluate.leaderboard import board_html, board_markdown, board_table, load_leaderboard
+
+    if output is not None and output.suffix.lower() not in SUFFIXES:
+        raise InputError(
+            f"unknown suffix '{output.suffix}'" if output.suffix else "no suffix",
+            path=str(output),
+            hint="write board.md (markdown) or board.html (page)",
+        )
+    claim_outputs(inputs=[("J.json", f) for f in files], files=[("--output", output)])
+    board = load_leaderboard(files, name or ())
+    console.print(board_table(board, title))
+    for note in board.notes:
+        console.print(f"note: {note}", soft_wrap=True, markup=False)  # "[low, high]" is text, not a style
+    if output is not None:
+        write_text(output, board_markdown(board, title) if output.suffix.lower() == ".md" else board_html(board, title))
+        console.print(f"wrote {output}")

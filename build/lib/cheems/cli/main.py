@@ -1,0 +1,554 @@
+"""The ``cheems`` command: parses arguments and calls the packages. No logic of its own."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.text import Text
+
+from cheems.annotate.settings import JudgeSettings
+from cheems.cli.console import console, err, report_skipped, report_warnings, run
+from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
+from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
+from cheems.cli.scoring import (
+    BatchOpt,
+    CacheOpt,
+    DeviceOpt,
+    MaxLenOpt,
+    ModelOpt,
+    NoCacheOpt,
+    NoSharedPrefixOpt,
+    compute_scores,
+    scoring_inputs,
+    stream_scores,
+)
+from cheems.errors import CheemsWarning, InputError
+from cheems.runtime import is_main_process
+
+app = typer.Typer(
+    help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _global_options(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars).",
+        ),
+    ] = False,
+) -> None:
+    """Options for every command (given before it: cheems --verbose eval ...)."""
+    from cheems.models.quiet import set_verbose
+
+    set_verbose(verbose)
+    if not verbose:  # libraries' Python warnings are noise to a user; ours are one line each
+        warnings.filterwarnings("ignore")
+        warnings.filterwarnings("default", category=CheemsWarning)
+
+
+Output = Annotated[Path, typer.Option("--output", "-o", help="Output JSONL file.")]
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Record files (canonical or official format).")],
+    skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
+) -> None:
+    """Check record files and print their statistics in the shape of the paper's Table 1."""
+    from rich.table import Table
+
+    from cheems.data.io import ReadResult
+    from cheems.data.stats import Counts, record_counts
+    from cheems.data.stream import stream_records
+
+    table = Table(title="dataset statistics")
+    for col in (
+        "file",
+        "prompts",
+        "responses",
+        "resp./prompt",
+        "comparisons (no ties)",
+        "prompt chars",
+        "chosen chars",
+        "rejected chars",
+    ):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for path in files:
+        issues, total = ReadResult(), Counts()
+        for counts in stream_records(
+            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+        ):
+            total += counts
+        report_skipped(issues.skipped)
+        report_warnings(issues.warnings)
+        s = total.stats()
+        table.add_row(
+            str(path),
+            str(s.prompts),
+            str(s.responses),
+            f"{s.responses_per_prompt:.2f}",
+            str(s.comparisons),
+            f"{s.avg_prompt_chars:.1f}",
+            f"{s.avg_chosen_chars:.1f}",
+            f"{s.avg_rejected_chars:.1f}",
+        )
+    console.print(table)
+
+
+@app.command("import")
+def import_(
+    args: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="[FORMAT] IN",
+            help="FORMAT is pairwise, ranked, ratings or official (guessed when left out), or a benchmark's files: "
+            "rmbench, rmb (a file or a folder), rewardbench2, judgebench.",
+        ),
+    ],
+    output: Output,
+    skip_invalid: SkipInvalid = False,
+    lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
+    workers: Workers = None,
+) -> None:
+    """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
+    from cheems.data.importers import FORMATS, import_records
+    from cheems.data.io import ReadResult, record_line, write_lines
+    from cheems.data.outputs import claim_outputs
+
+    if len(args) == 2 and args[0] in FORMATS:
+        fmt, source = args
+    elif len(args) == 1:
+        fmt, source = None, args[0]
+    else:
+        raise InputError(
+            f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
+        )
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
+    issues = ReadResult()
+    lines = import_records(
+        source, fmt, issues, record_line, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
+    )
+    n = write_lines(output, lines)
+    report_skipped(issues.skipped)
+    console.print(f"wrote {n} records to {output}")
+
+
+@app.command()
+def resolve(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="Records with comparisons.")],
+    output: Output,
+    stats_json: Annotated[
+        Optional[Path], typer.Option("--stats-json", help="Write pooled conflict statistics here.")
+    ] = None,
+    skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
+) -> None:
+    """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
+    from cheems.data.io import ReadResult, write_lines_and_report
+    from cheems.data.outputs import claim_outputs
+    from cheems.data.stream import stream_records
+    from cheems.ranking import ResolveStats
+    from cheems.ranking.resolve import resolved_line
+
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
+    issues, stats = ReadResult(), ResolveStats()
+    warnings: list[tuple[str, list[str]]] = []
+
+    def lines() -> Iterator[str]:
+        for pid, line, comparisons, conflicts, unmentioned in stream_records(
+            source, resolved_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="resolving"
+        ):
+            stats.records += 1
+            stats.comparisons += comparisons
+            stats.conflicts += conflicts
+            if unmentioned:
+                warnings.append((pid, unmentioned))
+            yield line
+
+    write_lines_and_report(output, lines(), stats_json, stats.to_dict)
+    report_skipped(issues.skipped)
+    for pid, unmentioned in warnings:
+        err.print(
+            Text.assemble(
+                ("warning ", "yellow"),
+                f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)",
+            ),
+            soft_wrap=True,
+        )
+    console.print(
+        f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
+        f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}"
+    )
+
+
+@app.command()
+def split(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="Record file (any format read_records reads).")],
+    train: Annotated[Path, typer.Option("--train", help="Output JSONL for the training split.")],
+    test: Annotated[Path, typer.Option("--test", help="Output JSONL for the held-out split.")],
+    test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", callback=finite(0.0, 1.0))] = 0.2,
+    seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
+    skip_invalid: SkipInvalid = False,
+    workers: Workers = None,
+) -> None:
+    """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
+    from contextlib import ExitStack
+
+    from cheems.data.io import ReadResult
+    from cheems.data.outputs import atomic_file, claim_outputs, together
+    from cheems.data.split import held_out_ids, id_and_line, record_id
+    from cheems.data.stream import stream_records
+
+    claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
+    # two passes: which prompts are held out depends on every id; the records themselves are not kept
+    ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
+    held_out = held_out_ids(ids, test_fraction, seed)
+    issues, counts = ReadResult(), {train: 0, test: 0}
+    with together(), ExitStack() as files:
+        out = {side: files.enter_context(atomic_file(side)) for side in (train, test)}
+        for rid, line in stream_records(
+            source, id_and_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="split: writing"
+        ):
+            side = test if rid in held_out else train
+            out[side].write(line + "\n")
+            counts[side] += 1
+    report_skipped(issues.skipped)
+    console.print(f"{counts[train]} prompts -> {train}, {counts[test]} held out -> {test}")
+
+
+BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
+
+
+@app.command()
+def score(
+    model: ModelOpt = None,
+    bench: BenchOpt = [],  # noqa: B006 - typer reads the default
+    output: Output = Path("scores.jsonl"),
+    batch_size: BatchOpt = 16,
+    max_length: MaxLenOpt = 512,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    device: DeviceOpt = None,
+    no_shared_prefix: NoSharedPrefixOpt = False,
+    workers: Workers = None,
+) -> None:
+    """Score every response of the bench files with a reward model."""
+    from cheems.data.io import ReadResult, write_scores
+    from cheems.data.outputs import claim_outputs
+
+    if not model or not bench:
+        raise InputError(
+            "cheems score needs --model and at least one --bench",
+            hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
+        )
+    claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
+    issues = ReadResult()
+    scores = stream_scores(
+        model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix
+    )
+    if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
+        for _ in scores:
+            pass
+        return
+    n = write_scores(output, scores)
+    report_warnings(issues.warnings)
+    console.print(f"wrote {n} scores to {output}")
+
+
+@app.command("eval")
+@settings_options(
+    JudgeSettings,
+    "bench",
+    "scores",
+    "model",
+    *JUDGE_OPTIONS,
+    "metric",
+    "output_json",
+    "report",
+    "details",
+    "resamples",
+    "bootstrap_seed",
+    "batch_size",
+    "max_length",
+    "cache",
+    "no_cache",
+    "device",
+    "no_progress",
+    "workers",
+    show_defaults=True,
+)
+def eval_(
+    *,
+    bench: BenchOpt = [],  # noqa: B006 - typer reads the default
+    scores: Annotated[
+        Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
+    ] = None,
+    model: ModelOpt = None,
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            help="cheems (CheemsBench: accuracy and exact match), rmbench (RM-Bench hard/normal/easy), bon (a prompt "
+            "is right iff its best response beats every other) or pairwise (share of pairs right).",
+        ),
+    ] = "cheems",
+    output_json: Annotated[
+        Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
+    ] = None,
+    details: Annotated[
+        Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")
+    ] = None,
+    resamples: Annotated[
+        int,
+        typer.Option(
+            "--resamples",
+            min=0,
+            help="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none.",
+        ),
+    ] = 1000,
+    bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
+    report: Annotated[
+        Optional[Path], typer.Option("--report", help="Folder for report.json, report.md and report.html.")
+    ] = None,
+    batch_size: BatchOpt = 16,
+    max_length: MaxLenOpt = 512,
+    cache: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--cache",
+            help="Score cache (SQLite; default $CHEEMS_CACHE_DIR/scores.sqlite), or with --judge-model the "
+            "judgement cache (default $CHEEMS_CACHE_DIR/judge.sqlite).",
+        ),
+    ] = None,
+    no_cache: NoCacheOpt = False,
+    device: DeviceOpt = None,
+    no_shared_prefix: NoSharedPrefixOpt = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
+    workers: Workers = None,
+    settings: dict,
+) -> None:
+    """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
+    from cheems.data.io import read_scores, write_json
+    from cheems.data.keytable import read_score_table
+    from cheems.data.outputs import claim_outputs, together
+    from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate.bench import evaluate_stream
+    from cheems.evaluate.details import bench_fingerprint, write_details
+    from cheems.evaluate.report import REPORT_FILES
+
+    judge = settings.get("judge_model")
+    if not bench or sum(x is not None for x in (scores, model, judge)) != 1:
+        raise InputError(
+            "cheems eval needs --bench and exactly one of --scores, --model or --judge-model",
+            hint="e.g. cheems eval --bench open.jsonl --model length",
+        )
+    check_metric(metric, report)
+    if judge:
+        judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
+        inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
+    else:
+        inputs = [*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)]
+    claim_outputs(
+        inputs=inputs,
+        files=[("--output-json", output_json), ("--details", details)],
+        folders=[("--report", report, REPORT_FILES)],
+    )
+    if not (model or is_main_process()):  # under a launcher only --model has work to share
+        return
+    if scores is not None and metric == "cheems":  # the bench and the scores a chunk at a time: bounded memory
+        result, fingerprint, warnings = evaluate_stream(
+            bench, read_score_table(scores), str(scores), workers=workers, fingerprint=details is not None
+        )
+        report_warnings(warnings)
+        warn_unmatched(result, str(scores))
+        write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+        return
+    warnings: list[InputError] = []
+    records = load_bench(bench, warnings)
+    report_warnings(warnings)
+    if judge:
+        from cheems.evaluate.judge import judge_bench
+
+        result = judge_bench(records, judge_cfg, progress=not no_progress)
+    else:
+        if scores is not None:
+            values, source = read_scores(scores), str(scores)
+        else:
+            shared = not no_shared_prefix
+            values = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, shared)
+            source = model
+        if not is_main_process():  # under a launcher rank 0 writes the one report
+            return
+        result = evaluate(records, values, source)
+        warn_unmatched(result, source)
+    if metric != "cheems":
+        data = other_metric(metric, records, result)
+        with together():
+            if output_json:
+                write_json(output_json, data)
+            if details:
+                write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+        return
+    fingerprint = bench_fingerprint(records) if details else None
+    write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+
+
+def write_cheems_eval(
+    result,
+    resamples: int,
+    seed: int,
+    output_json: Path | None,
+    report: Path | None,
+    details: Path | None,
+    fingerprint: str | None,
+) -> None:
+    """CheemsBench's metrics of an evaluation: intervals drawn, the table printed, the files written."""
+    from cheems.data.io import write_json
+    from cheems.data.outputs import together
+    from cheems.evaluate.details import write_details
+    from cheems.evaluate.report import print_report, write_report
+    from cheems.evaluate.stats import add_intervals
+
+    if resamples:
+        add_intervals(result, resamples, seed)
+    print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
+    with together():
+        if output_json:
+            write_json(output_json, result.to_dict())
+        if report:
+            write_report(result, report, title=result.scorer)
+        if details:
+            write_details(details, result.outcomes, result.scorer, fingerprint)
+
+
+def check_metric(metric: str, report: Path | None) -> None:
+    """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
+    from cheems.evaluate.benchmarks import METRICS
+
+    if metric not in METRICS:
+        raise InputError(f"unknown metric {metric!r}", path="--metric", hint=f"use one of {', '.join(METRICS)}")
+    if metric != "cheems" and report is not None:
+        raise InputError(
+            f"--report writes the CheemsBench report; --metric {metric} has none",
+            path="--report",
+            hint="leave out --report (use --output-json), or --metric",
+        )
+
+
+def other_metric(metric: str, records: dict, result) -> dict:
+    """Print another benchmark's metric of the judged pairs (and a judge's verdict statistics); returns its JSON."""
+    from cheems.evaluate.benchmarks import benchmark_report, print_benchmark
+    from cheems.evaluate.report import judge_lines
+
+    other = benchmark_report(metric, records, result)
+    print_benchmark(other, console)
+    for line in judge_lines(result):
+        console.print(line, soft_wrap=True, highlight=False)
+    return other.to_dict()
+
+
+def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_size: int, device: str | None):
+    """The judge's settings from eval's options (--cache, --batch-size and --device are shared with scoring)."""
+    if no_cache:
+        raise InputError(
+            "a judge's verdicts are always cached (an interrupted run resumes from them)",
+            path="--no-cache",
+            hint="leave out --no-cache, or give --cache FILE to keep them in another file",
+        )
+    return endpoint_settings(JudgeSettings, {**settings, "cache": cache, "batch_size": batch_size, "device": device})
+
+
+def warn_unmatched(result, source: str) -> None:
+    """One warning for scores that match no response of the bench (they are not used)."""
+    if result.unmatched_scores:
+        prompt, response = result.unmatched_scores[0]
+        report_warnings(
+            [
+                InputError(
+                    f"{len(result.unmatched_scores)} score(s) match no response of the bench (first: prompt "
+                    f"'{prompt}' response '{response}'); they are not used",
+                    path=source,
+                    hint="check that the scores and the bench use the same ids",
+                )
+            ]
+        )
+
+
+@app.command()
+def demo(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="The small Chinese model to score with.")
+    ] = "similarity:m3e-small",
+    no_train: Annotated[
+        bool, typer.Option("--no-train", help="Skip the training step (about a minute on 2 CPU cores).")
+    ] = False,
+) -> None:
+    """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
+    from cheems.data.outputs import claim_outputs
+    from cheems.workflows.demo import run_demo
+
+    claim_outputs(folders=[("--output", output, ())])
+    run_demo(output, model, console, train=not no_train)
+
+
+from cheems.cli.train import train_command  # noqa: E402 - the command lives in its own module
+
+app.command("train")(train_command)
+
+from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
+
+app.command()(judge)
+
+from cheems.cli.bon import bon  # noqa: E402 - the command lives in its own module
+
+app.command()(bon)
+
+from cheems.cli.compare import compare  # noqa: E402 - the command lives in its own module
+
+app.command()(compare)
+
+from cheems.cli.generate import generate  # noqa: E402 - the command lives in its own module
+
+app.command()(generate)
+
+from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
+
+app.command()(leaderboard)
+
+from cheems.cli.correlate import correlate  # noqa: E402 - the command lives in its own module
+
+app.command()(correlate)
+
+from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
+
+app.add_typer(curate_app, name="curate")
+
+from cheems.cli.annotate import annotate_app  # noqa: E402 - the sub-app lives in its own module
+
+app.add_typer(annotate_app, name="annotate")
+
+from cheems.cli.analyze import analyze_app  # noqa: E402 - the sub-app lives in its own module
+
+app.add_typer(analyze_app, name="analyze")
+
+from cheems.cli.winrate import winrate  # noqa: E402 - the command lives in its own module
+
+app.command()(winrate)
+
+
+def main() -> None:
+    """Entry point of the ``cheems`` command."""
+    run(app)

@@ -1,0 +1,222 @@
+"""Command-line options: settings models mapped to options in one place, and the rule for numbers.
+
+**Settings as options** (as TRL's ``RewardConfig`` + ``TrlParser`` do): a command lists the fields
+of its settings model (:class:`cheems.data.settings.Settings`) that it exposes with
+:func:`settings_options`; each becomes an option whose flag comes from the field's name (or its
+:class:`~cheems.data.settings.Cli` marker), help from its ``description`` and type from its
+annotation. The command receives the options given as nested overrides (:func:`given_settings`)
+and builds its settings with :func:`from_options`, or passes them on under a config file. A new
+setting is one field; listing its name in the command puts it on the command line.
+
+**Numbers**: every float option of every command is checked by :func:`finite`. ``float()`` takes
+``nan``, ``inf`` and ``1e400`` (= inf), so ``--margin nan`` or ``--lr inf`` used to run with a
+number that means nothing (a NaN margin keeps or drops nothing consistently, a NaN learning rate
+trains NaN weights). The check runs when the command line is parsed, before any file is read,
+and fails as one ``InputError`` line naming the option.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from cheems.data.settings import Cli, merged
+from cheems.data.yamlfile import located_validation_error
+from cheems.errors import InputError
+
+M = TypeVar("M", bound=BaseModel)
+
+# Options several commands share, declared once.
+SkipInvalid = Annotated[
+    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
+]
+Workers = Annotated[
+    Optional[int],
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Processes for reading and checking records (default: $CHEEMS_WORKERS or every core; 1: this process). "
+        "The output is the same for any number.",
+    ),
+]
+
+
+def finite(low: float | None = None, high: float | None = None) -> Callable[..., float | None]:
+    """An option callback: the value must be a finite number within ``[low, high]`` (each bound optional).
+
+    Use as ``typer.Option(callback=finite())`` on every float option. ``None`` (an optional option
+    left out) passes.
+    """
+
+    def check(param: typer.CallbackParam, value: float | None) -> float | None:
+        if value is None:
+            return None
+        option = max(param.opts, key=len) if param.opts else param.name or "option"
+        if not math.isfinite(value):
+            raise InputError(
+                f"must be a finite number, got {value}",
+                path=option,
+                hint="NaN and infinity mean nothing here; give a number such as 0.5",
+            )
+        if (low is not None and value < low) or (high is not None and value > high):
+            if low is not None and high is not None:
+                bounds = f"between {low:g} and {high:g}"
+            else:
+                bounds = f"at least {low:g}" if low is not None else f"at most {high:g}"
+            raise InputError(f"must be {bounds}, got {value:g}", path=option, hint=f"give a number {bounds}")
+        return value
+
+    return check
+
+
+# ---------------------------------------------------------------------- settings as options
+def _cli_type(annotation: Any, path: bool) -> Any:
+    """The type typer parses (and ``--help`` shows) for a field: ``X | None`` is ``X``, a union with a
+    path or a bool is that (``str | Path``, ``bool | "auto"``), ``list[X]`` a repeatable option."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _cli_type(typing.get_args(annotation)[0], path)
+    if origin is list:
+        return list[_cli_type(typing.get_args(annotation)[0], path)]  # type: ignore[misc]
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        chosen = next((t for t in (Path, bool) if t in args), args[0] if len(args) == 1 else None)
+        if chosen is None:
+            raise TypeError(f"no command-line type for {annotation}")
+        return _cli_type(chosen, path)
+    return Path if path and annotation is str else annotation
+
+
+def _field(model: type[BaseModel], name: str) -> FieldInfo:
+    """The field ``name`` of ``model``; a dotted name is a field of a nested settings model (``lora.enabled``)."""
+    head, _, rest = name.partition(".")
+    info = model.model_fields[head]
+    if not rest:
+        return info
+    nested = next(
+        a
+        for a in (info.annotation, *typing.get_args(info.annotation))
+        if isinstance(a, type) and issubclass(a, BaseModel)
+    )
+    return _field(nested, rest)
+
+
+def _cli(info: FieldInfo) -> Cli:
+    return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
+
+
+def option_name(model: type[BaseModel], name: str) -> str:
+    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else
+    its name with ``-`` for ``_`` (``max_length`` -> ``--max-length``)."""
+    long = [n for n in _cli(_field(model, name)).names if n.startswith("--")]
+    return long[0] if long else "--" + name.rpartition(".")[2].replace("_", "-")
+
+
+def setting_option(model: type[BaseModel], name: str, show_default: bool = False) -> inspect.Parameter:
+    """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
+
+    The help is the field's ``description``; the type comes from its annotation (a float is
+    checked by :func:`finite`, a list is repeatable); a bool is ``--x/--no-x`` unless its
+    :class:`Cli` marker says ``flag``. The option's default is None (not given), or the field's
+    default with ``show_default`` (a command without a config file shows it in ``--help``).
+    """
+    info = _field(model, name)
+    cli = _cli(info)
+    kind = _cli_type(info.annotation, cli.path)
+    long = option_name(model, name)
+    decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
+    decls += [n for n in cli.names if not n.startswith("--")]
+    option = typer.Option(*decls, help=info.description, callback=finite() if kind is float else None)
+    default = info.get_default(call_default_factory=True) if show_default and not info.is_required() else None
+    return inspect.Parameter(
+        _py(name),
+        inspect.Parameter.KEYWORD_ONLY,
+        default=default,
+        annotation=Annotated[Optional[kind], option],
+    )
+
+
+def given_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The overrides the options make: setting name -> value for those given (None: not given);
+    a dotted name goes into its nested mapping (``lora.enabled`` -> ``{"lora": {"enabled": ...}}``)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        *parents, leaf = name.split(".")
+        target = out
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[leaf] = value
+    return out
+
+
+def settings_options(
+    model: type[BaseModel], *order: str, show_defaults: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the options for some of ``model``'s settings, in one place (as TRL's ``TrlParser``).
+
+    ``order`` lists the command's options as ``--help`` shows them: names of ``model``'s fields
+    (dotted for a nested one) mixed with the command's own parameters (``config``, ``no_progress``).
+    The command's parameters not listed (arguments such as IN) come first. The command receives
+    the settings given on the command line as ``settings`` (see :func:`given_settings`); typer
+    reads the options from the generated signature.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = inspect.signature(command, eval_str=True).parameters
+        settings = {_py(n): n for n in order if n not in own}  # parameter name -> setting name
+        listed = [_py(n) for n in order]
+        params = [p for n, p in own.items() if n not in listed and n != "settings"]
+        params += [setting_option(model, settings[n], show_defaults) if n in settings else own[n] for n in listed]
+        # keyword-only: an option with a default may come before an argument without one
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+
+        @functools.wraps(command)
+        def with_settings(**values: Any) -> Any:
+            given = given_settings({settings[n]: values.pop(n) for n in list(values) if n in settings})
+            return command(**values, settings=given)
+
+        with_settings.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads it
+        with_settings.__annotations__ = {p.name: p.annotation for p in params}
+        return with_settings
+
+    return decorate
+
+
+def _py(name: str) -> str:
+    """A setting's name as a Python parameter name (``lora.enabled`` -> ``lora__enabled``)."""
+    return name.replace(".", "__")
+
+
+def from_options(model: type[M], given: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> M:
+    """``model`` from ``base`` (e.g. a config file's values, checked where they were read) with the
+    settings ``given`` on the command line over it; a bad option value is one ``InputError`` that
+    names the option (and the setting)."""
+    try:
+        return model.model_validate(merged(base or {}, given))
+    except ValidationError as e:
+        error = located_validation_error(e, model, None, {})
+    loc = error.field.split(".") if error.field else []
+    keys = next((loc[:n] for n in range(len(loc), 0, -1) if _has(given, loc[:n])), None)
+    option = option_name(model, ".".join(keys)) if keys else None
+    raise InputError(error.message, path=option, field=error.field, hint=error.hint)
+
+
+def _has(values: Mapping[str, Any], keys: list[str]) -> bool:
+    """Whether the nested ``values`` hold a value at ``keys``."""
+    for key in keys[:-1]:
+        values = values.get(key)  # type: ignore[assignment]
+        if not isinstance(values, Mapping):
+            return False
+    return keys[-1] in values

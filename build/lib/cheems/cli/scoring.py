@@ -1,0 +1,96 @@
+"""The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
+--device, --no-shared-prefix) and the two helpers that act on them: ``compute_scores`` and ``scoring_inputs``.
+
+Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cheems.data.io import ReadResult, ScoreKey
+
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help=(
+            "'length', 'similarity:MODEL', 'vllm:URL#MODEL' or 'openrlhf:URL' (an RM server), or a Hugging Face "
+            "reward model (hub id or folder); 'm3e-small' = the packaged backbone."
+        ),
+    ),
+]
+BatchOpt = Annotated[int, typer.Option(help="Responses per forward pass.")]
+MaxLenOpt = Annotated[int, typer.Option(help="Max tokens per (prompt, response); the prompt is truncated first.")]
+CacheOpt = Annotated[
+    Optional[Path], typer.Option("--cache", help="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite.")
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
+DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
+NoSharedPrefixOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-shared-prefix",
+        help="Run each (prompt, response) whole: by default a causal RM runs the prompt once per prompt (its KV "
+        "cache) and scores every response from it (same scores, less compute).",
+    ),
+]
+
+
+def compute_scores(
+    model: str,
+    bench: dict,
+    batch_size: int,
+    max_length: int,
+    cache: Path | None,
+    no_cache: bool,
+    device: str | None,
+    shared_prefix: bool = True,
+) -> dict:
+    """Score every response of every bench record with one model (cached on disk)."""
+    from cheems.evaluate import score_bench
+    from cheems.models import ScoreCache, load_scorer
+
+    scorer = load_scorer(
+        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
+    )
+    return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+
+
+def stream_scores(
+    model: str,
+    bench: list[Path],
+    batch_size: int,
+    max_length: int,
+    cache: Path | None,
+    no_cache: bool,
+    device: str | None,
+    workers: int | None,
+    issues: ReadResult,
+    shared_prefix: bool = True,
+) -> Iterator[tuple[ScoreKey, float]]:
+    """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
+    stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
+    launcher every process reads the files and takes its share of each chunk's batches."""
+    from cheems.data.stream import same_record
+    from cheems.evaluate.bench import score_stream, stream_bench
+    from cheems.models import ScoreCache, load_scorer
+
+    scorer = load_scorer(
+        model, batch_size=batch_size, max_length=max_length, device=device, shared_prefix=shared_prefix
+    )
+    files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
+    records = (r for _, file_records in files for r in file_records)
+    return score_stream(records, scorer, None if no_cache else ScoreCache(cache))
+
+
+def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:
+    """The files ``score`` and ``eval`` read (the score cache too: an output must not replace it)."""
+    from cheems.models.cache import default_cache_path
+
+    return [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])

@@ -1,0 +1,84 @@
+"""``cheems train``: train a reward model (listwise Bradley–Terry, greedy prompt-grouped batches).
+
+Registered in :mod:`cheems.cli.main` as ``app.command("train")(train_command)``. Also runs on its own as
+``python -m cheems.cli.train ...`` (and under ``accelerate launch -m cheems train ...``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cheems.cli.options import from_options, settings_options
+from cheems.errors import InputError
+from cheems.train.config import TrainConfig, load_config
+
+
+@settings_options(
+    TrainConfig,
+    "data",
+    "output",
+    "model",
+    "config",
+    "epochs",
+    "max_length",
+    "lr",
+    "batch_size",
+    "grad_accum",
+    "warmup_ratio",
+    "reg_coef",
+    "truncation",
+    "pooling",
+    "preset",
+    "eval_bench",
+    "eval_every",
+    "save_every",
+    "seed",
+    "bf16",
+    "lora.enabled",
+    "gradient_checkpointing",
+    "cpu",
+    "no_progress",
+    "resume",
+)
+def train_command(
+    *,
+    config: Annotated[
+        Optional[Path], typer.Option("--config", "-c", help="YAML config; command-line options override it.")
+    ] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    settings: dict[str, Any],
+) -> None:
+    """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""
+    from cheems.data.outputs import claim_outputs
+
+    from_options(TrainConfig, settings)  # a bad option value is an error naming the option
+    cfg = load_config(config, settings | ({"progress": False} if no_progress else {}))
+    if not cfg.data:
+        raise InputError(
+            "cheems train needs training data",
+            field="data",
+            hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)",
+        )
+    claim_outputs(
+        folders=[("--output", cfg.output, ())],
+        note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
+    )
+    from cheems.train.trainer import train_reward_model  # torch: only once the config is known to be good
+
+    train_reward_model(cfg)
+
+
+def _main() -> None:
+    """``python -m cheems.cli.train``: the command alone, with the CLI's one-line errors and clean interrupts."""
+    from cheems.cli.console import run
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command("train")(train_command)
+    run(app)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,163 @@
+"""``cheems winrate``: best-of-N picks against a baseline response, judged by an LLM judge or by people.
+
+Registered in :mod:`cheems.cli.main` as ``app.command()(winrate)``. Thin: the matchups, outcomes
+and interval live in :mod:`cheems.evaluate.winrate`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cheems.annotate.settings import JudgeSettings
+from cheems.cli.console import console, err, report_skipped
+from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
+from cheems.cli.options import from_options, settings_options
+from cheems.errors import InputError
+
+
+@settings_options(
+    JudgeSettings,
+    "pool",
+    "baseline_field",
+    *JUDGE_OPTIONS,
+    "cache",
+    "batch_size",
+    "device",
+    "annotate",
+    "people",
+    "overlap",
+    "from_export",
+    "output_json",
+    "resamples",
+    "bootstrap_seed",
+    "skip_missing",
+    "no_progress",
+    show_defaults=True,
+)
+def winrate(
+    *,
+    picks: Annotated[
+        Path, typer.Argument(metavar="PICKS.jsonl", help="Picks {prompt_id, response_id, score}, one per prompt.")
+    ],
+    pool: Annotated[Optional[Path], typer.Option("--pool", help="The pool the picks come from (records).")] = None,
+    baseline_field: Annotated[
+        Optional[str],
+        typer.Option("--baseline-field", help="Record field with the baseline response: reference or an extra key."),
+    ] = None,
+    annotate: Annotated[
+        Optional[Path], typer.Option("--annotate", help="Instead of a judge: make a human annotation project here.")
+    ] = None,
+    people: Annotated[Optional[Path], typer.Option("--people", help="With --annotate: PEOPLE.yaml.")] = None,
+    overlap: Annotated[int, typer.Option("--overlap", min=1, help="With --annotate: annotators per prompt.")] = 1,
+    from_export: Annotated[
+        Optional[Path],
+        typer.Option("--from-export", help="Instead of a judge: the `cheems annotate export` of that project."),
+    ] = None,
+    output_json: Annotated[
+        Optional[Path], typer.Option("--output-json", help="Write the numbers and every prompt's outcome as JSON.")
+    ] = None,
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the prompts for the interval; 0: none.")
+    ] = 1000,
+    bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
+    skip_missing: Annotated[
+        bool,
+        typer.Option(
+            "--skip-missing", help="Leave out (and list) picks whose prompt, response or baseline is missing."
+        ),
+    ] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    settings: dict[str, Any],
+) -> None:
+    """Win rate of best-of-N picks against a baseline: wins, losses, ties, (wins + ties/2)/n with a 95% CI."""
+    from cheems.data.io import read_records, write_json
+    from cheems.data.outputs import claim_outputs
+    from cheems.evaluate.winrate import build_matchups
+
+    judge = settings.get("judge_model")
+    if not pool or not baseline_field or sum(x is not None for x in (judge, annotate, from_export)) != 1:
+        raise InputError(
+            "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or "
+            "--from-export",
+            hint="e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference "
+            "--judge-model NAME --base-url URL",
+        )
+    if annotate is not None and people is None:
+        raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
+    cfg = None
+    inputs = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
+    if judge:
+        cfg = endpoint_settings(JudgeSettings, settings)
+        inputs += judge_inputs(cfg)
+    claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
+    read = read_records(pool)
+    report_skipped(read.skipped)
+    matchups, skipped = build_matchups(picks, read.records, pool, baseline_field, skip_missing)
+    report_skipped(skipped)
+    if annotate is not None:
+        make_project(annotate, people, overlap, matchups, picks, pool, baseline_field)
+        return
+    if cfg is not None:
+        from cheems.evaluate.winrate import judge_winrate
+
+        result = judge_winrate(matchups, cfg, not no_progress, resamples, bootstrap_seed)
+    else:
+        from cheems.evaluate.winrate import human_winrate
+
+        exported = read_records(from_export)
+        result = human_winrate(matchups, exported.records, from_export, resamples, bootstrap_seed)
+    print_winrate(result, judge or f"people ({from_export})")
+    if output_json:
+        write_json(output_json, result.to_dict())
+
+
+def make_project(
+    folder: Path, people: Path, overlap: int, matchups: list, picks: Path, pool: Path, baseline_field: str
+) -> None:
+    """Create the annotation project of the matchups and say how to serve, export and read it back."""
+    from cheems.annotate.human.people import People, ProjectSettings
+    from cheems.annotate.human.store import TOKENS_NAME, Project
+    from cheems.data.yamlfile import load_yaml_model
+    from cheems.evaluate.winrate import annotation_records
+
+    team, _ = load_yaml_model(people, People, "people file")
+    settings = from_options(ProjectSettings, {"overlap": overlap})
+    _, _, plan = Project.create(folder, annotation_records(matchups), team, (), settings)
+    if plan.shared:
+        err.print(f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more overlap than annotators")
+    console.print(
+        f"planned {plan.tasks} pairwise tasks (pick vs baseline) over {plan.prompts} prompts, overlap {overlap}"
+    )
+    console.print(f"project: {folder}   tokens: {folder / TOKENS_NAME} (one per person; keep it private)")
+    console.print(f"next: cheems annotate serve {folder}", soft_wrap=True)
+    console.print(f"then: cheems annotate export {folder} -o exported.jsonl", soft_wrap=True)
+    console.print(
+        f"then: cheems winrate {picks} --pool {pool} --baseline-field {baseline_field} --from-export exported.jsonl",
+        soft_wrap=True,
+    )
+
+
+def print_winrate(result: Any, judged_by: str) -> None:
+    """The numbers as a small table on stdout."""
+    from rich.table import Table
+
+    numbers = result.to_dict()
+    table = Table(title=f"win rate against the baseline: {judged_by}", show_header=False)
+    table.add_column("what")
+    table.add_column("n", justify="right")
+    for key in ("n", "wins", "losses", "ties"):
+        table.add_row(key, str(numbers[key]))
+    if numbers["parse_failures"]:
+        table.add_row(
+            "unparseable replies (their prompts are ties)",
+            f"{numbers['parse_failures']} in {numbers['prompts_with_parse_failure']} prompt(s)",
+        )
+    rate, interval = numbers["win_rate"], numbers["interval"]
+    text = "-" if rate is None else f"{rate:.3f}"
+    if interval is not None:
+        text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
+    table.add_row("win rate (wins + ties/2)/n, 95% CI", text)
+    console.print(table)

@@ -1,0 +1,286 @@
+"""Length debiasing (paper part 2.5): as many "chosen is longer" pairs as "chosen is shorter" ones.
+
+The pairs are the ones training would use, :func:`cheems.ranking.pairs.training_pairs` of each
+record. They fall into three groups by the length of chosen vs rejected: ``chosen_longer``,
+``chosen_shorter`` and ``equal_length`` (kept untouched). The larger of the first two is
+downsampled, pooled over all records, to the size of the smaller with ``random.Random(seed)``
+(deterministic, whatever ``PYTHONHASHSEED`` is).
+
+Output records carry exactly the surviving pairs as ``comparisons`` and ``rank`` resolved from
+them (Algorithm 1), so ``training_pairs`` of an output record is its surviving pairs, in order.
+A pair that came from a comparison keeps that comparison as it is (the first one giving the pair:
+its label, annotator, source and extra keys such as the judge's ``shown`` order, which relabelling
+it as ``a`` would falsify); a pair that came from a rank becomes ``{"a": chosen, "b": rejected,
+"label": "a", "source": "rank"}``. A record left with no pair is left out (counted). As DESIGN.md
+fixes for ``rank``, a response that no surviving pair mentions sits at rank 1.
+
+:func:`length_debias` works on a list; :func:`debias_lines` gives the same output over a stream,
+reading it twice (pass 1: one byte per pair, its group; pass 2: the records rebuilt in the worker
+processes), so memory does not grow with the file's text. Both use the same per-record functions
+(:func:`record_pairs`, :func:`debiased_record`) and the same draw (:func:`survivors`).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cheems.data.io import record_line
+from cheems.data.keytable import key_digest, load_table, sort_keys
+from cheems.data.schema import Comparison, Record
+from cheems.errors import InputError
+from cheems.ranking.pairs import training_pairs
+from cheems.ranking.resolve import resolve_record
+
+LONGER = "chosen_longer"
+SHORTER = "chosen_shorter"
+EQUAL = "equal_length"
+GROUPS = (LONGER, SHORTER, EQUAL)
+UNITS = ("chars", "tokens")
+
+LengthFn = Callable[[str], int]
+
+
+def token_counter(tokenizer: str | Path) -> LengthFn:
+    """Length in tokens of a Hugging Face tokenizer (a local folder or hub id); transformers loads lazily."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:  # pragma: no cover - transformers is a core dependency
+        raise InputError(f"token lengths need transformers ({e})", hint="pip install transformers") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as e:
+        raise InputError(
+            f"cannot load a tokenizer: {str(e).splitlines()[0]}",
+            path=str(tokenizer),
+            hint="give a folder with tokenizer files (or a hub id)",
+        ) from None
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def length_function(unit: str = "chars", tokenizer: str | Path | None = None) -> LengthFn:
+    """``len`` for ``chars``; a tokenizer's token count for ``tokens`` (which needs ``tokenizer``)."""
+    if unit not in UNITS:
+        raise InputError(f"unknown length unit '{unit}'", field="unit", hint=f"use one of {', '.join(UNITS)}")
+    if unit == "chars":
+        return len
+    if tokenizer is None:
+        raise InputError("length in tokens needs a tokenizer", field="tokenizer", hint="give --tokenizer PATH")
+    return token_counter(tokenizer)
+
+
+@dataclass
+class Pair:
+    """One implied (chosen, rejected) pair and the comparison that stands for it in the output."""
+
+    chosen: str
+    rejected: str
+    comparison: Comparison
+    group: str = EQUAL
+
+
+def implied_pairs(record: Record) -> list[tuple[str, str, Comparison]]:
+    """(chosen, rejected, comparison) for every pair ``training_pairs`` gives the record.
+
+    The comparison is the record's first one with that outcome, unchanged; for a pair that only
+    the rank implies, a new ``label: a`` comparison with ``source: rank``.
+    """
+    first: dict[tuple[str, str], Comparison] = {}
+    for c in record.comparisons:
+        outcome = c.winner_loser()
+        if outcome is not None and c.a != c.b:
+            first.setdefault(outcome, c)
+    out = []
+    for chosen, rejected in training_pairs(record):
+        comparison = first.get((chosen, rejected)) or Comparison(a=chosen, b=rejected, label="a", source="rank")
+        out.append((chosen, rejected, comparison))
+    return out
+
+
+def _group(chosen_len: int, rejected_len: int) -> str:
+    if chosen_len > rejected_len:
+        return LONGER
+    if chosen_len < rejected_len:
+        return SHORTER
+    return EQUAL
+
+
+def record_pairs(record: Record, length: LengthFn) -> list[Pair]:
+    """The record's implied pairs (:func:`implied_pairs`) with their length group."""
+    sizes = {r.id: length(r.content) for r in record.responses}
+    return [
+        Pair(chosen, rejected, comparison, _group(sizes[chosen], sizes[rejected]))
+        for chosen, rejected, comparison in implied_pairs(record)
+    ]
+
+
+def group_codes(pairs: list[Pair]) -> bytes:
+    """The pairs' groups as one byte each (the position in :data:`GROUPS`): what the first pass keeps."""
+    return bytes(GROUPS.index(p.group) for p in pairs)
+
+
+@dataclass
+class DebiasReport:
+    """Group sizes before and after length debiasing."""
+
+    seed: int = 0
+    unit: str = "chars"
+    records_in: int = 0
+    records_out: int = 0
+    records_emptied: int = 0  # no pair left (or none to begin with): left out of the output
+    records_emptied_examples: list[str] = field(default_factory=list)
+    before: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUPS, 0))
+    after: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUPS, 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON output."""
+        return {
+            "seed": self.seed,
+            "unit": self.unit,
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "records_with_no_pair_left": self.records_emptied,
+            "records_with_no_pair_left_examples": self.records_emptied_examples,
+            "pairs_before": dict(self.before),
+            "pairs_after": dict(self.after),
+            "pairs_dropped": sum(self.before.values()) - sum(self.after.values()),
+        }
+
+
+def survivors(codes: bytes | bytearray, seed: int) -> np.ndarray:
+    """Which pairs stay (a bool per pair, in input order), given every pair's group code (:func:`group_codes`).
+
+    The larger of the longer / shorter groups is cut to the size of the smaller by a seeded sample
+    of its positions; equal-length pairs all stay.
+    """
+    groups = np.frombuffer(bytes(codes), dtype=np.int8)
+    longer, shorter = (np.flatnonzero(groups == GROUPS.index(g)) for g in (LONGER, SHORTER))
+    keep = np.ones(len(groups), dtype=bool)
+    if len(longer) != len(shorter):
+        big, small = (longer, shorter) if len(longer) > len(shorter) else (shorter, longer)
+        chosen = random.Random(seed).sample(range(len(big)), len(small))
+        keep[big] = False
+        keep[big[np.asarray(chosen, dtype=np.int64)]] = True
+    return keep
+
+
+def count_groups(report: DebiasReport, codes: bytes | bytearray, keep: np.ndarray) -> None:
+    """Fill the report's group sizes before and after."""
+    groups = np.frombuffer(bytes(codes), dtype=np.int8)
+    for i, g in enumerate(GROUPS):
+        report.before[g] = int((groups == i).sum())
+        report.after[g] = int(((groups == i) & keep).sum())
+
+
+def debiased_record(record: Record, pairs: list[Pair]) -> Record:
+    """The record with exactly ``pairs`` (its surviving implied pairs, in order) as comparisons and the
+    ranks they resolve to."""
+    new = record.model_copy(update={"comparisons": [p.comparison for p in pairs], "rank": None})
+    new = new.model_copy(update={"rank": resolve_record(new).rank})
+    got = training_pairs(new)  # the promise of this module: training on the output uses exactly these pairs
+    if got != [(p.chosen, p.rejected) for p in pairs]:  # pragma: no cover - an internal invariant
+        raise RuntimeError(f"length debias: record '{record.id}' would train on {got}, expected pairs {pairs}")
+    return new
+
+
+def note_emptied(report: DebiasReport, record_id: str) -> None:
+    """Count a record with no pair left."""
+    report.records_emptied += 1
+    if len(report.records_emptied_examples) < 5:
+        report.records_emptied_examples.append(record_id)
+
+
+def length_debias(
+    records: list[Record],
+    seed: int = 0,
+    unit: str = "chars",
+    tokenizer: str | Path | None = None,
+) -> tuple[list[Record], DebiasReport]:
+    """Balance chosen-longer and chosen-shorter pairs by downsampling the larger group (seeded).
+
+    ``unit`` is ``chars`` (default) or ``tokens`` (with ``tokenizer``, a tokenizer folder or hub id).
+    """
+    length = length_function(unit, tokenizer)
+    report = DebiasReport(seed=seed, unit=unit, records_in=len(records))
+    pairs = [record_pairs(record, length) for record in records]
+    codes = b"".join(group_codes(p) for p in pairs)
+    keep = survivors(codes, seed)
+    count_groups(report, codes, keep)
+    out: list[Record] = []
+    offset = 0
+    for record, mine in zip(records, pairs):
+        flags = keep[offset : offset + len(mine)]
+        offset += len(mine)
+        kept = [p for p, k in zip(mine, flags) if k]
+        if not kept:
+            note_emptied(report, record.id)
+            continue
+        out.append(debiased_record(record, kept))
+    report.records_out = len(out)
+    return out, report
+
+
+# ---------------------------------------------------------------- streamed, in two passes
+
+Stream = Callable[[Callable[[Record], Any]], Iterable[Any]]
+
+
+@lru_cache(maxsize=2)
+def _length(unit: str, tokenizer: str | None) -> LengthFn:
+    """The length function, built once per process (a tokenizer loads once in each worker)."""
+    return length_function(unit, tokenizer)
+
+
+def pair_codes(unit: str, tokenizer: str | None, record: Record) -> tuple[bytes, bytes]:
+    """Pass 1, per record: the digest of its id and the group codes of its pairs (run in the workers)."""
+    return key_digest(record.id), group_codes(record_pairs(record, _length(unit, tokenizer)))
+
+
+def debias_line(folder: str, unit: str, tokenizer: str | None, record: Record) -> tuple[str, str | None]:
+    """Pass 2, per record: its id and output line (None: no pair left), from the survivors saved in ``folder``."""
+    table, arrays = load_table(folder)
+    pairs = record_pairs(record, _length(unit, tokenizer))
+    offset = table.get((record.id,))
+    kept = [p for p, k in zip(pairs, arrays["keep"][offset : offset + len(pairs)]) if k]
+    return record.id, (record_line(debiased_record(record, kept)) if kept else None)
+
+
+def debias_lines(stream: Stream, report: DebiasReport, tokenizer: str | None = None) -> Iterator[str]:
+    """:func:`length_debias` over a stream of records that can be read twice, with bounded memory.
+
+    ``stream(fn)`` yields ``fn(record)`` for every record in input order (e.g. a ``functools.partial``
+    of :func:`cheems.data.stream.stream_records`). Pass 1 keeps one byte per pair (its group) and
+    the offset of each record's pairs by id; the survivors are drawn as :func:`length_debias` draws
+    them; pass 2 rebuilds the records. ``report`` (its seed and unit set) is filled in as the lines pass.
+    """
+    _length(report.unit, tokenizer)  # a bad unit or tokenizer fails here, before any record is read
+    codes, ids, offsets = bytearray(), bytearray(), array("q")
+    for digest, mine in stream(functools.partial(pair_codes, report.unit, tokenizer)):
+        ids += digest
+        offsets.append(len(codes))
+        codes += mine
+    report.records_in = len(offsets)
+    keep = survivors(codes, report.seed)
+    count_groups(report, codes, keep)
+    table, repeat, _ = sort_keys(ids, np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64))
+    if repeat is not None:  # only official pairwise groups can share an id (it comes from their text)
+        raise InputError("two records share a prompt id", hint="give every prompt its own id")
+    del codes, ids, offsets
+    with tempfile.TemporaryDirectory(prefix="cheems-debias-") as folder:
+        table.save(folder, keep=keep)
+        del table, keep
+        for record_id, line in stream(functools.partial(debias_line, folder, report.unit, tokenizer)):
+            if line is None:
+                note_emptied(report, record_id)
+                continue
+            report.records_out += 1
+            yield line

@@ -1,0 +1,314 @@
+"""Distant supervision (paper part 2.4): drop the judge comparisons a gold-trained RM disagrees with.
+
+Definitions (``s`` = the RM's score of a response, ``margin`` >= 0):
+
+- A preference comparison (label ``a`` or ``b``) with winner ``w`` and loser ``l`` is **kept iff
+  s(w) - s(l) > -margin**. At the default margin 0 that is "the RM scores the winner strictly
+  higher": a score tie counts as disagreement, as in the benchmark metrics. With margin X the
+  comparison is dropped only when the RM prefers the loser by at least X (s(l) - s(w) >= X).
+- A tie comparison is **kept iff |s(a) - s(b)| <= margin**: at margin 0 only when the scores are
+  exactly equal.
+- Only comparisons whose ``source`` is in ``sources`` are filtered (default: ``judge``); the others
+  (human annotations) pass untouched. ``sources=None`` filters every comparison.
+
+At margin 0, with every comparison filtered, the kept strict preferences all follow one total
+order (the scores), so each prompt's strict-preference graph is acyclic. A margin above 0 or
+untouched human comparisons can leave cycles; they are counted, and Algorithm 1 (which merges
+cycles) still resolves every record to ranks.
+
+A record that loses a comparison (or has none and no rank yet) gets ``rank`` re-resolved with
+Algorithm 1; a record whose comparisons all survive keeps the rank it has. A record left with no
+comparison at all has nothing to train on and is left out of the output (counted in the report).
+
+:func:`distant_supervision` works on a list; :func:`distant_lines` gives the same output over a
+stream of records, with the scores in a compact :class:`~cheems.data.keytable.KeyTable`; both use
+:func:`distant_record` per record.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import networkx as nx
+
+from cheems.data.io import ScoreKey, record_line
+from cheems.data.keytable import KeyTable, load_table, read_score_table
+from cheems.data.schema import Comparison, Record
+from cheems.errors import InputError
+from cheems.ranking.resolve import ResolveStats, conflict_stats, resolve_record
+
+UNSPECIFIED_SOURCE = "(none)"  # how a comparison without ``source`` is counted in the report
+
+
+def keep_comparison(c: Comparison, score_a: float, score_b: float, margin: float = 0.0) -> bool:
+    """Whether the RM's scores of ``c.a`` and ``c.b`` let the comparison stay (see the module doc)."""
+    if c.label == "tie":
+        return abs(score_a - score_b) <= margin
+    winner, loser = (score_a, score_b) if c.label == "a" else (score_b, score_a)
+    return winner - loser > -margin
+
+
+def is_acyclic(record: Record) -> bool:
+    """Whether the record's strict preferences (winner -> loser, ties left out) form no cycle."""
+    graph = nx.DiGraph()
+    for c in record.comparisons:
+        outcome = c.winner_loser()
+        if outcome is not None and c.a != c.b:
+            graph.add_edge(*outcome)
+    return nx.is_directed_acyclic_graph(graph)
+
+
+@dataclass
+class SourceCounts:
+    """Comparisons of one source before and after."""
+
+    before: int = 0
+    kept: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.before - self.kept
+
+
+@dataclass
+class DistantReport:
+    """What distant supervision kept and dropped, and the conflict ratio before and after."""
+
+    margin: float = 0.0
+    sources: list[str] | None = None  # None: every source was filtered
+    records_in: int = 0
+    records_out: int = 0
+    by_source: dict[str, SourceCounts] = field(default_factory=dict)
+    records_emptied: int = 0  # lost every comparison: left out of the output
+    records_emptied_examples: list[str] = field(default_factory=list)
+    records_cyclic: int = 0  # strict-preference graph not acyclic after filtering
+    records_cyclic_examples: list[str] = field(default_factory=list)
+    conflicts_before: ResolveStats = field(default_factory=ResolveStats)
+    conflicts_after: ResolveStats = field(default_factory=ResolveStats)
+
+    @property
+    def comparisons_before(self) -> int:
+        return sum(c.before for c in self.by_source.values())
+
+    @property
+    def comparisons_kept(self) -> int:
+        return sum(c.kept for c in self.by_source.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON output."""
+        return {
+            "margin": self.margin,
+            "sources": self.sources if self.sources is not None else "all",
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "comparisons_before": self.comparisons_before,
+            "comparisons_kept": self.comparisons_kept,
+            "comparisons_dropped": self.comparisons_before - self.comparisons_kept,
+            "by_source": {
+                s: {"before": c.before, "kept": c.kept, "dropped": c.dropped} for s, c in sorted(self.by_source.items())
+            },
+            "records_with_no_comparison_left": self.records_emptied,
+            "records_with_no_comparison_left_examples": self.records_emptied_examples,
+            "records_not_acyclic": self.records_cyclic,
+            "records_not_acyclic_examples": self.records_cyclic_examples,
+            "conflict_ratio_before": self.conflicts_before.conflict_ratio,
+            "conflict_ratio_after": self.conflicts_after.conflict_ratio,
+            "conflicts_before": self.conflicts_before.to_dict(),
+            "conflicts_after": self.conflicts_after.to_dict(),
+        }
+
+
+ScoreLookup = Union[Mapping[ScoreKey, float], KeyTable]  # .get((prompt_id, response_id)) -> score or None
+
+
+def _score(scores: ScoreLookup, record: Record, rid: str, scores_path: str | None) -> float:
+    value = scores.get((record.id, rid))
+    if value is None:
+        raise InputError(
+            f"no score for prompt '{record.id}' response '{rid}'",
+            path=scores_path,
+            hint="score every response of the records (cheems score) with the RM",
+        )
+    if math.isnan(value):
+        raise InputError(
+            f"the score of prompt '{record.id}' response '{rid}' is NaN",
+            path=scores_path,
+            hint="rescore it; a NaN cannot be compared",
+        )
+    return value
+
+
+@dataclass
+class RecordDistant:
+    """What distant supervision did to one record (its part of the report)."""
+
+    record_id: str
+    by_source: dict[str, list[int]]  # source -> [before, kept]
+    before: ResolveStats
+    after: ResolveStats | None  # None: no comparison left, the record is left out
+    cyclic: bool = False
+
+
+def _filter_record(
+    record: Record, scores: ScoreLookup, margin: float, sources: Collection[str] | None, scores_path: str | None
+) -> tuple[list[Comparison], dict[str, list[int]]]:
+    kept: list[Comparison] = []
+    by_source: dict[str, list[int]] = {}
+    for c in record.comparisons:
+        counts = by_source.setdefault(c.source or UNSPECIFIED_SOURCE, [0, 0])
+        counts[0] += 1
+        if sources is None or c.source in sources:
+            s_a = _score(scores, record, c.a, scores_path)
+            s_b = _score(scores, record, c.b, scores_path)
+            if not keep_comparison(c, s_a, s_b, margin):
+                continue
+        counts[1] += 1
+        kept.append(c)
+    return kept, by_source
+
+
+def distant_record(
+    record: Record,
+    scores: ScoreLookup,
+    margin: float = 0.0,
+    sources: Collection[str] | None = ("judge",),
+    scores_path: str | None = None,
+) -> tuple[Record | None, RecordDistant]:
+    """One record without the comparisons the RM disagrees with, its ranks resolved again (None when no
+    comparison is left), and what was done (see :func:`distant_supervision`)."""
+    before = conflict_stats([record])
+    if not record.comparisons:  # nothing to filter: a rank-only record passes as it is
+        return record, RecordDistant(record.id, {}, before, before)
+    kept, by_source = _filter_record(record, scores, margin, sources, scores_path)
+    if not kept:
+        return None, RecordDistant(record.id, by_source, before, None)
+    changed = len(kept) != len(record.comparisons)
+    new = record.model_copy(update={"comparisons": kept}) if changed else record
+    cyclic = not is_acyclic(new)
+    if changed or not new.rank:
+        new = new.model_copy(update={"rank": resolve_record(new).rank})
+    return new, RecordDistant(record.id, by_source, before, conflict_stats([new]), cyclic)
+
+
+def _add_stats(total: ResolveStats, part: ResolveStats) -> None:
+    total.records += part.records
+    total.comparisons += part.comparisons
+    total.conflicts += part.conflicts
+
+
+def add_to_report(report: DistantReport, outcome: RecordDistant) -> None:
+    """Count one record's outcome (examples in input order)."""
+    report.records_in += 1
+    for source, (before, kept) in outcome.by_source.items():
+        counts = report.by_source.setdefault(source, SourceCounts())
+        counts.before += before
+        counts.kept += kept
+    _add_stats(report.conflicts_before, outcome.before)
+    if outcome.after is None:
+        report.records_emptied += 1
+        _note(report.records_emptied_examples, outcome.record_id)
+        return
+    report.records_out += 1
+    _add_stats(report.conflicts_after, outcome.after)
+    if outcome.cyclic:
+        report.records_cyclic += 1
+        _note(report.records_cyclic_examples, outcome.record_id)
+
+
+def _note(examples: list[str], prompt_id: str, limit: int = 5) -> None:
+    if len(examples) < limit:
+        examples.append(prompt_id)
+
+
+def new_report(margin: float, sources: Iterable[str] | None) -> tuple[DistantReport, frozenset[str] | None]:
+    """An empty report and the set of sources to filter (None: all), after checking the margin."""
+    if margin < 0:
+        raise InputError(f"margin must be >= 0, got {margin}", field="margin")
+    wanted = None if sources is None else frozenset(sources)
+    return DistantReport(margin=margin, sources=None if wanted is None else sorted(wanted)), wanted
+
+
+def distant_supervision(
+    records: list[Record],
+    scores: ScoreLookup,
+    margin: float = 0.0,
+    sources: Iterable[str] | None = ("judge",),
+    *,
+    scores_path: str | None = None,
+) -> tuple[list[Record], DistantReport]:
+    """Drop the comparisons the RM's ``scores`` disagree with, then resolve ranks (Algorithm 1).
+
+    ``scores`` maps ``(prompt_id, response_id)`` to the RM's score (a dict, or a
+    :class:`~cheems.data.keytable.KeyTable`); a missing score for a response named by a filtered
+    comparison is an ``InputError`` (naming ``scores_path``). ``sources=None`` filters comparisons
+    of every source. See the module docstring for the exact keep rules.
+    """
+    report, wanted = new_report(margin, sources)
+    out: list[Record] = []
+    for record in records:
+        new, outcome = distant_record(record, scores, margin, wanted, scores_path)
+        add_to_report(report, outcome)
+        if new is not None:
+            out.append(new)
+    return out, report
+
+
+def distant_line(
+    folder: str, margin: float, sources: frozenset[str] | None, scores_path: str, record: Record
+) -> tuple[str | None, RecordDistant | InputError]:
+    """:func:`distant_record` with the scores table saved in ``folder`` and the output as a line (run in the
+    workers). A missing score comes back as the error, so that ``--skip-invalid`` cannot skip the record."""
+    try:
+        new, outcome = distant_record(record, load_table(folder)[0], margin, sources, scores_path)
+    except InputError as e:
+        return None, e
+    return (record_line(new) if new is not None else None), outcome
+
+
+def distant_lines(
+    stream: Callable[[Callable[[Record], Any]], Iterable[Any]],
+    scores_file: str | Path,
+    margin: float = 0.0,
+    sources: Iterable[str] | None = ("judge",),
+) -> tuple[Iterator[str], DistantReport]:
+    """:func:`distant_supervision` over a stream of records (``stream(fn)`` yields ``fn(record)`` in input
+    order) with the scores of ``scores_file``: the output lines, and the report they fill in as they pass.
+
+    The scores are read first (every error of a scores file comes before any record is read) into a
+    compact table that the worker processes map from a temporary folder.
+    """
+    report, wanted = new_report(margin, sources)
+    table = read_score_table(scores_file)
+    return _distant_lines(stream, table, report, margin, wanted, str(scores_file)), report
+
+
+def _distant_lines(
+    stream: Callable[[Callable[[Record], Any]], Iterable[Any]],
+    table: KeyTable,
+    report: DistantReport,
+    margin: float,
+    sources: frozenset[str] | None,
+    scores_path: str,
+) -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="cheems-distant-") as folder:
+        table.save(folder)
+        del table
+        fn = functools.partial(distant_line, folder, margin, sources, scores_path)
+        for line, outcome in stream(fn):
+            if isinstance(outcome, InputError):
+                raise outcome
+            add_to_report(report, outcome)
+            if line is not None:
+                yield line
+
+
+def source_counts(records: Iterable[Record]) -> Counter[str]:
+    """How many comparisons each source has (``(none)`` for comparisons without one)."""
+    return Counter(c.source or UNSPECIFIED_SOURCE for r in records for c in r.comparisons)

@@ -1,0 +1,204 @@
+"""Importers for other reward-model benchmarks, each in its public layout -> canonical ``Record``s.
+
+One convention for all four: the better response(s) get rank 1, the worse ones rank 2, so
+``Record.ranked_pairs`` yields exactly the comparisons the benchmark makes; what a benchmark adds
+is kept in extra keys. ``cheems eval --metric`` (``cheems.evaluate.benchmarks``) scores them.
+
+- ``rmbench`` (THU-KEG/RM-Bench, ``data/*_filtered.json`` or ``data/total_dataset.json``; JSON arrays
+  of ``{id, prompt, chosen: [3], rejected: [3], domain?}``): responses ``chosen-STYLE`` /
+  ``rejected-STYLE`` with a ``style`` key (concise, detailed_plain, detailed_markdown, the order of
+  the upstream lists); category ``[chat|math|code|safety]``, plus the domain when it differs
+  (``["safety", "safety-refuse"]``); the domain is ``domain``, or else the file's name
+  (``safety-refuse_filtered.json`` -> ``safety-refuse``).
+- ``rmb`` (Zhou-Zoey/RMB-Reward-Model-Benchmark, ``RMB_dataset/Pairwise_set/**.json`` rows
+  ``{pair_uid, conversation_input, chosen, reject, category_path}`` and ``RMB_dataset/BoN_set/**.json``
+  rows ``{bon_uid, conversation_input, bon_best, loser_list, category_path}``; answers are
+  ``{llm_name, answer}``): responses ``chosen``/``rejected`` or ``best``/``loser-1``… with ``model``;
+  category = ``category_path`` without the set folder (``["Helpfulness", "Chat", "Discussion"]``).
+- ``rewardbench2`` (allenai/reward-bench-2 exported to JSON Lines, rows ``{id, prompt, chosen: [..],
+  rejected: [..], subset, models?}``): ``chosen-1``… rank 1, ``rejected-1``… rank 2; category ``[subset]``.
+- ``judgebench`` (ScalerLab/JudgeBench ``data/dataset=judgebench,response_model=*.jsonl``, rows
+  ``{pair_id, question, response_model, response_A, response_B, label: "A>B"|"B>A", source}``):
+  responses ``A`` and ``B``; category ``[mmlu-pro|livebench-reasoning|livebench-math|livecodebench]``, plus
+  the source when it differs (``["mmlu-pro", "mmlu-pro-law"]``).
+
+``rmbench`` and ``rmb`` also read a folder (every ``*.json`` below it, in path order), as the
+benchmarks ship one file per domain or scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cheems.data.importers import _as_input, _check_row, _guard, _messages, _string, _validate, _Where
+from cheems.data.io import ReadResult, load_rows
+from cheems.data.schema import Record
+from cheems.errors import InputError
+
+RMBENCH_STYLES = ("concise", "detailed_plain", "detailed_markdown")
+"""RM-Bench's style variants, in the order of its ``chosen`` / ``rejected`` lists (README, scripts/utils.py)."""
+
+# JudgeBench reports these source groups (run_judge.py: ``source.startswith(group)``).
+JUDGEBENCH_GROUPS = ("mmlu-pro", "livebench-reasoning", "livebench-math", "livecodebench")
+_RMBENCH_DOMAINS = ("chat", "math", "code", "safety")  # scripts/utils.py split_dataset_by_domain
+
+
+def _text_list(row: dict[str, Any], key: str, where: _Where, size: int | None = None) -> list[str]:
+    value = row.get(key)
+    if not isinstance(value, list) or not value or (size is not None and len(value) != size):
+        want = f"a list of {size} strings" if size else "a non-empty list of strings"
+        raise where.error(f"must be {want}", key)
+    return [_string(v, f"{key}[{i}]", where) for i, v in enumerate(value)]
+
+
+def _text(row: dict[str, Any], key: str, where: _Where) -> str:
+    if row.get(key) is None:
+        raise where.error("is missing", key)
+    return _string(row[key], key, where)
+
+
+def _uid(row: dict[str, Any], key: str, where: _Where) -> str:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise where.error("is missing" if value is None else f"must be a string or an integer, got {value!r}", key)
+    return str(value)
+
+
+def _record(prompt: Any, pid: str, category: list[str], responses: list[dict[str, Any]], where: _Where) -> Record:
+    """The record of one benchmark row; rank 1 for the responses marked ``better``, rank 2 for the others."""
+    rank = {r["id"]: 1 if r.pop("better") else 2 for r in responses}
+    return _validate({"id": pid, "input": prompt, "category": category, "responses": responses, "rank": rank}, where)
+
+
+def _grouped(name: str, groups: tuple[str, ...]) -> list[str]:
+    """Category path ``[group, name]`` for the group ``name`` starts with, ``[name]`` when it is a group itself."""
+    group = next((g for g in groups if name.startswith(g)), name)
+    return [group] if group == name else [group, name]
+
+
+# ---------------------------------------------------------------- one row of each benchmark
+
+
+def rmbench_row(row: dict[str, Any], where: _Where, domain: str | None) -> Record:
+    """One RM-Bench prompt: 3 chosen and 3 rejected style variants."""
+    prompt = _text(row, "prompt", where)
+    domain = row.get("domain", domain)
+    if not isinstance(domain, str) or not domain:
+        raise where.error(
+            "is missing", "domain", "give a domain, or import a per-domain file such as chat_filtered.json"
+        )
+    responses = [
+        {"id": f"{side}-{style}", "content": text, "style": style, "better": side == "chosen"}
+        for side in ("chosen", "rejected")
+        for style, text in zip(RMBENCH_STYLES, _text_list(row, side, where, len(RMBENCH_STYLES)))
+    ]
+    return _record(prompt, f"{domain}-{_uid(row, 'id', where)}", _grouped(domain, _RMBENCH_DOMAINS), responses, where)
+
+
+def _rmb_answer(value: Any, field: str, where: _Where) -> tuple[str, str | None]:
+    if not isinstance(value, dict) or value.get("answer") is None:
+        raise where.error("must be an {llm_name, answer} object", field)
+    model = value.get("llm_name")
+    return _string(value["answer"], f"{field}.answer", where), model if isinstance(model, str) else None
+
+
+def rmb_row(row: dict[str, Any], where: _Where) -> Record:
+    """One RMB row: a pairwise row (``chosen`` / ``reject``) or a best-of-N row (``bon_best`` / ``loser_list``)."""
+    prompt = _as_input(_messages(row.get("conversation_input"), "conversation_input", where))
+    path = row.get("category_path")
+    category = _string(path, "category_path", where).split("/")[1:] if path is not None else []
+    if "bon_best" in row:
+        losers = row.get("loser_list")
+        if not isinstance(losers, list) or not losers:
+            raise where.error("must be a non-empty list", "loser_list")
+        answers = [("best", "bon_best", row["bon_best"], True)] + [
+            (f"loser-{i}", f"loser_list[{i - 1}]", x, False) for i, x in enumerate(losers, start=1)
+        ]
+        pid = f"bon-{_uid(row, 'bon_uid', where)}"
+    else:
+        answers = [("chosen", "chosen", row.get("chosen"), True), ("rejected", "reject", row.get("reject"), False)]
+        pid = f"pair-{_uid(row, 'pair_uid', where)}"
+    responses = []
+    for rid, field, value, better in answers:
+        text, model = _rmb_answer(value, field, where)
+        responses.append({"id": rid, "content": text, "model": model, "better": better})
+    return _record(prompt, pid, category, responses, where)
+
+
+def rewardbench2_row(row: dict[str, Any], where: _Where) -> Record:
+    """One RewardBench 2 prompt: the correct completion(s), then the incorrect ones (``models`` in that order)."""
+    chosen, rejected = _text_list(row, "chosen", where), _text_list(row, "rejected", where)
+    texts = [(f"chosen-{i}", t, True) for i, t in enumerate(chosen, 1)]
+    texts += [(f"rejected-{i}", t, False) for i, t in enumerate(rejected, 1)]
+    models = row.get("models")
+    if not (isinstance(models, list) and len(models) == len(texts) and all(isinstance(m, str) for m in models)):
+        models = [None] * len(texts)
+    responses = [{"id": rid, "content": t, "model": m, "better": b} for (rid, t, b), m in zip(texts, models)]
+    subset = row.get("subset")
+    category = [_string(subset, "subset", where)] if subset is not None else []
+    return _record(_text(row, "prompt", where), _uid(row, "id", where), category, responses, where)
+
+
+def judgebench_row(row: dict[str, Any], where: _Where) -> Record:
+    """One JudgeBench pair: ``label`` ``A>B`` or ``B>A`` names the correct response."""
+    label = row.get("label")
+    if label not in ("A>B", "B>A"):
+        raise where.error(f"must be 'A>B' or 'B>A', got {label!r}", "label")
+    model = row.get("response_model")
+    responses = [
+        {"id": side, "content": _text(row, f"response_{side}", where), "better": label[0] == side}
+        | ({"model": model} if isinstance(model, str) else {})
+        for side in ("A", "B")
+    ]
+    source = row.get("source")
+    category = []
+    if source is not None:
+        source = _string(source, "source", where)
+        category = _grouped(source, JUDGEBENCH_GROUPS)
+    return _record(_text(row, "question", where), _uid(row, "pair_id", where), category, responses, where)
+
+
+# ---------------------------------------------------------------- files
+
+
+def _rmbench_domain(path: Path) -> str:
+    """The domain a per-domain RM-Bench file is named after (``code_filtered.json`` -> ``code``)."""
+    return path.stem.removesuffix("_filtered")
+
+
+def _files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return [path]
+    files = sorted(path.rglob("*.json"))
+    if not files:
+        raise InputError("the folder holds no .json file", path=str(path), hint="point at the benchmark's data folder")
+    return files
+
+
+def import_benchmark(path: str | Path, fmt: str, skip_invalid: bool = False) -> ReadResult:
+    """Import an RM-Bench, RMB, RewardBench 2 or JudgeBench file (``fmt`` = rmbench, rmb, rewardbench2,
+    judgebench) as canonical records; a prompt id seen twice is an error (or skipped with ``skip_invalid``)."""
+    result = ReadResult()
+    seen: dict[str, str] = {}
+    for file in _files(Path(path)) if fmt in ("rmbench", "rmb") else [Path(path)]:
+        convert: Callable[[dict[str, Any], _Where], Record] = {
+            "rmbench": lambda row, where, file=file: rmbench_row(row, where, _rmbench_domain(file)),
+            "rmb": rmb_row,
+            "rewardbench2": rewardbench2_row,
+            "judgebench": judgebench_row,
+        }[fmt]
+        for line, row in load_rows(file, skip_invalid, result.skipped):
+            where = _Where(str(file), line)
+            record = _guard(lambda: _unique(convert(_check_row(row, where), where), seen, where), result, skip_invalid)
+            if record is not None:
+                result.records.append(record)
+    return result
+
+
+def _unique(record: Record, seen: dict[str, str], where: _Where) -> Record:
+    if record.id in seen:
+        raise where.error(f"duplicate prompt id '{record.id}' (first at {seen[record.id]})", "id")
+    seen[record.id] = f"{where.path}:{where.line}"
+    return record

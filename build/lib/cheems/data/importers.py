@@ -1,0 +1,547 @@
+"""Importers: the preference formats people actually have -> canonical ``Record``s.
+
+Four preference formats, and four benchmark layouts (``FORMATS``):
+
+- ``pairwise``: one chosen/rejected pair per row (TRL, LLaMA-Factory alpaca/ShareGPT, DPO, JADE CSV);
+  rows with the same prompt are grouped into one record with one comparison per row.
+- ``ranked``: a best-first list of responses per row (LLaMA-Factory ``output`` lists, ``responses``);
+  an inner list is a tie group sharing one rank.
+- ``ratings``: responses with numeric scores -> dense ranks (ties kept).
+- ``official``: CheemsBench / CheemsPreference release files and canonical records
+  (``cheems.data.io.read_records``).
+- ``rmbench``, ``rmb``, ``rewardbench2``, ``judgebench``: those benchmarks' public files
+  (``cheems.data.bench_importers``; never guessed, always named).
+
+Every problem is an ``InputError`` naming file, line and field; with ``skip_invalid`` the bad
+row goes to ``ReadResult.skipped`` and the import goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from cheems.data.io import ReadResult, iter_rows, validation_error
+from cheems.data.schema import Record, dense_ranks
+from cheems.data.stream import same_record, stream_records
+from cheems.errors import InputError
+
+T = TypeVar("T")
+
+BENCHMARK_FORMATS = ("rmbench", "rmb", "rewardbench2", "judgebench")
+FORMATS = ("pairwise", "ranked", "ratings", "official", *BENCHMARK_FORMATS)
+
+Prompt = str | list[dict[str, str]]  # a plain prompt or a chat list of {role, content}
+
+# Keys tried, in order, for each part of a row.
+CHOSEN_KEYS = ("chosen", "response_chosen", "安全有用回答")
+REJECTED_KEYS = ("rejected", "response_rejected", "违规回答")
+_PLAIN_PROMPT_KEYS = ("prompt", "input", "question", "问题")
+_CHAT_PROMPT_KEYS = ("conversations", "messages")
+_PROMPT_HINT = "give the prompt as prompt, instruction(+input), question, 问题, conversations or messages"
+
+# ShareGPT speaker names -> chat roles.
+_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+
+
+@dataclass
+class _Where:
+    """File and line of the row being read, to build located errors."""
+
+    path: str
+    line: int
+
+    def error(self, message: str, field: str | None = None, hint: str | None = None) -> InputError:
+        return InputError(message, path=self.path, line=self.line, field=field, hint=hint)
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def _present(row: dict[str, Any], key: str) -> bool:
+    """A key counts as given unless absent or null (CSV files have no nulls, JSON may)."""
+    return row.get(key) is not None
+
+
+def _string(value: Any, field: str, where: _Where) -> str:
+    if not isinstance(value, str):
+        raise where.error(f"must be a string, got {type(value).__name__}", field, "put the text in a JSON string")
+    return value
+
+
+def _message(item: Any, field: str, where: _Where) -> dict[str, str]:
+    """One chat turn from a ShareGPT ``{from, value}`` or a ``{role, content}`` dict."""
+    if isinstance(item, dict) and "from" in item and "value" in item:
+        role, content = item["from"], item["value"]
+        role_field, content_field = f"{field}.from", f"{field}.value"
+    elif isinstance(item, dict) and "role" in item and "content" in item:
+        role, content = item["role"], item["content"]
+        role_field, content_field = f"{field}.role", f"{field}.content"
+    else:
+        raise where.error("must be a {from, value} or {role, content} message", field)
+    role = _string(role, role_field, where)
+    content = _string(content, content_field, where)
+    return {"role": _ROLES.get(role, role), "content": content}
+
+
+def _messages(value: Any, field: str, where: _Where) -> list[dict[str, str]]:
+    if not isinstance(value, list):
+        raise where.error(f"must be a list of messages, got {type(value).__name__}", field)
+    return [_message(item, f"{field}[{i}]", where) for i, item in enumerate(value)]
+
+
+def _as_input(messages: list[dict[str, str]]) -> Prompt:
+    """Canonical input for a chat list: empty system turns dropped, a lone user turn as plain text.
+
+    Collapsing keeps one prompt one key: the same question imported from an alpaca row and from a
+    one-message ShareGPT row groups together and gets the same id.
+    """
+    kept = [m for m in messages if not (m["role"] == "system" and not m["content"].strip())]
+    if len(kept) == 1 and kept[0]["role"] == "user":
+        return kept[0]["content"]
+    return kept
+
+
+def _history(value: Any, where: _Where) -> list[dict[str, str]]:
+    """LLaMA-Factory ``history`` ``[[user, assistant], ...]`` -> chat messages."""
+    if not isinstance(value, list):
+        raise where.error(f"must be a list of [user, assistant] pairs, got {type(value).__name__}", "history")
+    out: list[dict[str, str]] = []
+    for i, turn in enumerate(value):
+        if not (isinstance(turn, list) and len(turn) == 2):
+            raise where.error("must be a [user, assistant] pair", f"history[{i}]")
+        out.append({"role": "user", "content": _string(turn[0], f"history[{i}][0]", where)})
+        out.append({"role": "assistant", "content": _string(turn[1], f"history[{i}][1]", where)})
+    return out
+
+
+def extract_prompt(row: dict[str, Any], where: _Where) -> tuple[Prompt | None, set[str]]:
+    """The row's prompt (or None when it names none) and the keys that made it.
+
+    Tried in order: ``instruction`` (+ non-empty ``input`` on a new line), ``prompt``, ``input``,
+    ``question``, ``问题``, ShareGPT ``conversations``, chat ``messages``. A ``system`` string and a
+    ``history`` of [user, assistant] pairs turn a plain prompt into a chat list.
+    """
+    used: set[str] = set()
+    prompt: Prompt | None = None
+    if _present(row, "instruction"):
+        prompt = _string(row["instruction"], "instruction", where)
+        used.add("instruction")
+        if _present(row, "input"):
+            extra = _string(row["input"], "input", where)
+            used.add("input")
+            if extra.strip():
+                prompt = f"{prompt}\n{extra}"
+    else:
+        for key in _PLAIN_PROMPT_KEYS:
+            if _present(row, key):
+                value = row[key]
+                prompt = _messages(value, key, where) if isinstance(value, list) else _string(value, key, where)
+                used.add(key)
+                break
+        else:
+            for key in _CHAT_PROMPT_KEYS:
+                if _present(row, key):
+                    prompt = _messages(row[key], key, where)
+                    used.add(key)
+                    break
+    if prompt is None:
+        return None, used
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    if _present(row, "history"):
+        used.add("history")
+        history = _history(row["history"], where)
+        if history and not isinstance(prompt, str):
+            raise where.error(
+                "'history' goes with a plain-text prompt, not a chat list",
+                "history",
+                "put the earlier turns into the chat list instead",
+            )
+        messages = history + messages
+    if _present(row, "system"):
+        used.add("system")
+        messages = [{"role": "system", "content": _string(row["system"], "system", where)}] + messages
+    result = _as_input(messages)
+    if not result or (isinstance(result, str) and not result.strip()):
+        main = next(k for k in ("instruction", *_PLAIN_PROMPT_KEYS, *_CHAT_PROMPT_KEYS) if k in used)
+        raise where.error("is empty", main, "give the prompt text")
+    return result, used
+
+
+def _require_prompt(row: dict[str, Any], where: _Where) -> tuple[Prompt, set[str]]:
+    prompt, used = extract_prompt(row, where)
+    if prompt is None:
+        raise where.error("is missing", "prompt", _PROMPT_HINT)
+    return prompt, used
+
+
+def extract_response(value: Any, field: str, where: _Where) -> tuple[str, Prompt | None]:
+    """Response text from a string, a ``{from, value}`` / ``{role, content}`` dict or a message list.
+
+    For a list (TRL conversational) the last message must be the assistant's answer; the messages
+    before it are returned as the implied prompt (None when there are none).
+    """
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, dict):
+        return _message(value, field, where)["content"], None
+    if isinstance(value, list):
+        messages = _messages(value, field, where)
+        if not messages or messages[-1]["role"] != "assistant":
+            raise where.error("a message list must end with the assistant's answer", field)
+        before = messages[:-1]
+        return messages[-1]["content"], (_as_input(before) if before else None)
+    raise where.error(f"must be a string, a message or a list of messages, got {type(value).__name__}", field)
+
+
+def _first_key(row: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    return next((k for k in keys if _present(row, k)), None)
+
+
+def _category(row: dict[str, Any]) -> Any:
+    """``category`` as given (string or path list); empty values mean none."""
+    value = row.get("category")
+    return None if value in (None, "", []) else value
+
+
+def _validate(obj: dict[str, Any], where: _Where) -> Record:
+    try:
+        return Record.model_validate(obj)
+    except ValidationError as e:
+        raise validation_error(e, where.path, where.line) from None
+
+
+def _check_row(row: Any, where: _Where) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise where.error(f"expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+# ---------------------------------------------------------------- format guessing
+
+
+def guess_format(obj: Any) -> str:
+    """Guess the format of a file from its first row; ``InputError`` when it cannot tell."""
+    hint = f"name the format: one of {', '.join(FORMATS)}"
+    if not isinstance(obj, dict):
+        raise InputError(f"cannot guess the format of a {type(obj).__name__} row", hint=hint)
+    keys = obj.keys()
+    if "annotations" in keys or {"answer1", "answer2", "preference"} <= keys:
+        return "official"
+    if any(k in keys for k in CHOSEN_KEYS):
+        return "pairwise"
+    responses = obj.get("responses")
+    if "scores" in keys or (
+        isinstance(responses, list) and any(isinstance(r, dict) and ("score" in r or "rating" in r) for r in responses)
+    ):
+        return "ratings"
+    if isinstance(obj.get("output"), list) or (
+        isinstance(responses, list) and responses and all(isinstance(r, (str, list)) for r in responses)
+    ):
+        return "ranked"
+    if isinstance(responses, list) and ("input" in keys or "prompt" in keys):
+        return "official"  # canonical records
+    raise InputError(f"cannot tell the format from the keys {', '.join(map(str, keys)) or '(none)'}", hint=hint)
+
+
+# ---------------------------------------------------------------- pairwise
+
+
+@dataclass
+class _Group:
+    """One prompt's record under construction from pairwise rows."""
+
+    line: int
+    prompt: Prompt
+    category: Any = None
+    responses: dict[str, str] = dc_field(default_factory=dict)  # content -> id, first appearance order
+    comparisons: list[dict[str, Any]] = dc_field(default_factory=list)
+
+    def response_id(self, content: str) -> str:
+        return self.responses.setdefault(content, f"r{len(self.responses) + 1}")
+
+
+@dataclass
+class _Pair:
+    prompt: Prompt
+    chosen: str
+    rejected: str
+    category: Any
+    extra: dict[str, Any]
+
+
+def _pairwise_row(row: dict[str, Any], where: _Where) -> _Pair:
+    """Normalise one pairwise row; unknown keys are kept for its comparison."""
+    chosen_key, rejected_key = _first_key(row, CHOSEN_KEYS), _first_key(row, REJECTED_KEYS)
+    if chosen_key is None:
+        raise where.error("is missing", "chosen", f"name the better response {' / '.join(CHOSEN_KEYS)}")
+    if rejected_key is None:
+        raise where.error("is missing", "rejected", f"name the worse response {' / '.join(REJECTED_KEYS)}")
+    chosen, chosen_prompt = extract_response(row[chosen_key], chosen_key, where)
+    rejected, rejected_prompt = extract_response(row[rejected_key], rejected_key, where)
+    prompt, used = extract_prompt(row, where)
+    if prompt is None:  # TRL implicit prompt: the turns before the answer
+        if chosen_prompt is None:
+            raise where.error("is missing", "prompt", _PROMPT_HINT)
+        if rejected_prompt is not None and rejected_prompt != chosen_prompt:
+            raise where.error(
+                f"its conversation differs from '{chosen_key}' before the answer",
+                rejected_key,
+                "both lists must share the same prompt turns",
+            )
+        prompt = chosen_prompt
+    if chosen == rejected:
+        raise where.error(
+            f"is the same text as '{chosen_key}'",
+            rejected_key,
+            "a pair needs two different responses; fix or drop the row",
+        )
+    used |= {chosen_key, rejected_key, "category"}
+    extra = {k: v for k, v in row.items() if k not in used}
+    return _Pair(prompt, chosen, rejected, _category(row), extra)
+
+
+def _add_pair(groups: dict[str, _Group], pair: _Pair, where: _Where) -> None:
+    key = json.dumps(pair.prompt, ensure_ascii=False, sort_keys=True)
+    group = groups.get(key) or _Group(where.line, pair.prompt)
+    if pair.category is not None:
+        if group.category is not None and group.category != pair.category:
+            raise where.error(
+                f"{pair.category!r} differs from {group.category!r} given for the same prompt at line {group.line}",
+                "category",
+                "give one category per prompt",
+            )
+        group.category = pair.category
+    groups[key] = group
+    a, b = group.response_id(pair.chosen), group.response_id(pair.rejected)
+    # Row-level keys (e.g. JADE's ID) describe this pair, so they travel with its comparison.
+    group.comparisons.append({"a": a, "b": b, "label": "a", "source": "import", **pair.extra})
+
+
+def _import_pairwise(
+    rows: Iterable[tuple[int, Any]], path: str, result: ReadResult, skip_invalid: bool
+) -> Iterator[Record]:
+    """Rows grouped into one record per prompt: the groups are held until the file ends (a prompt's pairs may
+    be anywhere in it), so memory grows with the file, unlike the other formats."""
+    groups: dict[str, _Group] = {}
+    for line, row in rows:
+        where = _Where(path, line)
+        _guard(lambda: _add_pair(groups, _pairwise_row(_check_row(row, where), where), where), result, skip_invalid)
+    for group in groups.values():
+        obj: dict[str, Any] = {
+            "input": group.prompt,
+            "responses": [{"id": rid, "content": content} for content, rid in group.responses.items()],
+            "comparisons": group.comparisons,
+        }
+        if group.category is not None:
+            obj["category"] = group.category
+        where = _Where(path, group.line)
+        record = _guard(lambda: _validate(obj, where), result, skip_invalid)
+        if record is not None:
+            yield record
+
+
+# ---------------------------------------------------------------- ranked and ratings (one row, one record)
+
+
+def _row_extras(row: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    """Keys the importer did not read, kept on the record (``id``, ``reference``, metadata)."""
+    reserved = {"responses", "comparisons", "rank", "input", "scores", "output", "category"}
+    return {k: v for k, v in row.items() if k not in used and k not in reserved}
+
+
+def _ranked_row(row: dict[str, Any], where: _Where, lower_is_better: bool = False) -> dict[str, Any]:
+    """A best-first list (``output`` or ``responses``; inner lists are ties) -> record with ranks."""
+    key = "output" if _present(row, "output") else "responses"
+    items = row.get(key)
+    if not isinstance(items, list):
+        raise where.error(
+            "is missing" if items is None else f"must be a list, got {type(items).__name__}",
+            key,
+            "give the responses as a best-first list",
+        )
+    if not items:
+        raise where.error("is empty", key, "give at least one response")
+    prompt, used = _require_prompt(row, where)
+    responses, rank = [], {}
+    for level, item in enumerate(items, start=1):
+        if isinstance(item, str):
+            group, fields = [item], [f"{key}[{level - 1}]"]
+        elif isinstance(item, list) and item:
+            group, fields = item, [f"{key}[{level - 1}][{j}]" for j in range(len(item))]
+        else:
+            raise where.error("must be a string or a non-empty list of strings (a tie group)", f"{key}[{level - 1}]")
+        for content, name in zip(group, fields):
+            rid = f"r{len(responses) + 1}"
+            responses.append({"id": rid, "content": _string(content, name, where)})
+            rank[rid] = level
+    return {**_row_extras(row, used), "input": prompt, "category": _category(row), "responses": responses, "rank": rank}
+
+
+def _score(value: Any, field: str, where: _Where) -> float:
+    # NaN, Infinity and 1e400 never get here: cheems.data.io refuses them where the file is parsed.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise where.error(f"must be a number, got {value!r}", field, "scores are plain JSON numbers")
+    return float(value)
+
+
+def _rated_responses(row: dict[str, Any], where: _Where) -> list[tuple[dict[str, Any], float]]:
+    """(response object, score) pairs from ``responses`` dicts or ``responses`` + ``scores`` lists."""
+    items = row.get("responses")
+    if not isinstance(items, list) or not items:
+        raise where.error("must be a non-empty list", "responses", "give the rated responses")
+    if _present(row, "scores"):
+        scores = row["scores"]
+        if not isinstance(scores, list) or len(scores) != len(items):
+            got = f"{len(scores)} scores" if isinstance(scores, list) else type(scores).__name__
+            raise where.error(f"needs one score per response: {len(items)} responses, {got}", "scores")
+        return [
+            ({"id": f"r{i + 1}", "content": _string(text, f"responses[{i}]", where)}, _score(s, f"scores[{i}]", where))
+            for i, (text, s) in enumerate(zip(items, scores))
+        ]
+    out = []
+    for i, item in enumerate(items):
+        name = f"responses[{i}]"
+        if not isinstance(item, dict):
+            raise where.error("must be a {content, score} object (or give a separate 'scores' list)", name)
+        text_key = _first_key(item, ("content", "text", "response"))
+        score_key = _first_key(item, ("score", "rating"))
+        if text_key is None:
+            raise where.error("is missing", f"{name}.content", "give the text as content, text or response")
+        if score_key is None:
+            raise where.error("is missing", f"{name}.score", "give a numeric score or rating")
+        score = _score(item[score_key], f"{name}.{score_key}", where)
+        response = {k: v for k, v in item.items() if k not in (text_key, score_key)}
+        response.setdefault("id", f"r{i + 1}")
+        response["content"] = _string(item[text_key], f"{name}.{text_key}", where)
+        response["score"] = score  # the original rating stays with its response
+        out.append((response, score))
+    return out
+
+
+def _ratings_row(row: dict[str, Any], where: _Where, lower_is_better: bool = False) -> dict[str, Any]:
+    """Scored responses -> dense ranks: best score rank 1, equal scores share a rank."""
+    prompt, used = _require_prompt(row, where)
+    rated = _rated_responses(row, where)
+    responses = [r for r, _ in rated]
+    rank = dense_ranks(
+        {r["id"]: s for r, s in rated if isinstance(r.get("id"), str)}, higher_is_better=not lower_is_better
+    )
+    return {**_row_extras(row, used), "input": prompt, "category": _category(row), "responses": responses, "rank": rank}
+
+
+def _import_each(
+    rows: Iterable[tuple[int, Any]],
+    path: str,
+    result: ReadResult,
+    skip_invalid: bool,
+    normalise: Callable[..., dict[str, Any]],
+    lower_is_better: bool,
+) -> Iterator[Record]:
+    """One record per row; a prompt seen again gets ``-2``, ``-3`` … (an explicit id must be unique)."""
+    seen: dict[str, int] = {}
+
+    def one(row: Any, where: _Where) -> Record:
+        obj = normalise(_check_row(row, where), where, lower_is_better)
+        record = _validate(obj, where)
+        if record.id in seen:
+            if "id" in obj:
+                raise where.error(
+                    f"duplicate prompt id '{record.id}' (first at line {seen[record.id]})",
+                    "id",
+                    "give every prompt its own id",
+                )
+            # Same prompt, separate ranking (e.g. oasst1 trees with one root text): keep both, apart.
+            n = 2
+            while f"{record.id}-{n}" in seen:
+                n += 1
+            record.id = f"{record.id}-{n}"
+        seen[record.id] = where.line
+        return record
+
+    for line, row in rows:
+        record = _guard(lambda: one(row, _Where(path, line)), result, skip_invalid)
+        if record is not None:
+            yield record
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _guard(step: Callable[[], Any], result: ReadResult, skip_invalid: bool) -> Any:
+    """Run one row's step; with ``skip_invalid`` an ``InputError`` is recorded instead of raised."""
+    try:
+        return step()
+    except InputError as e:
+        if not skip_invalid:
+            raise
+        result.skipped.append(e)
+        return None
+
+
+def import_file(
+    path: str | Path, fmt: str | None = None, *, skip_invalid: bool = False, lower_is_better: bool = False
+) -> ReadResult:
+    """Import one file of format ``fmt`` (guessed from its first row when None) as canonical records, all in memory
+    (:func:`import_records` streams them)."""
+    result = ReadResult()
+    result.records = list(import_records(path, fmt, result, skip_invalid=skip_invalid, lower_is_better=lower_is_better))
+    return result
+
+
+def import_records(
+    path: str | Path,
+    fmt: str | None,
+    issues: ReadResult,
+    fn: Callable[[Record], T] = same_record,
+    *,
+    skip_invalid: bool = False,
+    lower_is_better: bool = False,
+    workers: int | None = 1,
+) -> Iterator[T]:
+    """``fn`` of the records of one file of format ``fmt`` (guessed from its first row when None), as they are
+    read (for official records in the worker processes: e.g. :func:`cheems.data.io.record_line`).
+
+    ``lower_is_better`` applies to ``ratings``. Raises ``InputError`` (file:line: field) on the first
+    bad row, or, with ``skip_invalid``, lists bad rows in ``issues.skipped`` and goes on. Official and
+    canonical records, ranked and ratings rows stream (``workers`` processes check official records);
+    pairwise rows and the other benchmarks' files are grouped in memory.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
+    if fmt in BENCHMARK_FORMATS:
+        # imported here: that module builds on this one's row helpers
+        from cheems.data.bench_importers import import_benchmark
+
+        found = import_benchmark(path, fmt, skip_invalid)
+        issues.skipped.extend(found.skipped)
+        yield from map(fn, found.records)
+        return
+    before = len(issues.skipped)
+    reading = iter_rows(path, skip_invalid, issues.skipped)
+    rows: Iterator[tuple[int, Any]] = reading
+    if fmt is None:
+        first = next(reading, None)
+        if first is None:
+            return  # every line was unreadable JSON, already listed in skipped
+        try:
+            fmt = guess_format(first[1])
+        except InputError as e:
+            raise e.located(str(path), first[0]) from None
+        rows = itertools.chain([first], reading)
+    if fmt == "official":
+        reading.close()  # read again by the record reader, with its checks (and its own skipped lines)
+        del issues.skipped[before:]
+        yield from stream_records(path, fn, skip_invalid=skip_invalid, issues=issues, workers=workers)
+    elif fmt == "pairwise":
+        yield from map(fn, _import_pairwise(rows, str(path), issues, skip_invalid))
+    else:
+        normalise = _ranked_row if fmt == "ranked" else _ratings_row
+        yield from map(fn, _import_each(rows, str(path), issues, skip_invalid, normalise, lower_is_better))

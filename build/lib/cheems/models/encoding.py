@@ -1,0 +1,153 @@
+"""How a (prompt, response) becomes reward-model input: the one encoding that scoring and training share.
+
+:class:`RewardEncoder` holds the rule (a chat template when the tokenizer has one, written once
+with no special tokens on top; otherwise a text pair ``[CLS] prompt [SEP] response [SEP]``),
+the truncation (the prompt is cut first, so the response survives), and the untruncated length
+that training's truncation policy counts. :func:`collate` pads encoded rows into tensors.
+
+torch is imported inside functions only; tokenizers are loaded through :func:`load_tokenizer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cheems.errors import InputError
+from cheems.models.backbones import ModelSource
+from cheems.models.base import ScoreItem, prompt_messages, prompt_text
+from cheems.models.quiet import quiet_libraries
+
+if TYPE_CHECKING:
+    import torch
+
+Features = tuple[list[int], "list[int] | None"]
+"""Token ids and token type ids (text pairs; None with a chat template) of one (prompt, response)."""
+
+
+@dataclass
+class Encoded:
+    """One (prompt, response) as the model sees it, and how long it was before truncation."""
+
+    features: Features
+    full_length: int
+    """Tokens before truncation."""
+    response_too_long: bool
+    """The response alone does not fit: truncation cuts tokens of its own, not only the prompt."""
+
+
+def load_tokenizer(source: ModelSource) -> Any:
+    """The model's tokenizer, with a clear error when the folder has none."""
+    from transformers import AutoTokenizer
+
+    try:
+        with quiet_libraries():
+            return AutoTokenizer.from_pretrained(source.location, revision=source.revision)
+    except (OSError, ValueError) as e:
+        raise InputError(
+            f"cannot load the tokenizer of model '{source.spec}': {e}",
+            hint="the model folder needs its tokenizer files (tokenizer.json / vocab)",
+        ) from None
+
+
+def effective_max_length(max_length: int, tokenizer: Any, config: dict[str, Any]) -> int:
+    """``max_length`` capped by what the model can take (position embeddings, tokenizer limit)."""
+    limits = [max_length, tokenizer.model_max_length]
+    if isinstance(config.get("max_position_embeddings"), int):
+        limits.append(config["max_position_embeddings"])
+    return min(limits)
+
+
+class RewardEncoder:
+    """Token ids of (prompt, response) items for one model, cut to ``limit`` tokens.
+
+    ``limit`` is ``max_length`` capped by the model (:func:`effective_max_length`). The
+    tokenizer is loaded from ``source`` unless given.
+    """
+
+    def __init__(self, source: ModelSource, max_length: int, tokenizer: Any = None) -> None:
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(source)
+        self.limit = effective_max_length(max_length, self.tokenizer, source.config)
+
+    def features(self, items: Sequence[ScoreItem]) -> list[Features]:
+        """Token ids (and token type ids for text pairs) of each item, truncated: what the model reads."""
+        if not items:
+            return []
+        if self.tokenizer.chat_template:
+            return [(ids[-self.limit :], None) for ids in self._chat_ids(items)]
+        prompts, responses = [prompt_text(p) for p, _ in items], [r for _, r in items]
+        return self._pair_features(prompts, responses, self._lengths(responses))
+
+    def encode(self, items: Sequence[ScoreItem]) -> list[Encoded]:
+        """Each item's :meth:`features` with its untruncated length (for training's truncation policy)."""
+        if not items:
+            return []
+        responses = [r for _, r in items]
+        response_len = self._lengths(responses)
+        if self.tokenizer.chat_template:
+            return [
+                Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
+                for ids, n in zip(self._chat_ids(items), response_len)
+            ]
+        prompts = [prompt_text(p) for p, _ in items]
+        specials = self.tokenizer.num_special_tokens_to_add(pair=True)
+        features = self._pair_features(prompts, responses, response_len)
+        return [
+            Encoded(f, p + r + specials, r >= self.limit - specials)
+            for f, p, r in zip(features, self._lengths(prompts), response_len)
+        ]
+
+    def _lengths(self, texts: list[str]) -> list[int]:
+        """Tokens of each text alone, untruncated (verbose=False: past the model's limit is no error here)."""
+        return [len(x) for x in self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+
+    def _chat_ids(self, items: Sequence[ScoreItem]) -> list[list[int]]:
+        """Untruncated ids of the chat template with the response as the assistant's turn.
+
+        No special tokens on top: the template already writes BOS and role markers. Callers keep
+        the last ``limit`` ids (the response and the last turns).
+        """
+        tok = self.tokenizer
+        texts = [
+            tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
+            for p, r in items
+        ]
+        return tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+
+    def _pair_features(self, prompts: list[str], responses: list[str], response_len: list[int]) -> list[Features]:
+        """(prompt, response) as a text pair cut to ``limit``; the prompt is cut first so the response survives."""
+        tok = self.tokenizer
+        room = self.limit - tok.num_special_tokens_to_add(pair=True)
+        features: list[Features] = [([], None)] * len(prompts)
+        # only_first needs one prompt token left; a response too long even alone is cut too.
+        for strategy, keep in (("only_first", True), ("longest_first", False)):
+            idx = [i for i in range(len(prompts)) if (response_len[i] < room) == keep]
+            if not idx:
+                continue
+            enc = tok(
+                [prompts[i] for i in idx], [responses[i] for i in idx], truncation=strategy, max_length=self.limit
+            )
+            types = enc.get("token_type_ids")
+            for j, i in enumerate(idx):
+                features[i] = (enc["input_ids"][j], types[j] if types is not None else None)
+        return features
+
+
+def collate(rows: Sequence[Features], pad_id: int, device: str) -> dict[str, "torch.Tensor"]:
+    """Right-pad token ids (and token type ids) into tensors with an attention mask."""
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    types = torch.zeros((len(rows), width), dtype=torch.long) if rows[0][1] is not None else None
+    for r, (ids, tt) in enumerate(rows):
+        input_ids[r, : len(ids)] = torch.tensor(ids)
+        mask[r, : len(ids)] = 1
+        if types is not None and tt is not None:
+            types[r, : len(tt)] = torch.tensor(tt)
+    batch = {"input_ids": input_ids, "attention_mask": mask}
+    if types is not None:
+        batch["token_type_ids"] = types
+    return {k: v.to(device) for k, v in batch.items()}

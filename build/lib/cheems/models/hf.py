@@ -1,0 +1,258 @@
+"""Hugging Face sequence-classification reward models (``AutoModelForSequenceClassification``).
+
+torch and transformers are imported inside functions only: building a scorer and fingerprinting
+it stay cheap, and a run whose scores all come from the cache never imports them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from cheems.errors import CheemsWarning, InputError
+from cheems.models.backbones import ModelSource
+from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages
+from cheems.models.encoding import Features, RewardEncoder, collate
+from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
+from cheems.models.quiet import load_pretrained, missing_weights_text
+from cheems.models.sharding import run_batch_share
+from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
+
+if TYPE_CHECKING:
+    import torch
+
+# Padded tokens per batch on a CPU. Measured on m3e-small: one sequence already runs the matmuls
+# at full speed there, and batches past ~512 tokens only spill the caches (2,350 tok/s at 256-512
+# tokens vs 1,900 at 4,096, one thread). GPUs want full batches: batch_size x max_length.
+CPU_BATCH_TOKENS = 512
+_warned_no_head: set[str] = set()
+
+
+def batch_token_budget(device: str, batch_size: int, max_length: int) -> int:
+    """Most padded tokens per batch (see ``length_batches``) for ``device``."""
+    import torch
+
+    return CPU_BATCH_TOKENS if torch.device(device).type == "cpu" else batch_size * max_length
+
+
+# ---------------------------------------------------------------- the reward model scorer
+
+
+def batched_rewards(
+    forward: Callable[[dict[str, "torch.Tensor"]], "torch.Tensor"],
+    rows: Sequence[Features],
+    batches: Sequence[Sequence[int]],
+    pad_id: int,
+    device: str,
+    precision: Callable[[], AbstractContextManager] | None = None,
+) -> list[float]:
+    """The one batched scoring loop: the reward of each row (in the order of ``rows``).
+
+    Each batch (indices into ``rows``) is padded (:func:`collate`) and run through ``forward``
+    (inputs -> one reward per row), inside a fresh ``precision()`` context when given. The
+    caller chooses the batches and the grad mode (``torch.inference_mode`` for a scorer,
+    ``torch.no_grad`` for a model that trains on). Reports each batch to :func:`advance`.
+    """
+    scores = [0.0] * len(rows)
+    for batch in batches:
+        inputs = collate([rows[i] for i in batch], pad_id, device)
+        with precision() if precision is not None else nullcontext():
+            values = forward(inputs)
+        for i, value in zip(batch, values.float().cpu().tolist()):
+            scores[i] = value
+        advance(len(batch))
+    return scores
+
+
+def has_reward_head(source: ModelSource) -> bool:
+    """Check the config: a trained one-score head (True), no head at all (False, warns), or an error.
+
+    A folder without a ``*ForSequenceClassification`` architecture still works (a random head is
+    added) so a backbone can be benchmarked, but its scores mean nothing: say so once.
+    """
+    config = source.config
+    if any(a.endswith("ForSequenceClassification") for a in source.architectures):
+        n = len(config["id2label"]) if isinstance(config.get("id2label"), dict) else config.get("num_labels", 2)
+        if n != 1:
+            raise InputError(
+                f"model '{source.spec}' has num_labels={n}; a reward model gives one score per response",
+                hint="use a reward model trained with num_labels=1 (a classifier is not a reward model)",
+            )
+        return True
+    if source.location not in _warned_no_head:
+        _warned_no_head.add(source.location)
+        archs = ", ".join(source.architectures) or "none"
+        warnings.warn(
+            f"model '{source.spec}' has no reward head (architectures: {archs}): new reward head initialised, "
+            "a random value head, so its scores mean nothing (fine for throughput tests only)",
+            CheemsWarning,
+            stacklevel=4,
+        )  # point at the load_scorer caller
+    return False
+
+
+class HFRewardScorer:
+    """A reward model: reward = the model's one logit for (prompt, response).
+
+    Causal LMs (a ``score`` head) are read at the last real token, found from the attention mask;
+    encoders (BERT-like) use their own pooling and classifier. With ``shared_prefix`` (the default)
+    a causal model runs the tokens the responses of one prompt share once and scores each response
+    from that KV cache (:mod:`cheems.models.prefix`): the same scores, so the fingerprint ignores it.
+    """
+
+    shards = True  # scores its share of the batches under a launcher (see cheems.models.sharding)
+
+    def __init__(
+        self,
+        source: ModelSource,
+        *,
+        batch_size: int = 16,
+        max_length: int = 512,
+        device: str | None = None,
+        dtype: str = "auto",
+        shared_prefix: bool = True,
+    ) -> None:
+        self.name = source.spec
+        self.source = source
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.dtype = dtype
+        self._device = device
+        self._amp: Any = None  # autocast dtype, resolved with the device when the model loads
+        self._trained_head = has_reward_head(source)
+        self._encoder: RewardEncoder | None = None
+        self._model: Any = None
+        self.shared_prefix = shared_prefix
+        # Items scored from a prompt's KV cache vs by the plain path, over this scorer's life (the fallbacks
+        # are silent: the scores are the same either way).
+        self.prefix_counts = {"shared": 0, "plain": 0}
+
+    def fingerprint(self) -> str:
+        """Hash of the model files' identity and the settings that change scores (no weights read)."""
+        return "hf-" + content_hash(
+            {
+                "v": SCORING_VERSION,
+                "kind": "hf-seq-cls",
+                "model": self.source.identity,
+                "max_length": self.max_length,
+                "dtype": self.dtype,
+            },
+            keyed=True,
+        )
+
+    @property
+    def encoder(self) -> RewardEncoder:
+        """The model's encoding of (prompt, response), with its tokenizer (loaded on first use)."""
+        if self._encoder is None:
+            self._encoder = RewardEncoder(self.source, self.max_length)
+        return self._encoder
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer (loaded on first use)."""
+        return self.encoder.tokenizer
+
+    @property
+    def model(self) -> Any:
+        """The model in eval mode on its device (loaded on first use)."""
+        if self._model is None:
+            self._model = self._load_model()
+        return self._model
+
+    def _load_model(self) -> Any:
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        self._device = pick_device(self._device)
+        self._amp = compute_dtype(self._device, self.dtype)
+        # On a GPU keep the weights in the compute precision (half the memory); on a CPU keep fp32
+        # weights and let autocast run the matmuls in bf16. Explicit: transformers may default to
+        # the checkpoint's dtype, and bf16 weights on a CPU without bf16 units crawl.
+        weights = self._amp if (self._amp is not None and torch.device(self._device).type == "cuda") else torch.float32
+        kwargs: dict[str, Any] = {"revision": self.source.revision, "dtype": weights}
+        if not self._trained_head:
+            kwargs["num_labels"] = 1
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # a missing (random) head is the same on every run: cacheable
+            model, head, other = load_pretrained(AutoModelForSequenceClassification, self.source.location, **kwargs)
+        if head and self._trained_head:  # the config names a reward head, the weights lack it
+            warnings.warn(
+                f"model '{self.source.spec}' has no weights for its reward head ({', '.join(head)}): new reward "
+                "head initialised at random, so its scores mean nothing",
+                CheemsWarning,
+                stacklevel=2,
+            )
+        if other:
+            warnings.warn(missing_weights_text(self.source.spec, other), CheemsWarning, stacklevel=2)
+        model.config.use_cache = False  # no KV cache needed to read one reward
+        return model.eval().to(self._device)
+
+    def encode(self, items: Sequence[ScoreItem]) -> list[Features]:
+        """Token ids (and token type ids for text pairs) of each (prompt, response), truncated."""
+        return self.encoder.features(items)
+
+    def score(self, items: Sequence[ScoreItem]) -> list[float]:
+        """Rewards for (prompt, response) items, batched by length, in the order given.
+
+        Under a launcher each process runs its share of the batches (:mod:`cheems.models.sharding`).
+        """
+        if not items:
+            return []
+        import torch
+
+        model = self.model
+        dev = self._device  # known once the model is loaded
+        encoded = self.encode(items)
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
+
+        def forward(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+            return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
+
+        def run(batches: Sequence[Sequence[int]]) -> list[float]:
+            with torch.inference_mode(), autocast(self._device, self._amp):
+                scores = batched_rewards(forward, encoded, [b for b in batches if b[0] not in by_first], pad_id, dev)
+                for group in (by_first[b[0]] for b in batches if b[0] in by_first):
+                    for i, value in prefix_rewards(model, encoded, group, pad_id, dev, self.batch_size, budget).items():
+                        scores[i] = value
+                return scores
+
+        budget = batch_token_budget(self._device, self.batch_size, self.max_length)
+        groups, plain = self.prefix_plan(items, encoded)
+        self.prefix_counts["plain"] += len(plain)
+        self.prefix_counts["shared"] += len(items) - len(plain)
+        # The units of work: the plain rows' batches, then each shared-prefix group (keyed by its first row).
+        by_first = {group.rows[0]: group for group in groups}
+        batches = [
+            [plain[j] for j in b] for b in length_batches([len(encoded[i][0]) for i in plain], self.batch_size, budget)
+        ] + [group.rows for group in groups]
+        return run_batch_share(batches, len(items), run)  # under a launcher: this process's share, then all
+
+    def prefix_plan(
+        self, items: Sequence[ScoreItem], encoded: Sequence[Features]
+    ) -> tuple[list[PrefixGroup], list[int]]:
+        """Which rows of ``encoded`` (the ``items``) run from a shared prompt prefix, and which plainly.
+
+        All plain when ``shared_prefix`` is off or the model cannot (:func:`supports_shared_prefix`).
+        """
+        if not (self.shared_prefix and supports_shared_prefix(self.model)):
+            return [], list(range(len(items)))
+        keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
+        return plan_shared_prefix(encoded, keys, self.encoder.limit)
+
+    @staticmethod
+    def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+        """Run the backbone and apply the ``score`` head at each row's last real token.
+
+        We pad on the right, so for a causal model real tokens never attend to padding and keep
+        their positions, and the last real token sits at mask.sum - 1: no pad_token_id guessing
+        (which breaks when pad == eos and a text ends in eos).
+        """
+        import torch
+
+        mask = inputs["attention_mask"]
+        hidden = model.base_model(input_ids=inputs["input_ids"], attention_mask=mask).last_hidden_state
+        last = mask.sum(dim=1) - 1
+        return model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]

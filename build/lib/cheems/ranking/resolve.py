@@ -1,0 +1,144 @@
+"""Algorithm 1 of the paper: comparisons -> preference graph -> merged cycles -> layered ranks.
+
+Merging every cycle into a super-node until the graph is acyclic is the same as condensing
+strongly connected components; ranking by layered topological sort is the same as
+topological generations of the condensation (rank 1 = the first layer, the responses that
+nothing beats). A tie adds edges both ways, so tied responses fall into one component.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from cheems.data.io import record_line
+from cheems.data.schema import Comparison, Record
+
+
+def preference_graph(record: Record) -> nx.DiGraph:
+    """Directed graph over all responses: an edge winner -> loser per comparison, both ways for a tie."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(r.id for r in record.responses)
+    for c in record.comparisons:
+        if c.a == c.b:
+            continue  # a self-comparison says nothing about order; it is still counted in the conflict ratio
+        outcome = c.winner_loser()
+        if outcome is None:
+            graph.add_edge(c.a, c.b)
+            graph.add_edge(c.b, c.a)
+        else:
+            graph.add_edge(*outcome)
+    return graph
+
+
+def layered_ranks(graph: nx.DiGraph) -> dict[str, int]:
+    """Condense cycles, then rank by topological generation (1 = top layer)."""
+    condensed = nx.condensation(graph)
+    rank: dict[str, int] = {}
+    for layer, nodes in enumerate(nx.topological_generations(condensed), start=1):
+        for node in nodes:
+            for member in condensed.nodes[node]["members"]:
+                rank[member] = layer
+    return rank
+
+
+def agrees(c: Comparison, rank: dict[str, int]) -> bool:
+    """Whether one comparison agrees with the ranks (a tie agrees iff both share a rank)."""
+    outcome = c.winner_loser()
+    if outcome is None:
+        return rank[c.a] == rank[c.b]
+    winner, loser = outcome
+    return rank[winner] < rank[loser]
+
+
+@dataclass
+class Resolution:
+    """Ranks resolved for one record, with its conflicts."""
+
+    rank: dict[str, int]
+    comparisons: int
+    conflicts: int
+    unmentioned: list[str] = field(default_factory=list)
+
+
+def resolve_record(record: Record) -> Resolution:
+    """Resolve a record's comparisons into consecutive ranks (Algorithm 1) and count conflicts.
+
+    Responses that no comparison mentions land in the top layer, as in the paper; they are
+    listed in ``unmentioned`` so callers can warn.
+    """
+    layers = layered_ranks(preference_graph(record))
+    # in response order: a cycle's members come out of a set, whose order changes with PYTHONHASHSEED
+    rank = {r.id: layers[r.id] for r in record.responses if r.id in layers}
+    mentioned = {c.a for c in record.comparisons} | {c.b for c in record.comparisons}
+    conflicts = sum(not agrees(c, rank) for c in record.comparisons)
+    unmentioned = [r.id for r in record.responses if r.id not in mentioned]
+    return Resolution(rank=rank, comparisons=len(record.comparisons), conflicts=conflicts, unmentioned=unmentioned)
+
+
+@dataclass
+class ResolveStats:
+    """Conflict statistics pooled over a file (the paper's Table 5)."""
+
+    records: int = 0
+    comparisons: int = 0
+    conflicts: int = 0
+
+    @property
+    def conflict_ratio(self) -> float:
+        """Share of comparisons that disagree with the resolved ranks (0 when there are none)."""
+        return self.conflicts / self.comparisons if self.comparisons else 0.0
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "records": self.records,
+            "comparisons": self.comparisons,
+            "conflicts": self.conflicts,
+            "conflict_ratio": self.conflict_ratio,
+        }
+
+
+def conflict_stats(records: list[Record]) -> ResolveStats:
+    """The pooled conflict statistics (Table 5) of resolving ``records``, which are left as they are."""
+    return resolve_file_records(records)[1]
+
+
+def resolved(record: Record) -> tuple[Record, Resolution | None]:
+    """``record`` with the ranks its comparisons resolve to, and the resolution.
+
+    A record without comparisons keeps the ``rank`` it has (there is nothing to resolve; the
+    resolution is None); one with neither gets every response at rank 1, as Algorithm 1 would.
+    """
+    if not record.comparisons and record.rank:
+        return record, None
+    res = resolve_record(record)
+    return record.model_copy(update={"rank": res.rank}), res
+
+
+def resolved_line(record: Record) -> tuple[str, str, int, int, list[str]]:
+    """What ``cheems resolve`` needs of one record as it streams by (in a worker process): (prompt id, output
+    line, comparisons, conflicts, unmentioned response ids)."""
+    out, res = resolved(record)
+    if res is None:
+        return record.id, record_line(out), 0, 0, []
+    return record.id, record_line(out), res.comparisons, res.conflicts, res.unmentioned
+
+
+def resolve_file_records(records: list[Record]) -> tuple[list[Record], ResolveStats, list[tuple[str, list[str]]]]:
+    """Add ``rank`` to every record that has comparisons (see :func:`resolved`); return records, pooled stats and
+    warnings, ``(prompt_id, unmentioned response ids)``."""
+    stats = ResolveStats()
+    out: list[Record] = []
+    warnings: list[tuple[str, list[str]]] = []
+    for record in records:
+        new, res = resolved(record)
+        stats.records += 1
+        out.append(new)
+        if res is None:
+            continue
+        stats.comparisons += res.comparisons
+        stats.conflicts += res.conflicts
+        if res.unmentioned:
+            warnings.append((record.id, res.unmentioned))
+    return out, stats, warnings

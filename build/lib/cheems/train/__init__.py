@@ -1,0 +1,21 @@
+"""Reward-model training: greedy prompt-grouped batching, listwise BT loss (pairs come from cheems.ranking).
+
+Names are imported on first use (:func:`cheems.runtime.lazy_exports`): the CLI reads ``TrainConfig``
+at start-up, which must not import torch or networkx.
+"""
+
+from cheems.runtime import lazy_exports
+
+_EXPORTS = {
+    "EpochPlan": "batching",
+    "Item": "batching",
+    "PromptGroup": "batching",
+    "batch_pairs": "batching",
+    "greedy_batches": "batching",
+    "listwise_bt_loss": "loss",
+    "plan_epoch": "batching",
+    "prompt_groups": "batching",
+    "shard_batches": "batching",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

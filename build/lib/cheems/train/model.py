@@ -1,0 +1,252 @@
+"""A reward model: a Hugging Face backbone with a one-output head, giving one scalar per input.
+
+The model is built with ``AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)``,
+so a saved checkpoint is a standard Hugging Face folder (``Qwen2ForSequenceClassification``,
+``BertForSequenceClassification``, ...) that loads in ``cheems eval --model DIR``, TRL or
+RewardBench without this package. :class:`RewardModel` only chooses which hidden state the
+head reads:
+
+* causal LMs (``last``): the last non-padding token, found from the attention mask, so left
+  and right padding give the same reward (position ids are derived from the mask too). The
+  standard ``*ForSequenceClassification`` class reads the same token (the last one that is
+  not ``pad_token_id``) whenever the padding token does not occur inside the text.
+* encoders (``cls``, default): the standard forward (first token -> pooler -> head), exactly
+  what ``BertForSequenceClassification`` computes anywhere else.
+* encoders (``mean``): the mask-weighted mean of the last hidden states -> dropout -> head.
+  No standard class pools this way: the checkpoint records ``"cheems_pooling": "mean"`` in
+  ``config.json`` and :func:`load_reward_model` honours it, but loaders other than cheems
+  (TRL, RewardBench, a plain ``AutoModelForSequenceClassification``) read the ``[CLS]``
+  token through the (untrained) pooler instead and score differently. Prefer ``cls`` for
+  checkpoints meant to leave cheems.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from cheems.errors import CheemsWarning, InputError
+from cheems.models.backbones import is_encoder_config
+
+POOLING_KEY = "cheems_pooling"
+
+
+def resolve_pooling(pooling: str, encoder: bool) -> str:
+    """``auto`` -> ``cls`` for encoders, ``last`` for causal LMs; reject combinations that cannot work."""
+    if pooling == "auto":
+        return "cls" if encoder else "last"
+    if pooling not in ("last", "cls", "mean"):
+        raise InputError(f"unknown pooling {pooling!r}", field="pooling", hint="use auto, last, cls or mean")
+    if not encoder and pooling != "last":
+        raise InputError(
+            f"pooling {pooling!r} is for encoders; a causal LM reads its last token",
+            field="pooling",
+            hint="use pooling: last (or auto)",
+        )
+    return pooling
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last position whose mask is 1, per row (left or right padding alike)."""
+    positions = torch.arange(attention_mask.shape[-1], device=attention_mask.device)
+    return (positions * attention_mask.long()).argmax(-1)
+
+
+def _unwrap_peft(model: nn.Module) -> nn.Module:
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+class RewardModel(nn.Module):
+    """``forward(input_ids, attention_mask[, token_type_ids]) -> rewards [B]`` (float32).
+
+    ``model`` is the ``*ForSequenceClassification`` model (or a PEFT model around it); the
+    whole computation happens inside :meth:`forward`, so DDP / DeepSpeed wrappers see it.
+    """
+
+    def __init__(self, model: nn.Module, pooling: str = "auto", new_head: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        self.new_head = new_head  # the head started random (the checkpoint had none): the usual start of training
+        self.encoder = is_encoder_config(self.hf.config)
+        self.pooling = resolve_pooling(pooling, self.encoder)
+        if self.pooling in ("last", "mean"):
+            head = self._head()
+            inner = getattr(head, "modules_to_save", None)  # a PEFT ModulesToSaveWrapper
+            base = getattr(head, "original_module", head)
+            if not isinstance(base, nn.Linear) and inner is None:
+                raise InputError(
+                    f"pooling {self.pooling!r} needs a linear value head; "
+                    f"{type(self.hf).__name__} has {type(base).__name__}",
+                    field="pooling",
+                    hint="use pooling: cls",
+                )
+
+    @property
+    def hf(self) -> nn.Module:
+        """The Hugging Face ``*ForSequenceClassification`` model (inside PEFT when LoRA is on)."""
+        return _unwrap_peft(self.model)
+
+    @property
+    def config(self) -> Any:
+        return self.hf.config
+
+    def _backbone(self) -> nn.Module:
+        hf = self.hf
+        return getattr(hf, hf.base_model_prefix)
+
+    def _head(self) -> nn.Module:
+        hf = self.hf
+        for name in ("score", "classifier"):
+            if hasattr(hf, name):
+                return getattr(hf, name)
+        raise InputError(f"{type(hf).__name__} has no 'score' or 'classifier' head", field="model")
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        if self.pooling == "cls":
+            out = self.hf(input_ids=input_ids, attention_mask=attention_mask, **extra)
+            return out.logits[:, 0].float()
+        if self.pooling == "last":
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+            out = self._backbone()(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+            )
+            hidden = out[0]
+            rows = torch.arange(hidden.shape[0], device=hidden.device)
+            pooled = hidden[rows, last_token_index(attention_mask)]
+            return self._head()(pooled)[:, 0].float()
+        # mean
+        out = self._backbone()(input_ids=input_ids, attention_mask=attention_mask, **extra)
+        hidden = out[0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+        dropout = getattr(self.hf, "dropout", None)
+        if isinstance(dropout, nn.Module):
+            pooled = dropout(pooled)
+        return self._head()(pooled)[:, 0].float()
+
+
+def _set_pad_token(model: nn.Module, tokenizer: Any) -> None:
+    if tokenizer.pad_token is None:
+        for fallback in (tokenizer.eos_token, tokenizer.unk_token):
+            if fallback is not None:
+                tokenizer.pad_token = fallback
+                break
+        else:
+            raise InputError(
+                "the tokenizer has no pad, eos or unk token to pad with",
+                field="model",
+                hint="add a pad token to the tokenizer",
+            )
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+
+
+def load_reward_model(
+    path: str | Path,
+    *,
+    pooling: str = "auto",
+    dtype: torch.dtype = torch.float32,
+    lora: Any = None,
+    gradient_checkpointing: bool = False,
+    revision: str | None = None,
+    tokenizer: Any = None,
+) -> tuple[RewardModel, Any]:
+    """Load ``path`` (a local folder) as a one-label reward model and its tokenizer.
+
+    ``pooling="auto"`` takes the checkpoint's recorded ``cheems_pooling`` when present.
+    ``lora`` is a :class:`cheems.train.config.LoraSettings`; adapters need ``pip install peft``.
+    The tokenizer (``tokenizer``, else the folder's) gets a pad token (eos) when it has none,
+    and the config its id.
+    """
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    from cheems.models.quiet import load_pretrained, missing_weights_text, quiet_libraries
+
+    path = str(path)
+    try:
+        with quiet_libraries():
+            config = AutoConfig.from_pretrained(path, revision=revision)
+    except (OSError, ValueError) as e:
+        raise InputError(
+            f"cannot load a model config from {path!r}: {e}",
+            field="model",
+            hint="give a folder with config.json (and weights)",
+        ) from None
+    if pooling == "auto":
+        pooling = getattr(config, POOLING_KEY, None) or "auto"
+    if tokenizer is None:
+        with quiet_libraries():
+            tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    model, head, other = load_pretrained(
+        AutoModelForSequenceClassification, path, revision=revision, num_labels=1, dtype=dtype
+    )
+    if other:
+        warnings.warn(missing_weights_text(path, other), CheemsWarning, stacklevel=2)
+    _set_pad_token(model, tokenizer)
+    model.config.num_labels = 1
+    if gradient_checkpointing:
+        # non-reentrant checkpointing works with DDP and frozen (LoRA) inputs; transformers 5 renamed the method
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False
+    if lora is not None and getattr(lora, "enabled", False):
+        model = _add_lora(model, lora)
+    return RewardModel(model, pooling, new_head=bool(head)), tokenizer
+
+
+def _add_lora(model: nn.Module, lora: Any) -> nn.Module:
+    try:
+        import peft
+    except ImportError:
+        raise InputError("LoRA needs the peft package", field="lora", hint="pip install peft") from None
+    config = peft.LoraConfig(
+        task_type=peft.TaskType.SEQ_CLS,
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+    )
+    return peft.get_peft_model(model, config)
+
+
+def merged_hf_model(model: RewardModel) -> nn.Module:
+    """The plain ``*ForSequenceClassification`` model: LoRA adapters merged in (in place) when present."""
+    if hasattr(model.model, "merge_and_unload"):
+        model.model = model.model.merge_and_unload()
+    return model.model
+
+
+def save_reward_model(
+    model: RewardModel, tokenizer: Any, directory: str | Path, state_dict: dict[str, torch.Tensor] | None = None
+) -> Path:
+    """Write a standard Hugging Face folder: config (num_labels=1, architectures), safetensors, tokenizer.
+
+    ``state_dict`` (keys of the *inner* HF model) is for gathered ZeRO-3 weights; by default
+    the model's own. LoRA adapters are merged into the saved weights. Mean pooling is
+    recorded as ``"cheems_pooling": "mean"`` (see the module docstring).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    hf = merged_hf_model(model)
+    hf.config.num_labels = 1
+    if model.pooling == "mean":
+        setattr(hf.config, POOLING_KEY, "mean")
+    elif hasattr(hf.config, POOLING_KEY):
+        delattr(hf.config, POOLING_KEY)
+    from cheems.models.quiet import quiet_libraries
+
+    with quiet_libraries():  # no "Writing model shards" bar
+        hf.save_pretrained(directory, state_dict=state_dict)
+        tokenizer.save_pretrained(directory)
+    return directory

@@ -1,0 +1,47 @@
+"""A curation recipe run with the real LLM judge and reward-model scorer plugged in.
+
+:mod:`cheems.curate.recipe` runs the stages; the scorer (in :mod:`cheems.models`, later in the flow
+than curation) reaches it from here, as does the judge, so the recipe module stays testable with
+any judge and scorer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from cheems.annotate.settings import JudgeSettings
+from cheems.curate.recipe import RecipeSummary, load_recipe, run_recipe
+from cheems.data.schema import Record
+
+
+def rm_scores(records: list[Record], model: str) -> dict:
+    """Every response's score from the reward model ``model`` (what a recipe's ``distant: {model: …}`` needs)."""
+    from cheems.models import load_scorer, score_records
+
+    return score_records(records, load_scorer(model))
+
+
+def llm_judgements(records: list[Record], settings: JudgeSettings, log: Callable[[str], None]) -> list[Record]:
+    """The records with the LLM judge's comparisons (what a recipe's ``judge:`` stage needs); logs a summary."""
+    from cheems.annotate import judge_records
+
+    result = judge_records(records, settings)
+    stats = result.stats
+    log(
+        f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
+        f"{stats.failed_total} without a verdict, {stats.not_attempted} not attempted"
+    )
+    return result.records
+
+
+def run_curation(path: str | Path, *, skip_invalid: bool, log: Callable[[str], None]) -> RecipeSummary:
+    """Load the recipe at ``path`` and run it with the real judge and scorer."""
+    recipe = load_recipe(path)
+    return run_recipe(
+        recipe,
+        judge=lambda records, settings: llm_judgements(records, settings, log),
+        score=rm_scores,
+        skip_invalid=skip_invalid,
+        log=log,
+    )
