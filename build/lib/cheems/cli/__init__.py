@@ -1,1 +1,0 @@
-"""The ``cheems`` command line."""
