@@ -100,11 +100,14 @@ def _read_config(path: Path, spec: str) -> dict[str, Any]:
 def _hub_config(repo: str, revision: str | None, spec: str) -> str:
     """Download (or find in the local cache) the repo's config.json; clear errors for every failure."""
     from huggingface_hub import constants, hf_hub_download
+
+    # EntryNotFoundError, not RemoteEntryNotFoundError: huggingface_hub < 1.0 (what transformers 4.x installs)
+    # has only the former; both versions raise the local kind (caught first) as one of its subclasses.
     from huggingface_hub.errors import (
+        EntryNotFoundError,
         GatedRepoError,
         HFValidationError,
         LocalEntryNotFoundError,
-        RemoteEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
@@ -144,7 +147,7 @@ def _hub_config(repo: str, revision: str | None, spec: str) -> str:
         raise InputError(
             f"revision '{revision}' of model '{repo}' does not exist", hint="check the part after '@'"
         ) from None
-    except RemoteEntryNotFoundError:
+    except EntryNotFoundError:
         raise InputError(f"hub repo '{repo}' has no config.json", hint="is it a transformers model?") from None
     except OSError as e:  # network and disk errors
         raise InputError(f"cannot fetch model '{spec}' from the Hugging Face hub: {e}") from None
