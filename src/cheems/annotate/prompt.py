@@ -397,7 +397,7 @@ JUDGE_TEMPLATE = PromptTemplate(
 )
 
 # Evaluation (cheems eval --judge-model): every bench pair has a better answer, so the judge must pick
-# one; a C it gives anyway is parsed and counted wrong (DESIGN.md: a tie verdict is wrong).
+# one; a C it gives anyway is parsed and counted wrong (as for a reward model: a tie is wrong).
 EVAL_TEMPLATE = PromptTemplate(
     "cheems-eval-zh-v1",
     SYSTEM_PROMPT,

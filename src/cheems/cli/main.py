@@ -316,7 +316,7 @@ def eval_(
         ),
     ] = "cheems",
     output_json: Annotated[
-        Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (DESIGN.md shape).")
+        Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (docs/formats.md).")
     ] = None,
     details: Annotated[
         Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")

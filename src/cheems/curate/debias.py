@@ -11,8 +11,8 @@ them (Algorithm 1), so ``training_pairs`` of an output record is its surviving p
 A pair that came from a comparison keeps that comparison as it is (the first one giving the pair:
 its label, annotator, source and extra keys such as the judge's ``shown`` order, which relabelling
 it as ``a`` would falsify); a pair that came from a rank becomes ``{"a": chosen, "b": rejected,
-"label": "a", "source": "rank"}``. A record left with no pair is left out (counted). As DESIGN.md
-fixes for ``rank``, a response that no surviving pair mentions sits at rank 1.
+"label": "a", "source": "rank"}``. A record left with no pair is left out (counted). As Algorithm 1
+ranks it, a response that no surviving pair mentions sits at rank 1.
 
 :func:`length_debias` works on a list; :func:`debias_lines` gives the same output over a stream,
 reading it twice (pass 1: one byte per pair, its group; pass 2: the records rebuilt in the worker

@@ -1,7 +1,7 @@
 """The canonical record: one prompt, its responses, the comparisons made on them and their ranks.
 
-See DESIGN.md ("Record format"). Unknown keys are kept (``extra="allow"``) so that a file
-passed through any ``cheems`` command loses nothing.
+Described for users in docs/formats.md ("Preference records"). Unknown keys are kept (``extra="allow"``)
+so that a file passed through any ``cheems`` command loses nothing.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def score_stream(
 
 @dataclass
 class EvalReport:
-    """Metrics of every subset and the overall score, in DESIGN.md's JSON shape.
+    """Metrics of every subset and the overall score, in the eval JSON shape (docs/formats.md).
 
     ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
     (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets, as columns (for details
@@ -176,8 +176,9 @@ class EvalReport:
         return overall(self.subsets)
 
     def to_dict(self) -> dict:
-        """DESIGN.md's shape, with each subset's and the whole bench's length diagnostics (``length``), and
-        with intervals: ``accuracy_ci`` and ``exact_match_ci`` per subset, ``overall_ci`` and ``bootstrap``."""
+        """The eval JSON (docs/formats.md): with each subset's and the whole bench's length diagnostics
+        (``length``), and with intervals: ``accuracy_ci`` and ``exact_match_ci`` per subset, ``overall_ci``
+        and ``bootstrap``."""
         # "metric" says how overall was made, so cheems leaderboard never ranks it beside another metric's
         out: dict = {"metric": "cheems", "subsets": {name: m.to_dict() for name, m in self.subsets.items()}}
         out["overall"] = self.overall

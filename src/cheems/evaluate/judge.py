@@ -7,7 +7,7 @@ order the seed fixes, or with ``both_orders`` twice. A pair is right only if eve
 the chosen response: a tie (C) is wrong, an unparseable reply is wrong (and counted), and with
 both orders an inconsistent pair is wrong (as in JudgeBench; stricter than it, a right verdict
 beside a tie or a parse failure is wrong too). Accuracy, exact match and overall
-then follow DESIGN.md exactly as for a reward model.
+then follow the paper exactly as for a reward model.
 
 A question with no verdict for another reason (the server failed after all retries, the request
 budget ran out) is not a wrong answer but a missing one: the evaluation stops with an error

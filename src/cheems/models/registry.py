@@ -36,7 +36,7 @@ def load_scorer(
       server (:mod:`cheems.models.server`; ``batch_size`` = texts per OpenRLHF request, ``connection``
       = how hard to try: the judge's timeout, retries and concurrency, default the judge's defaults);
     - anything else: an ``AutoModelForSequenceClassification`` reward model (hub id, ``id@revision``
-      or local folder; ``m3e-small`` = the packaged Chinese backbone, with a random head).
+      or local folder; ``m3e-small`` = the m3e-small Chinese backbone, with a random head).
 
     ``dtype``: ``auto`` (bf16 autocast where the hardware has bf16 units, else fp32), ``bf16``,
     ``fp16`` or ``fp32``. Raises ``InputError`` for a bad spec, a missing model or a model that

