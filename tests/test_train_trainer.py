@@ -254,10 +254,13 @@ def test_resume_from_mid_run_checkpoint_gives_the_same_weights(tiny_bert, data, 
     assert full.global_step == 8
     checkpoints = sorted((tmp_path / "a" / "checkpoints").iterdir())
     states = [json.loads((c / "trainer_state.json").read_text()) for c in checkpoints]
-    assert states == [{"global_step": 3, "epoch": 0, "micro": 6}, {"global_step": 6, "epoch": 1, "micro": 4}]
+    assert [{k: v for k, v in s.items() if k != "data"} for s in states] == [
+        {"global_step": 3, "epoch": 0, "micro": 6},
+        {"global_step": 6, "epoch": 1, "micro": 4},
+    ]
     chosen = checkpoints[0]  # mid-epoch, and the resumed run crosses an epoch boundary
-    (tmp_path / "b" / "checkpoints").mkdir(parents=True)
-    shutil.copytree(chosen, tmp_path / "b" / "checkpoints" / chosen.name)
+    (tmp_path / "b.partial" / "checkpoints").mkdir(parents=True)  # as a run cut short after step 3 leaves it
+    shutil.copytree(chosen, tmp_path / "b.partial" / "checkpoints" / chosen.name)
     resumed = train_reward_model(config(tiny_bert, data, tmp_path / "b", **kw, resume=True))
     assert resumed.global_step == full.global_step
     a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
@@ -271,7 +274,7 @@ def test_resume_from_mid_run_checkpoint_gives_the_same_weights(tiny_bert, data, 
 def test_checkpoints_of_an_earlier_run_are_not_overwritten_without_resume(tiny_bert, data, tmp_path):
     from cheems.errors import InputError
 
-    old = tmp_path / "rm" / "checkpoints" / "step-0000003"
+    old = tmp_path / "rm.partial" / "checkpoints" / "step-0000003"
     old.mkdir(parents=True)
     (old / "trainer_state.json").write_text('{"global_step": 3, "epoch": 0, "micro": 3}')
     with pytest.raises(InputError, match="--resume"):

@@ -106,12 +106,12 @@ def export(
 ) -> None:
     """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
     from cheems.annotate.human.export import export_records
-    from cheems.annotate.human.store import DB_NAME, Project
+    from cheems.annotate.human.store import Project
     from cheems.data.io import write_records
     from cheems.data.outputs import claim_outputs
 
     opened = Project.open(project)
-    claim_outputs(inputs=[("DIR", project / DB_NAME)], files=[("--output", output)])
+    claim_outputs(inputs=[("DIR", project)], files=[("--output", output)])  # every file of the project
     records, stats = export_records(opened.snapshot())
     write_records(output, records)
     console.print(

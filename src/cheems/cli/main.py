@@ -253,7 +253,7 @@ def score(
             "cheems score needs --model and at least one --bench",
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
-    claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
+    claim_outputs(inputs=scoring_inputs(model, bench, cache, no_cache), files=[("--output", output)])
     issues = ReadResult()
     scores = stream_scores(
         model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix
@@ -359,7 +359,7 @@ def eval_(
         judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
         inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
     else:
-        inputs = [*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)]
+        inputs = [*scoring_inputs(model, bench, cache, no_cache or scores is not None), ("--scores", scores)]
     claim_outputs(
         inputs=inputs,
         files=[("--output-json", output_json), ("--details", details)],

@@ -85,7 +85,7 @@ class TrainConfig(Settings):
         default_factory=list, description="Training records (JSONL with rank or comparisons); repeat for more files."
     )
     output: Annotated[Text, rule(str.strip, "is empty", "name a folder"), Cli("-o", path=True)] = Field(
-        "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints."
+        "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints (new or empty)."
     )
     model: Annotated[Text, rule(str.strip, "is empty", "name a backbone, e.g. m3e-small"), Cli("-m")] = Field(
         "m3e-small", description="Backbone: a local folder or 'm3e-small' (the packaged one, default)."
@@ -151,7 +151,13 @@ class TrainConfig(Settings):
     log_every: Annotated[Whole, at_least(1)] = 1
     progress: Flag = True
     resume: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="Continue from the latest checkpoint in OUTPUT/checkpoints."
+        False, description="Continue an unfinished run from its latest checkpoint (in OUTPUT.partial/checkpoints)."
+    )
+    force: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="With --resume: continue even with another --model or other --data than the checkpoint's."
+    )
+    overwrite: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="Replace the model already in --output (only once the new one is saved)."
     )
     cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
 
@@ -213,7 +219,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
     A bad value in the file is an error at its line even when an override replaces it.
     """
-    raw, lines = read_yaml_mapping(path, "config", allow_empty=True) if path is not None else ({}, {})
+    raw, lines = read_yaml_mapping(path, "config") if path is not None else ({}, {})
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
     validate_config(raw, TrainConfig, None if path is None else str(path), lines)
     validate_config(given, TrainConfig)
