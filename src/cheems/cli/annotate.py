@@ -110,8 +110,8 @@ def export(
     from cheems.data.io import write_records
     from cheems.data.outputs import claim_outputs
 
-    opened = Project.open(project)
     claim_outputs(inputs=[("DIR", project)], files=[("--output", output)])  # every file of the project
+    opened = Project.open(project)
     records, stats = export_records(opened.snapshot())
     write_records(output, records)
     console.print(
