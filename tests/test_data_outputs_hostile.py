@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 import cheems
+from annotate_server import answer, make_project, prompt, team
 from cheems.data.io import read_records, write_records
 from cheems.data.io import write_jsonl as io_write_jsonl
 from cheems.data.outputs import together
-from annotate_server import answer, make_project, prompt, team
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
