@@ -185,7 +185,7 @@ def _check_outputs(
     sources = [(label, _real(p)) for label, p in inputs if p is not None]
     outputs: list[tuple[str, str]] = [(label, str(p)) for label, p in files if p is not None]
     whole = {label for label, folder in replaced if folder is not None}
-    for label, folder, names in [*folders, *((label, folder, ()) for label, folder in replaced)]:
+    for label, folder, names in [*((label, folder, ()) for label, folder in replaced), *folders]:
         if folder is None:
             continue
         given, real = str(folder), _real(folder)

@@ -210,7 +210,7 @@ def resume(accelerator: Any, output: Path, config: Any, data: str, say: Callable
         raise InputError(
             f"cannot be loaded, it is incomplete or damaged ({reason})",
             path=str(checkpoint),
-            hint="delete it to resume from the checkpoint before it, or start again without --resume",
+            hint=f"delete it to resume from the checkpoint before it (or delete {output} to start again)",
         ) from None
     position = read_position(checkpoint)
     if changed:

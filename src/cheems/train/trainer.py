@@ -434,7 +434,7 @@ def _save_model(run: _Run, model: Any, tokenizer: Any) -> None:
         state_dict = {k.removeprefix("model."): v for k, v in full.items()} if full is not None else None
     run.logger.close()  # the logs are whole before the folder takes its name
     if run.main:
-        hint = f"free some room and rerun with --resume ({work} keeps the unfinished run)"
+        hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
         with disk_errors("the model", work, hint):
             save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict)
             run.config.save_yaml(work / CONFIG_FILE)
