@@ -8,9 +8,11 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ from cheems.train.config import load_config
 from cheems.train.data import build_training_set
 from cheems.train.forward import score_in_memory
 from cheems.train.trainer import train_reward_model
-from helpers import assert_user_error, run_main
+from helpers import assert_user_error, run_cheems, run_main
 
 tiny_models = pytest.importorskip("tiny_models")
 REPO = Path(__file__).resolve().parents[1]
@@ -331,6 +333,24 @@ def test_a_finished_model_is_replaced_only_with_overwrite_and_all_at_once(tiny_b
     with pytest.raises(InputError, match="holds no model"):
         train_reward_model(config(tiny_bert, data, mine, overwrite=True))
     assert [p.name for p in mine.iterdir()] == ["a.txt"]
+
+
+def test_sigkill_mid_run_leaves_no_output_and_resume_finishes_it(tiny_bert, data, tmp_path):
+    out = tmp_path / "rm"
+    args = [*train_args(tiny_bert, data, out, "--save-every", "2"), "--epochs", "8"]  # the last --epochs counts
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "cheems", *map(str, args)], env=env, stderr=subprocess.PIPE)
+    marker = tmp_path / "rm.partial" / "checkpoints" / "step-0000002" / "trainer_state.json"
+    while not marker.exists() and proc.poll() is None:  # wait for the first complete checkpoint, then crash
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()  # nothing named --output until the model is whole
+    done = run_cheems(*args, "--resume", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "resumed from" in done.stderr and (out / "model.safetensors").is_file()
+    assert not (tmp_path / "rm.partial").exists()
 
 
 @pytest.fixture

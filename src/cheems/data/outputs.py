@@ -184,8 +184,8 @@ def _check_outputs(
     claim = Claim()
     sources = [(label, _real(p)) for label, p in inputs if p is not None]
     outputs: list[tuple[str, str]] = [(label, str(p)) for label, p in files if p is not None]
-    whole = {label for label, folder in replaced if folder is not None}
-    for label, folder, names in [*((label, folder, ()) for label, folder in replaced), *folders]:
+    marked = [(label, folder, (), True) for label, folder in replaced]
+    for label, folder, names, whole in [*marked, *((label, folder, names, False) for label, folder, names in folders)]:
         if folder is None:
             continue
         given, real = str(folder), _real(folder)
@@ -206,7 +206,7 @@ def _check_outputs(
                     field=label,
                     hint="choose a folder apart from the inputs: inputs are never overwritten",
                 )
-            if label in whole:  # left unchanged until it is replaced at once
+            if whole:  # left unchanged until it is replaced at once
                 claim.files.append((label, given, real))
             else:
                 claim.folders.append(given)

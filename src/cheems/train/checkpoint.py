@@ -62,7 +62,7 @@ class Position:
 
 def work_folder(output: str | Path) -> Path:
     """Where the run for ``output`` is built: ``OUTPUT.partial`` beside it (one file system: moved at the end)."""
-    path = Path(os.path.abspath(output))
+    path = Path(os.path.realpath(output))  # beside the folder a link points to: the same file system
     return path.with_name(path.name + PARTIAL)
 
 

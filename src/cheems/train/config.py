@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
+from cheems.data.io import write_text
 from cheems.data.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
 from cheems.data.yamlfile import read_yaml_mapping, validate_config
 
@@ -25,6 +26,7 @@ TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
 LOGGERS = ("csv", "tensorboard")
 PRESETS = ("auto", "paper", "small")
+RUN_FLAGS = ("resume", "force", "overwrite")  # about this run's folders, not the model: never saved with it
 MAX_EPOCHS = 1000
 # The small preset (m3e-small and other BERT-like encoders, trained on a CPU): lr 5e-5 (the top of
 # BERT's fine-tuning range: a 4-layer, 512-wide encoder with a freshly initialised head needs a
@@ -193,9 +195,13 @@ class TrainConfig(Settings):
         return self.model_dump()
 
     def save_yaml(self, path: str | Path) -> None:
-        """Write the settings as YAML (readable back with ``--config``)."""
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), allow_unicode=True, sort_keys=False), encoding="utf-8")
+        """Write the settings as YAML (readable back with ``--config``), atomically.
+
+        :data:`RUN_FLAGS` are left out: they say what to do with one run's folders, and a config fed
+        back must never replace a model or mix runs by itself.
+        """
+        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
+        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
 
     def validate(self, source: str | None = None) -> TrainConfig:  # type: ignore[override]
         """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
