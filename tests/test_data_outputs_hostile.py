@@ -389,6 +389,10 @@ CASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("annotate", "export", "proj", "-o", "proj/project.sqlite3-wal"),
         ("is a SQLite side file of {ws}/proj/project.sqlite3, a file of the input DIR ({ws}/proj)",),
     ),
+    "annotate export -o the lock of a server to come": (
+        ("annotate", "export", "proj", "-o", "proj/serve.lock"),
+        ("--output", "is also the input DIR ({ws}/proj/serve.lock)"),
+    ),
     "annotate export -o the rollback journal": (
         ("annotate", "export", "./proj/", "-o", "proj/project.sqlite3-journal"),
         ("is a SQLite side file of {ws}/proj/project.sqlite3",),

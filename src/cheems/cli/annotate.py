@@ -106,11 +106,12 @@ def export(
 ) -> None:
     """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
     from cheems.annotate.human.export import export_records
-    from cheems.annotate.human.store import Project
+    from cheems.annotate.human.store import PROJECT_FILES, Project
     from cheems.data.io import write_records
     from cheems.data.outputs import claim_outputs
 
-    claim_outputs(inputs=[("DIR", project)], files=[("--output", output)])  # every file of the project
+    inputs = [("DIR", project), *(("DIR", project / name) for name in PROJECT_FILES)]  # the lock too, before a serve
+    claim_outputs(inputs=inputs, files=[("--output", output)])
     opened = Project.open(project)
     records, stats = export_records(opened.snapshot())
     write_records(output, records)

@@ -27,10 +27,8 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
 
 from cheems.annotate.human.answer import AnswerError, parse_answer
 from cheems.annotate.human.people import Person
-from cheems.annotate.human.store import Conflict, NotFound, NotYours, Project
+from cheems.annotate.human.store import LOCK_NAME, Conflict, NotFound, NotYours, Project
 from cheems.errors import InputError
-
-LOCK_NAME = "serve.lock"
 
 
 class Verdict(BaseModel):
