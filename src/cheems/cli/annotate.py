@@ -110,8 +110,8 @@ def export(
     from cheems.data.io import write_records
     from cheems.data.outputs import claim_outputs
 
-    inputs = [("DIR", project), *(("DIR", project / name) for name in PROJECT_FILES)]  # the lock too, before a serve
-    claim_outputs(inputs=inputs, files=[("--output", output)])
+    # the project's own files (the lock too, before any serve); a rerun may replace its export beside them
+    claim_outputs(inputs=[("DIR", project / name) for name in PROJECT_FILES], files=[("--output", output)])
     opened = Project.open(project)
     records, stats = export_records(opened.snapshot())
     write_records(output, records)

@@ -6,8 +6,8 @@ One place for three rules:
   never one of the inputs (compared after resolving symlinks, and by inode for hard links), never
   another output of the same run, never a folder (a file output) or a file (a folder output), and
   its folder can be created. An input brings what belongs to it: a database its SQLite side files
-  (``-wal``, ``-shm``, ``-journal``: replacing the live log loses answers), a folder (an annotation
-  project, a model) every file in it. A folder output that is filled or replaced whole never holds
+  (``-wal``, ``-shm``, ``-journal``: replacing the live log loses answers), a folder (a model) every
+  file in it. A folder output that is filled or replaced whole never holds
   an input nor lies inside one. A broken rule is an ``InputError`` raised before any work, with
   nothing created.
 - :func:`atomic_file`: a file is written to a temporary file beside it (``.NAME.<random>.tmp``,

@@ -87,7 +87,7 @@ class TrainConfig(Settings):
         default_factory=list, description="Training records (JSONL with rank or comparisons); repeat for more files."
     )
     output: Annotated[Text, rule(str.strip, "is empty", "name a folder"), Cli("-o", path=True)] = Field(
-        "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints (new or empty)."
+        "cheems-rm", description="Folder for the model (Hugging Face), logs and checkpoints; built in OUTPUT.partial."
     )
     model: Annotated[Text, rule(str.strip, "is empty", "name a backbone, e.g. m3e-small"), Cli("-m")] = Field(
         "m3e-small", description="Backbone: a local folder or 'm3e-small' (the packaged one, default)."
