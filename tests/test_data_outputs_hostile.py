@@ -26,7 +26,7 @@ import cheems
 from annotate_server import answer, make_project, prompt, team
 from cheems.data.io import read_records, write_records
 from cheems.data.io import write_jsonl as io_write_jsonl
-from cheems.data.outputs import together
+from cheems.data.outputs import replace_folder, together
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
@@ -488,6 +488,19 @@ def test_the_real_command_says_the_same(tmp_path, case):
 
 def test_the_catalogue_is_large_enough():
     assert len(CASES) >= 45
+
+
+def test_a_replaced_folder_changes_at_once_or_not_at_all(tmp_path):
+    old, new = tmp_path / "rm", tmp_path / "rm.partial"
+    old.mkdir()
+    (old / "weights").write_text("old", encoding="utf-8")
+    with pytest.raises(FileNotFoundError):  # nothing to move in: the old folder stays, whole
+        replace_folder(new, old)
+    assert os.listdir(tmp_path) == ["rm"] and (old / "weights").read_text(encoding="utf-8") == "old"
+    new.mkdir()
+    (new / "weights").write_text("new", encoding="utf-8")
+    replace_folder(new, old)
+    assert os.listdir(tmp_path) == ["rm"] and (old / "weights").read_text(encoding="utf-8") == "new"  # nothing beside
 
 
 def test_export_onto_a_served_projects_files_is_refused_and_loses_no_answer(tmp_path, serve_project):

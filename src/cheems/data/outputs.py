@@ -7,9 +7,8 @@ One place for three rules:
   another output of the same run, never a folder (a file output) or a file (a folder output), and
   its folder can be created. An input brings what belongs to it: a database its SQLite side files
   (``-wal``, ``-shm``, ``-journal``: replacing the live log loses answers), a folder (a model) every
-  file in it. A folder output that is filled or replaced whole never holds
-  an input nor lies inside one. A broken rule is an ``InputError`` raised before any work, with
-  nothing created.
+  file in it. A folder output that is filled or replaced whole never holds an input nor lies inside
+  one. A broken rule is an ``InputError`` raised before any work, with nothing created.
 - :func:`atomic_file`: a file is written to a temporary file beside it (``.NAME.<random>.tmp``,
   unique per process) and moved onto its name with ``os.replace`` only when complete; the
   temporary file is removed on any exit: exceptions, SIGINT, SIGTERM. Two runs writing the same
@@ -457,7 +456,12 @@ def replace_folder(source: str | Path, target: str | Path) -> None:
         if os.path.isdir(target) and os.listdir(target):
             aside = tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".old")
             os.rename(target, aside)  # onto the empty folder mkdtemp made
-        os.rename(source, target)  # replaces an empty target
+        try:
+            os.rename(source, target)  # replaces an empty target
+        except BaseException:
+            if aside is not None:  # the old folder takes its name back
+                os.rename(aside, target)
+            raise
         _committed.add(target)
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)

@@ -328,12 +328,13 @@ def _start_outputs(run: _Run, summary: DataSummary, plans: list[EpochPlan], pos:
     import shutil
 
     config, output = run.config, run.work
+    run.accelerator.wait_for_everyone()  # every process has looked for its checkpoint
     if run.main:
         if fresh:
             shutil.rmtree(output, ignore_errors=True)
         output.mkdir(parents=True, exist_ok=True)
         config.save_yaml(output / CONFIG_FILE)
-    run.accelerator.wait_for_everyone()
+    run.accelerator.wait_for_everyone()  # the folder is there before any process writes in it
     run.logger = TrainLogger(output, config.logging, run.main, run.console, pos.global_step)
     run.result = TrainResult(
         output_dir=Path(config.output),
