@@ -27,7 +27,7 @@ STATE_FILE = "trainer_state.json"
 CONFIG_FILE = "train_config.yaml"
 METRICS_FILE = "metrics.json"
 PARTIAL = ".partial"
-MODEL_FILES = ("config.json", CONFIG_FILE)  # either one in a folder: a model saved there (by cheems or not)
+MODEL_FILE = "config.json"  # in a folder: a Hugging Face model saved there (by cheems or not)
 # Settings that change the trajectory: a resumed run warns when they differ from the checkpoint's,
 # and refuses (unless --force) when the model or the data do: that is another run, not this one.
 TRAJECTORY_KEYS = (
@@ -74,7 +74,7 @@ def check_output(output: str | Path, *, overwrite: bool, resume: bool) -> Path:
     """
     target = Path(output)
     if target.is_dir() and any(target.iterdir()):
-        if not any((target / name).is_file() for name in MODEL_FILES):
+        if not (target / MODEL_FILE).is_file():
             raise InputError(
                 "is not empty and holds no model: training would replace what is in it",
                 path=str(target),
