@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 import cheems
+from annotate_server import answer, make_project, prompt, team
 from cheems.data.io import read_records, write_records
 from cheems.data.io import write_jsonl as io_write_jsonl
-from cheems.data.outputs import together
+from cheems.data.outputs import replace_folder, together
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
@@ -87,6 +88,7 @@ def _workspace(root: Path) -> None:
     )
     for name, text in recipes.items():
         (root / name).write_text(text, encoding="utf-8")
+    make_project(root / "proj", [prompt("q1")])[0].close()  # an annotation project: database and tokens
 
 
 def snapshot(root: Path) -> dict[str, object]:
@@ -358,7 +360,65 @@ CASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("curate", "run", "r_file.yaml"),
         ("r_file.yaml:1: field 'output_dir'", "is a file ({ws}/in.jsonl), not a folder"),
     ),
+    "score -o its score cache's write-ahead log": (
+        ("score", "--model", "length", *BENCH, "--cache", "c.sqlite", "-o", "c.sqlite-wal"),
+        ("--output", "is a SQLite side file of the input --cache ({ws}/c.sqlite)"),
+    ),
+    "score -o the default cache's shared memory": (
+        ("score", "--model", "length", *BENCH, "-o", "cache-dir/scores.sqlite-shm"),
+        ("is a SQLite side file of the input --cache ({ws}/cache-dir/scores.sqlite)",),
+    ),
+    "score -o a file of the model folder": (
+        ("score", "--model", "folder", *BENCH, "-o", "folder/keep.txt"),
+        ("--output", "is a file of the input --model ({ws}/folder)"),
+    ),
+    "bon -o a file of the model folder": (
+        ("bon", "in.jsonl", "--model", "folder", "-o", "folder/keep.txt"),
+        ("is a file of the input --model ({ws}/folder)",),
+    ),
+    # ---- annotate export: every file of the project is an input
+    "annotate export -o the tokens": (
+        ("annotate", "export", "proj", "-o", "proj/tokens.txt"),
+        ("--output", "is also the input DIR ({ws}/proj/tokens.txt)"),
+    ),
+    "annotate export -o the database": (
+        ("annotate", "export", "proj", "-o", "proj/project.sqlite3"),
+        ("is also the input DIR ({ws}/proj/project.sqlite3)",),
+    ),
+    "annotate export -o the write-ahead log": (
+        ("annotate", "export", "proj", "-o", "proj/project.sqlite3-wal"),
+        ("is a SQLite side file of the input DIR ({ws}/proj/project.sqlite3)",),
+    ),
+    "annotate export -o the lock of a server to come": (
+        ("annotate", "export", "proj", "-o", "proj/serve.lock"),
+        ("--output", "is also the input DIR ({ws}/proj/serve.lock)"),
+    ),
+    "annotate export -o the rollback journal": (
+        ("annotate", "export", "./proj/", "-o", "proj/project.sqlite3-journal"),
+        ("is a SQLite side file of the input DIR ({ws}/proj/project.sqlite3)",),
+    ),
+    # ---- judge: its cache's side files
+    "judge -o its cache's journal": (
+        ("judge", "in.jsonl", "-o", "j.sqlite-journal", "--cache", "j.sqlite", *JUDGE),
+        ("is a SQLite side file of the input --cache ({ws}/j.sqlite)",),
+    ),
     # ---- train (its output is a folder)
+    "train -o the model folder": (
+        ("train", "--data", "in.jsonl", "--model", "folder", "-o", "folder"),
+        ("--output", "is also the input --model ({ws}/folder)"),
+    ),
+    "train -o inside the model folder": (
+        ("train", "--data", "in.jsonl", "--model", "linkdir", "-o", "folder/rm"),
+        ("--output", "is inside the input --model ({ws}/folder)"),
+    ),
+    "train -o a folder holding the data": (
+        ("train", "--data", "cur/final.jsonl", "-o", "cur", "--overwrite"),
+        ("--output", "holds the input --data ({ws}/cur/final.jsonl)"),
+    ),
+    "train -o beside its own data's .partial": (
+        ("train", "--data", "rm.partial/in.jsonl", "-o", "rm"),
+        ("holds the input --data",),
+    ),
     "train -o the data file": (
         ("train", "--data", "in.jsonl", "-o", "in.jsonl"),
         ("--output", "is a file ({ws}/in.jsonl), not a folder"),
@@ -428,6 +488,42 @@ def test_the_real_command_says_the_same(tmp_path, case):
 
 def test_the_catalogue_is_large_enough():
     assert len(CASES) >= 45
+
+
+def test_a_replaced_folder_changes_at_once_or_not_at_all(tmp_path):
+    old, new = tmp_path / "rm", tmp_path / "rm.partial"
+    old.mkdir()
+    (old / "weights").write_text("old", encoding="utf-8")
+    with pytest.raises(FileNotFoundError):  # nothing to move in: the old folder stays, whole
+        replace_folder(new, old)
+    assert os.listdir(tmp_path) == ["rm"] and (old / "weights").read_text(encoding="utf-8") == "old"
+    new.mkdir()
+    (new / "weights").write_text("new", encoding="utf-8")
+    replace_folder(new, old)
+    assert os.listdir(tmp_path) == ["rm"] and (old / "weights").read_text(encoding="utf-8") == "new"  # nothing beside
+
+
+def test_export_onto_a_served_projects_files_is_refused_and_loses_no_answer(tmp_path, serve_project):
+    """Issue 22.1: while the project is served its write-ahead log holds the acknowledged answer; an export
+    aimed at it (or at the tokens, the lock, the shared memory) is one line and the answer stays."""
+    server, tokens = serve_project([prompt("q1", 3)], team(annotators=1, reviewers=0), review_rate=0.0)
+    client = server.client(tokens["ann-01"])
+    task = client.get("/api/next").json()
+    assert client.post(f"/api/tasks/{task['task_id']}/submit", json=answer(task, "r1>r2>r3")).status_code == 200
+    project = tmp_path / "project"
+    assert (project / "project.sqlite3-wal").stat().st_size > 0  # the answer is in the live log
+    before = snapshot(project)
+    for name in ("project.sqlite3-wal", "project.sqlite3-shm", "tokens.txt", "serve.lock", "project.sqlite3"):
+        proc = run_cheems("annotate", "export", project, "-o", project / name, env=HERE)
+        assert_user_error(proc, "--output", f"the input DIR ({os.path.realpath(project)}/")
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert snapshot(project) == before
+    assert client.get("/api/next").status_code == 204  # the server still reads its project: the task is done
+    for _ in range(2):  # an export beside the project's files, and its rerun, are fine
+        proc = run_cheems("annotate", "export", project, "-o", project / "labels.jsonl", env=HERE)
+        assert proc.returncode == 0, proc.stderr
+    [record] = read_records(project / "labels.jsonl").records
+    assert len(record.comparisons) == 3  # r1>r2>r3: the answer given before the refused exports
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files anyway")

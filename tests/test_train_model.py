@@ -208,6 +208,9 @@ def test_saved_config_loads_back_identical(tmp_path, tiny_bert):
     )
     cfg.save_yaml(tmp_path / "train_config.yaml")
     assert load_config(tmp_path / "train_config.yaml") == cfg
+    # what one run was told to do with its folders is not part of the model's settings
+    cfg.model_copy(update={"resume": True, "force": True, "overwrite": True}).save_yaml(tmp_path / "again.yaml")
+    assert load_config(tmp_path / "again.yaml") == cfg
 
 
 def test_schedule_is_transformers_cosine_with_warmup():

@@ -8,9 +8,11 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ from cheems.train.config import load_config
 from cheems.train.data import build_training_set
 from cheems.train.forward import score_in_memory
 from cheems.train.trainer import train_reward_model
+from helpers import assert_user_error, run_cheems, run_main
 
 tiny_models = pytest.importorskip("tiny_models")
 REPO = Path(__file__).resolve().parents[1]
@@ -254,10 +257,13 @@ def test_resume_from_mid_run_checkpoint_gives_the_same_weights(tiny_bert, data, 
     assert full.global_step == 8
     checkpoints = sorted((tmp_path / "a" / "checkpoints").iterdir())
     states = [json.loads((c / "trainer_state.json").read_text()) for c in checkpoints]
-    assert states == [{"global_step": 3, "epoch": 0, "micro": 6}, {"global_step": 6, "epoch": 1, "micro": 4}]
+    assert [{k: v for k, v in s.items() if k != "data"} for s in states] == [
+        {"global_step": 3, "epoch": 0, "micro": 6},
+        {"global_step": 6, "epoch": 1, "micro": 4},
+    ]
     chosen = checkpoints[0]  # mid-epoch, and the resumed run crosses an epoch boundary
-    (tmp_path / "b" / "checkpoints").mkdir(parents=True)
-    shutil.copytree(chosen, tmp_path / "b" / "checkpoints" / chosen.name)
+    (tmp_path / "b.partial" / "checkpoints").mkdir(parents=True)  # as a run cut short after step 3 leaves it
+    shutil.copytree(chosen, tmp_path / "b.partial" / "checkpoints" / chosen.name)
     resumed = train_reward_model(config(tiny_bert, data, tmp_path / "b", **kw, resume=True))
     assert resumed.global_step == full.global_step
     a, b = weights(tmp_path / "a"), weights(tmp_path / "b")
@@ -271,7 +277,7 @@ def test_resume_from_mid_run_checkpoint_gives_the_same_weights(tiny_bert, data, 
 def test_checkpoints_of_an_earlier_run_are_not_overwritten_without_resume(tiny_bert, data, tmp_path):
     from cheems.errors import InputError
 
-    old = tmp_path / "rm" / "checkpoints" / "step-0000003"
+    old = tmp_path / "rm.partial" / "checkpoints" / "step-0000003"
     old.mkdir(parents=True)
     (old / "trainer_state.json").write_text('{"global_step": 3, "epoch": 0, "micro": 3}')
     with pytest.raises(InputError, match="--resume"):
@@ -298,6 +304,138 @@ def test_causal_lm_path_trains_and_scores_as_the_scorer(tiny_qwen, data, tmp_pat
     )
     for key, value in zip(keys, theirs):
         assert math.isclose(ours[key], value, abs_tol=1e-5), (key, ours[key], value)
+
+
+# ---------------------------------------------------------------- the output folder: never half-written, never lost
+
+
+def train_args(model: Path, data: Path, output: Path, *more: object) -> tuple[object, ...]:
+    """``cheems train`` with the settings of :func:`config`."""
+    fixed = ("--epochs", "1", "--batch-size", "6", "--lr", "1e-3", "--no-bf16", "--cpu", "--no-progress")
+    return ("train", "--model", model, "--data", data, "-o", output, *fixed, *more)
+
+
+def test_a_finished_model_is_replaced_only_with_overwrite_and_all_at_once(tiny_bert, data, tmp_path):
+    from cheems.errors import InputError
+
+    out = tmp_path / "rm"
+    train_reward_model(config(tiny_bert, data, out))
+    first = weights(out)
+    with pytest.raises(InputError, match="holds a finished model.*--overwrite"):
+        train_reward_model(config(tiny_bert, data, out, lr=1e-2))
+    assert all(torch.equal(first[k], v) for k, v in weights(out).items())
+    train_reward_model(config(tiny_bert, data, out, lr=1e-2, overwrite=True))
+    assert any(not torch.equal(first[k], v) for k, v in weights(out).items())
+    assert [p.name for p in tmp_path.iterdir()] == ["rm"]  # no work folder, no old model left beside it
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "a.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(InputError, match="holds no model"):
+        train_reward_model(config(tiny_bert, data, mine, overwrite=True))
+    assert [p.name for p in mine.iterdir()] == ["a.txt"]
+
+
+def test_sigkill_mid_run_leaves_no_output_and_resume_finishes_it(tiny_bert, data, tmp_path):
+    out = tmp_path / "rm"
+    args = [*train_args(tiny_bert, data, out, "--save-every", "2"), "--epochs", "8"]  # the last --epochs counts
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "cheems", *map(str, args)], env=env, stderr=subprocess.PIPE)
+    marker = tmp_path / "rm.partial" / "checkpoints" / "step-0000002" / "trainer_state.json"
+    while not marker.exists() and proc.poll() is None:  # wait for the first complete checkpoint, then crash
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()  # nothing named --output until the model is whole
+    done = run_cheems(*args, "--resume", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "resumed from" in done.stderr and (out / "model.safetensors").is_file()
+    assert not (tmp_path / "rm.partial").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MiB tmpfs: room for a run's config and logs, none for the tiny model (5.8 MB) or a checkpoint."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.parametrize(("save_every", "what"), [("0", "the model"), ("1", "the checkpoint at step 1")])
+def test_a_full_disk_while_saving_is_one_line_and_nothing_looks_finished(
+    tiny_bert, data, small_disk, monkeypatch, capsys, save_every, what
+):
+    proc = run_main(
+        *train_args(tiny_bert, data, small_disk / "rm", "--save-every", save_every),
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
+    line = assert_user_error(proc, f"cannot save {what}: no space left on the device", "--resume")
+    assert proc.stderr.strip().endswith(line)  # the run's progress lines, then the one error line
+    assert not (small_disk / "rm").exists()  # only the work folder, named as unfinished
+    assert [p.name for p in small_disk.iterdir()] == ["rm.partial"]
+    assert not list((small_disk / "rm.partial").glob("checkpoints/step-*"))  # a cut checkpoint is removed
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_bert, data, tmp_path_factory) -> Path:
+    """The step-1 checkpoint of a finished run with :func:`config`'s settings."""
+    out = tmp_path_factory.mktemp("run") / "rm"
+    train_reward_model(config(tiny_bert, data, out, save_every=1, keep_checkpoints=0))
+    return sorted((out / "checkpoints").iterdir())[0]
+
+
+def cut_short(checkpoint: Path, output: Path) -> Path:
+    """``output``'s work folder holding a copy of ``checkpoint``, as a run killed after that step leaves it."""
+    copy = output.with_name(output.name + ".partial") / "checkpoints" / checkpoint.name
+    shutil.copytree(checkpoint, copy)
+    return copy
+
+
+@pytest.mark.parametrize("damage", ["model file missing", "optimizer cut in half", "trainer state cut"])
+def test_resume_from_a_damaged_checkpoint_is_one_line(
+    tiny_bert, data, checkpoint, tmp_path, monkeypatch, capsys, damage
+):
+    copy = cut_short(checkpoint, tmp_path / "rm")
+    if damage == "model file missing":
+        (copy / "model.safetensors").unlink()
+    elif damage == "optimizer cut in half":
+        state = copy / "optimizer.bin"
+        state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    else:
+        (copy / "trainer_state.json").write_text('{"global_step": 1, "ep', encoding="utf-8")
+    proc = run_main(*train_args(tiny_bert, data, tmp_path / "rm", "--resume"), monkeypatch=monkeypatch, capsys=capsys)
+    line = assert_user_error(proc, str(copy), "delete")
+    assert ("is damaged" if damage == "trainer state cut" else "cannot be loaded") in line
+    assert proc.stderr.strip().endswith(line)
+    assert not (tmp_path / "rm").exists() and copy.is_dir()  # nothing finished, the checkpoint left for the user
+
+
+@pytest.mark.parametrize("other", ["data file", "data content", "model"])
+def test_resume_with_other_data_or_model_needs_force(tiny_bert, data, checkpoint, tmp_path, other):
+    from cheems.errors import InputError
+
+    copy = cut_short(checkpoint, tmp_path / "rm")
+    model, train = tiny_bert, data
+    if other == "model":
+        model = tmp_path / "copy-of-bert"
+        shutil.copytree(tiny_bert, model)
+    else:
+        train = write_records(tmp_path / "other.jsonl", 10, seed=1)
+    if other == "data content":  # the checkpoint's own path, other records in it
+        saved = yaml.safe_load((copy / "train_config.yaml").read_text(encoding="utf-8"))
+        (copy / "train_config.yaml").write_text(yaml.safe_dump({**saved, "data": [str(train)]}), encoding="utf-8")
+    with pytest.raises(InputError, match=f"other --{'model' if other == 'model' else 'data'}.*--force"):
+        train_reward_model(config(model, train, tmp_path / "rm", resume=True))
+    assert not (tmp_path / "rm").exists()
+    result = train_reward_model(config(model, train, tmp_path / "rm", resume=True, force=True))
+    assert result.global_step > 1 and (tmp_path / "rm" / "model.safetensors").is_file()
 
 
 # ---------------------------------------------------------------- command line and multi-process

@@ -101,12 +101,13 @@ def export(
 ) -> None:
     """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
     from cheems.annotate.human.export import export_records
-    from cheems.annotate.human.store import DB_NAME, Project
+    from cheems.annotate.human.store import PROJECT_FILES, Project
     from cheems.data.io import write_records
     from cheems.data.outputs import claim_outputs
 
+    # the project's own files (the lock too, before any serve); a rerun may replace its export beside them
+    claim_outputs(inputs=[("DIR", project / name) for name in PROJECT_FILES], files=[("--output", output)])
     opened = Project.open(project)
-    claim_outputs(inputs=[("DIR", project / DB_NAME)], files=[("--output", output)])
     records, stats = export_records(opened.snapshot())
     write_records(output, records)
     console.print(

@@ -86,7 +86,7 @@ def bon(
             hint="e.g. cheems bon pool.jsonl --model length -o picks.jsonl",
         )
     connection = connection_settings(settings)
-    inputs = [("POOL", pool), ("--scores", scores), *scoring_inputs([], cache, no_cache or scores is not None)]
+    inputs = [("POOL", pool), ("--scores", scores), *scoring_inputs(model, [], cache, no_cache or scores is not None)]
     claim_outputs(inputs=inputs, files=[("--output", output), ("--output-json", output_json), ("--plot", plot)])
     read = read_records(pool, skip_invalid=skip_invalid)
     report_skipped(read.skipped)

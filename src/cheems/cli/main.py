@@ -264,7 +264,7 @@ def score(
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
     connection = connection_settings(settings)
-    claim_outputs(inputs=scoring_inputs(bench, cache, no_cache), files=[("--output", output)])
+    claim_outputs(inputs=scoring_inputs(model, bench, cache, no_cache), files=[("--output", output)])
     issues = ReadResult()
     scores = stream_scores(
         model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix, connection
@@ -371,7 +371,7 @@ def eval_(
         inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
     else:
         connection = connection_settings(settings)
-        inputs = [*scoring_inputs(bench, cache, no_cache or scores is not None), ("--scores", scores)]
+        inputs = [*scoring_inputs(model, bench, cache, no_cache or scores is not None), ("--scores", scores)]
     claim_outputs(
         inputs=inputs,
         files=[("--output-json", output_json), ("--details", details)],

@@ -8,6 +8,7 @@ about scores of no response they know (``warn_unmatched``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -117,11 +118,15 @@ def stream_scores(
     return score_stream(records, scorer, None if no_cache else ScoreCache(cache))
 
 
-def scoring_inputs(bench: list[Path], cache: Path | None, no_cache: bool) -> list[tuple[str, Path]]:
-    """The files ``score`` and ``eval`` read (the score cache too: an output must not replace it)."""
+def scoring_inputs(
+    model: str | None, bench: list[Path], cache: Path | None, no_cache: bool
+) -> list[tuple[str, str | Path]]:
+    """The files ``score``, ``eval`` and ``bon`` read: the model when it is a local folder or file, the benches,
+    the score cache (an output must replace none of them)."""
     from cheems.models.cache import default_cache_path
 
-    return [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
+    local = [("--model", model)] if model and os.path.exists(model) else []
+    return local + [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
 
 
 def warn_unmatched(unmatched: list[ScoreKey], source: str, of: str) -> None:

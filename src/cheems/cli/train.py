@@ -6,6 +6,7 @@ Registered in :mod:`cheems.cli.main` as ``app.command("train")(train_command)``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -13,6 +14,7 @@ import typer
 
 from cheems.cli.options import from_options, settings_options
 from cheems.errors import InputError
+from cheems.train.checkpoint import work_folder
 from cheems.train.config import TrainConfig, load_config
 
 
@@ -42,6 +44,8 @@ from cheems.train.config import TrainConfig, load_config
     "cpu",
     "no_progress",
     "resume",
+    "force",
+    "overwrite",
 )
 def train_command(
     *,
@@ -62,8 +66,13 @@ def train_command(
             field="data",
             hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)",
         )
+    work = work_folder(cfg.output)
     claim_outputs(
-        folders=[("--output", cfg.output, ())],
+        inputs=[("--config", config), ("--model", cfg.model if os.path.exists(cfg.model) else None)]
+        + [("--data", d) for d in cfg.data]
+        + [("--eval-bench", b) for b in cfg.eval_bench],
+        replaced=[("--output", cfg.output)],
+        folders=[("--output", work, ())],  # the unfinished run, built beside it
         note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
     )
     from cheems.train.trainer import train_reward_model  # torch: only once the config is known to be good

@@ -5,8 +5,10 @@ One place for three rules:
 - :func:`claim_outputs`: a command names its inputs and outputs once, at its start. An output is
   never one of the inputs (compared after resolving symlinks, and by inode for hard links), never
   another output of the same run, never a folder (a file output) or a file (a folder output), and
-  its folder can be created. A broken rule is an ``InputError`` raised before any work, with
-  nothing created.
+  its folder can be created. An input brings what belongs to it: a database its SQLite side files
+  (``-wal``, ``-shm``, ``-journal``: replacing the live log loses answers), a folder (a model) every
+  file in it. A folder output that is filled or replaced whole never holds an input nor lies inside
+  one. A broken rule is an ``InputError`` raised before any work, with nothing created.
 - :func:`atomic_file`: a file is written to a temporary file beside it (``.NAME.<random>.tmp``,
   unique per process) and moved onto its name with ``os.replace`` only when complete; the
   temporary file is removed on any exit: exceptions, SIGINT, SIGTERM. Two runs writing the same
@@ -14,6 +16,9 @@ One place for three rules:
   leave the hidden temporary file behind; the file under the real name is then still the old one.
 - :func:`together`: files written inside the block are moved onto their names at its end, all at
   once, or none of them (split's two halves, a report beside its records).
+- :func:`replace_folder`: a folder built elsewhere (a trained model) takes its name whole, at once.
+- :func:`disk_errors`: a write that fails for want of space (whatever the writing library raises) is
+  one line saying so.
 
 Under :func:`signals_interrupt` (the CLI's entry point) SIGINT and SIGTERM raise
 :class:`Interrupted`, which unwinds the run like ``KeyboardInterrupt`` so that every cleanup runs;
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import stat
 import tempfile
@@ -40,6 +46,9 @@ Named = tuple[str, "str | Path | None"]
 """(the option or key that names a path, the path); ``None`` paths are left out."""
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+DISK_FULL = 64 * 2**20  # free bytes below which a failed write is taken for a full disk
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""What SQLite keeps beside a database ``X`` as ``X-wal``, ``X-shm``, ``X-journal``: part of it while it is open."""
 
 
 class Interrupted(BaseException):
@@ -76,6 +85,48 @@ def _same(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return a == b
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether the resolved ``path`` lies inside the resolved ``folder`` (not the folder itself)."""
+    return path != folder and os.path.commonpath([path, folder]) == folder
+
+
+def _database_of(path: str) -> str:
+    """The database ``path`` is a SQLite side file of (``X-wal`` -> ``X``), else ``path`` itself."""
+    for suffix in SIDE_FILES:
+        if path.endswith(suffix) and len(path) > len(suffix):
+            return path[: -len(suffix)]
+    return path
+
+
+def _input_clash(real: str, sources: list[tuple[str, str]]) -> str | None:
+    """How writing the file ``real`` would replace an input, or None: the input itself, a SQLite side file
+    of it, or a file (or a side file of a file) of an input folder."""
+    base = _database_of(real)
+    for label, source in sources:
+        if _same(real, source):
+            return f"is also the input {label} ({source})"
+        if base != real and _same(base, source):
+            return f"is a SQLite side file of the input {label} ({source})"
+        if os.path.isdir(source) and _within(real, source):
+            if os.path.lexists(real):
+                return f"is a file of the input {label} ({source})"
+            if base != real and os.path.lexists(base):
+                return f"is a SQLite side file of {base}, a file of the input {label} ({source})"
+    return None
+
+
+def _folder_clash(real: str, sources: list[tuple[str, str]]) -> str | None:
+    """How filling the folder ``real`` as a whole would touch an input, or None."""
+    for label, source in sources:
+        if _same(real, source):
+            return f"is also the input {label} ({source})"
+        if _within(source, real):
+            return f"holds the input {label} ({source})"
+        if _within(real, source):
+            return f"is inside the input {label} ({source})"
+    return None
 
 
 def _check_folder(label: str, given: str, folder: str) -> None:
@@ -117,16 +168,23 @@ def _check_outputs(
     inputs: Iterable[Named] = (),
     files: Iterable[Named] = (),
     folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (),
+    replaced: Iterable[Named] = (),
 ) -> Claim:
     """Check a command's outputs against its inputs and each other; raise ``InputError``, create nothing.
 
     ``inputs`` and ``files`` are ``(label, path)`` pairs (label: the option or key that names the
-    path, e.g. ``--output``). ``folders`` are ``(label, folder, names)``: an output folder and the
-    files the command writes in it under fixed names (checked like ``files``).
+    path, e.g. ``--output``); an input may be a folder (every file in it is an input) or a database
+    (its SQLite side files are inputs too, whether they exist now or not). ``folders`` are
+    ``(label, folder, names)``: an output folder and the files the command writes in it under fixed
+    names (checked like ``files``); no names: a folder filled as a whole, kept apart from every input.
+    ``replaced`` are folders built elsewhere and moved onto their names at the end (:func:`replace_folder`),
+    checked like a folder filled as a whole.
     """
     claim = Claim()
+    sources = [(label, _real(p)) for label, p in inputs if p is not None]
     outputs: list[tuple[str, str]] = [(label, str(p)) for label, p in files if p is not None]
-    for label, folder, names in folders:
+    marked = [(label, folder, (), True) for label, folder in replaced]
+    for label, folder, names, whole in [*marked, *((label, folder, names, False) for label, folder, names in folders)]:
         if folder is None:
             continue
         given, real = str(folder), _real(folder)
@@ -139,10 +197,19 @@ def _check_outputs(
             )
         _check_folder(label, given, real)
         names = list(names)
-        if not names:  # a folder the command fills as it goes (a model, the demo): named in the message as a whole
-            claim.folders.append(given)
+        if not names:  # a folder the command fills as a whole (a model, the demo): named in the message as a whole
+            if clash := _folder_clash(real, sources):
+                raise InputError(
+                    clash,
+                    path=given,
+                    field=label,
+                    hint="choose a folder apart from the inputs: inputs are never overwritten",
+                )
+            if whole:  # left unchanged until it is replaced at once
+                claim.files.append((label, given, real))
+            else:
+                claim.folders.append(given)
         outputs += [(label, os.path.join(given, name)) for name in names]
-    sources = [(label, _real(p)) for label, p in inputs if p is not None]
     for label, given in outputs:
         real = _real(given)
         if _special(given):
@@ -155,14 +222,8 @@ def _check_outputs(
                 field=label,
                 hint="name a file to write, e.g. a path inside that folder",
             )
-        for source_label, source in sources:
-            if _same(real, source):
-                raise InputError(
-                    f"is also the input {source_label} ({source})",
-                    path=given,
-                    field=label,
-                    hint="write to another file: inputs are never overwritten",
-                )
+        if clash := _input_clash(real, sources):
+            raise InputError(clash, path=given, field=label, hint="write to another file: inputs are never overwritten")
         for other_label, _, other in claim.files:
             if _same(real, other):
                 what = "the same option twice" if other_label == label else f"also {other_label}"
@@ -184,6 +245,7 @@ def claim_outputs(
     files: Iterable[Named] = (),
     folders: Iterable[tuple[str, str | Path | None, Iterable[str]]] = (),
     note: str | None = None,
+    replaced: Iterable[Named] = (),
 ) -> None:
     """Check a command's outputs, then remember the outputs so an interrupted run can say what it left unchanged.
 
@@ -191,7 +253,7 @@ def claim_outputs(
     to the interrupted message (e.g. where finished work is kept).
     """
     global _claim
-    _claim = _check_outputs(inputs, files, folders)
+    _claim = _check_outputs(inputs, files, folders, replaced)
     _claim.note = note
 
 
@@ -379,3 +441,57 @@ def together() -> Iterator[None]:
         raise
     finally:
         _pending = None
+
+
+def replace_folder(source: str | Path, target: str | Path) -> None:
+    """Move the finished folder ``source`` onto ``target`` (one file system): the name changes at once.
+
+    An old ``target`` (the caller decided it may go) is moved aside first and removed after, so the
+    name always holds a whole folder, the old one or the new one.
+    """
+    source, target = _real(source), _real(target)
+    parent, name = os.path.split(target)
+    aside = None
+    with _held():
+        if os.path.isdir(target) and os.listdir(target):
+            aside = tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".old")
+            os.rename(target, aside)  # onto the empty folder mkdtemp made
+        try:
+            os.rename(source, target)  # replaces an empty target
+        except BaseException:
+            if aside is not None:  # the old folder takes its name back
+                os.rename(aside, target)
+            raise
+        _committed.add(target)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _disk_full(folder: str | Path) -> bool:
+    """Whether the file system of ``folder`` (or its nearest existing parent) has next to no room left."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return shutil.disk_usage(path).free < DISK_FULL
+
+
+@contextlib.contextmanager
+def disk_errors(what: str, folder: str | Path, hint: str) -> Iterator[None]:
+    """Inside the block, a write into ``folder`` that fails for want of room is an ``InputError`` naming ``what``.
+
+    Libraries report a full disk in their own words (torch: ``unexpected pos``, safetensors:
+    ``SafetensorError``), so any error counts when the disk is full afterwards; an ``OSError`` is
+    always a line (its own reason). Other errors pass through unchanged.
+    """
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as e:
+        if isinstance(e, OSError):
+            reason = e.strerror or str(e)
+        elif _disk_full(folder):
+            reason = "no space left on the device"
+        else:
+            raise
+        raise InputError(f"cannot save {what}: {reason}", path=str(folder), hint=hint) from None

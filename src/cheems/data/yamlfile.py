@@ -262,14 +262,12 @@ def _check_text(value: Any, path: KeyPath, lines: dict[KeyPath, int], source: st
 def read_yaml_mapping(
     path: str | Path,
     what: str = "config",
-    *,
-    allow_empty: bool = False,
 ) -> tuple[dict[str, Any], dict[KeyPath, int]]:
     """The mapping in a YAML (or ``.json``) file and the line of each key.
 
     InputError, located, when the file is missing, a folder, too large, not UTF-8, not valid
     YAML/JSON, uses anchors/aliases or tags, nests too deep, has a key twice or a non-finite
-    number, is empty (unless ``allow_empty``: then ``{}``) or is not a mapping.
+    number, is empty or is not a mapping.
     """
     p = Path(path)
     source = str(p)
@@ -287,8 +285,6 @@ def read_yaml_mapping(
     finally:
         loader.dispose()
     if node is None or (isinstance(node, yaml.ScalarNode) and node.tag == _TAG + "null"):
-        if allow_empty:
-            return {}, {}
         raise InputError(f"the {what} file is empty", path=source, line=1, hint="write key: value lines")
     if not isinstance(node, yaml.MappingNode):
         got = "list" if isinstance(node, yaml.SequenceNode) else f"single value ({node.value[:40]!r})"

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
+from cheems.data.io import write_text
 from cheems.data.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
 from cheems.data.yamlfile import read_yaml_mapping, validate_config
 
@@ -24,6 +25,7 @@ TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
 LOGGERS = ("csv", "tensorboard")
 PRESETS = ("auto", "paper", "small")
+RUN_FLAGS = ("resume", "force", "overwrite")  # about this run's folders, not the model: never saved with it
 MAX_EPOCHS = 1000
 # The small preset (m3e-small and other BERT-like encoders, trained on a CPU): lr 5e-5 (the top of
 # BERT's fine-tuning range: a 4-layer, 512-wide encoder with a freshly initialised head needs a
@@ -84,7 +86,7 @@ class TrainConfig(Settings):
         default_factory=list, description="Training records (JSONL with rank or comparisons); repeat for more files."
     )
     output: Annotated[Text, rule(str.strip, "is empty", "name a folder"), Cli("-o", path=True)] = Field(
-        "cheems-rm", description="Folder for the model (a Hugging Face folder), logs and checkpoints."
+        "cheems-rm", description="Folder for the model (Hugging Face), logs and checkpoints; built in OUTPUT.partial."
     )
     model: Annotated[Text, rule(str.strip, "is empty", "name a backbone, e.g. m3e-small"), Cli("-m")] = Field(
         "m3e-small",
@@ -151,7 +153,13 @@ class TrainConfig(Settings):
     log_every: Annotated[Whole, at_least(1)] = 1
     progress: Flag = True
     resume: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="Continue from the latest checkpoint in OUTPUT/checkpoints."
+        False, description="Continue an unfinished run from its latest checkpoint (in OUTPUT.partial/checkpoints)."
+    )
+    force: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="With --resume: continue even with another --model or other --data than the checkpoint's."
+    )
+    overwrite: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="Replace the model already in --output (only once the new one is saved)."
     )
     cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
 
@@ -187,9 +195,13 @@ class TrainConfig(Settings):
         return self.model_dump()
 
     def save_yaml(self, path: str | Path) -> None:
-        """Write the settings as YAML (readable back with ``--config``)."""
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), allow_unicode=True, sort_keys=False), encoding="utf-8")
+        """Write the settings as YAML (readable back with ``--config``), atomically.
+
+        :data:`RUN_FLAGS` are left out: they say what to do with one run's folders, and a config fed
+        back must never replace a model or mix runs by itself.
+        """
+        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
+        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
 
     def validate(self, source: str | None = None) -> TrainConfig:  # type: ignore[override]
         """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
@@ -212,7 +224,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
     A bad value in the file is an error at its line even when an override replaces it.
     """
-    raw, lines = read_yaml_mapping(path, "config", allow_empty=True) if path is not None else ({}, {})
+    raw, lines = read_yaml_mapping(path, "config") if path is not None else ({}, {})
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
     validate_config(raw, TrainConfig, None if path is None else str(path), lines)
     validate_config(given, TrainConfig)

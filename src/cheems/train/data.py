@@ -4,6 +4,7 @@ with every forwarded response encoded once, and a summary of what was kept, cut 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,15 @@ def read_training_records(paths: list[str]) -> tuple[list[Record], MergeStats]:
     Within one file a prompt id given twice is still an error (:func:`read_records`).
     """
     return merge_same_prompts([(path, read_records(path).records) for path in paths])
+
+
+def training_digest(records: list[Record]) -> str:
+    """sha256 (hex) of the training records as read: a resumed run checks it trained on the same data."""
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(record.model_dump_json().encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def describe_merge(merged: MergeStats) -> str | None:

@@ -30,21 +30,28 @@ from typing import Any
 import torch
 
 from cheems.data.io import write_json
+from cheems.data.outputs import disk_errors, replace_folder
 from cheems.errors import InputError
 from cheems.models.encoding import RewardEncoder
 from cheems.runtime import ProgressBar, bf16_wanted, pick_device
 from cheems.train.batching import EpochPlan, plan_epoch
 from cheems.train.checkpoint import (
-    CHECKPOINTS,
     CONFIG_FILE,
     METRICS_FILE,
     Position,
-    latest_checkpoint,
+    check_output,
     resume,
     save_checkpoint,
 )
 from cheems.train.config import TrainConfig
-from cheems.train.data import DataSummary, build_training_set, check_training_set, describe_merge, read_training_records
+from cheems.train.data import (
+    DataSummary,
+    build_training_set,
+    check_training_set,
+    describe_merge,
+    read_training_records,
+    training_digest,
+)
 from cheems.train.forward import chunk_budget, forward_rewards, score_in_memory
 from cheems.train.logs import TrainLogger, describe_eval, step_row
 from cheems.train.loss import listwise_bt_loss
@@ -88,7 +95,8 @@ class _Run:
 
     config: TrainConfig
     accelerator: Any
-    output: Path
+    work: Path
+    """Where the run is built (``OUTPUT.partial``); moved onto ``config.output`` once the model is saved."""
     console: Any
     deepspeed: bool
     result: TrainResult = field(init=False)
@@ -108,15 +116,17 @@ class _Run:
 def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResult:
     """Train a reward model as ``config`` says; save it to ``config.output`` as a Hugging Face folder.
 
-    Runs as one process or as one of many under ``accelerate launch`` / ``torchrun``.
+    The run is built in ``OUTPUT.partial`` (logs, checkpoints, the model) and takes the name
+    ``config.output`` whole at the end. Runs as one process or as one of many under
+    ``accelerate launch`` / ``torchrun``.
     """
     from accelerate.utils import set_seed
     from rich.console import Console
 
     config.validate()
-    output = _output_folder(config)
+    work = _work_folder(config)
     accelerator, ddp = _accelerator(config)
-    run = _Run(config, accelerator, output, console or Console(stderr=True), _is_deepspeed(accelerator))
+    run = _Run(config, accelerator, work, console or Console(stderr=True), _is_deepspeed(accelerator))
     rank, world, device = accelerator.process_index, accelerator.num_processes, accelerator.device
     if run.deepspeed:
         _configure_deepspeed(accelerator, config)
@@ -124,6 +134,7 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
 
     # ---- data (first: a bad file fails before the model loads), then the model
     records, merged = read_training_records(config.data)
+    digest = training_digest(records)
     if note := describe_merge(merged):
         run.say(note)
     encoder, model, tokenizer = _load_model(run)
@@ -138,8 +149,9 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
     total_steps = optimizer_steps(plans, world, config.grad_accum)
     optimizer, scheduler = _optimizer(model, config, total_steps, run.deepspeed)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    pos = resume(accelerator, output, config, run.say) if config.resume else Position()
-    _start_outputs(run, data.summary, plans, pos)
+    resumed = resume(accelerator, work, config, digest, run.say) if config.resume else None
+    pos = resumed or Position()
+    _start_outputs(run, data.summary, plans, pos, fresh=resumed is None)
     result = run.result
 
     # ---- the loop: one forward/backward per micro-step, the optimizer on each sync step
@@ -185,7 +197,7 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
                 _evaluate(run, model, encoder, bench, step.progress)
             if config.save_every and result.global_step % config.save_every == 0:
                 position = Position(result.global_step, *step.resume_at)
-                save_checkpoint(accelerator, output, position, config, result.metrics())
+                save_checkpoint(accelerator, work, position, config, result.metrics(), digest)
     if bench is not None and config.eval_every and _last_step_unevaluated(run):
         _evaluate(run, model, encoder, bench, float(config.epochs))
     _save_model(run, model, tokenizer)
@@ -193,20 +205,14 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
 
 
 # ---------------------------------------------------------------------- setup
-def _output_folder(config: TrainConfig) -> Path:
-    """``config.output``, after checking there is data and no earlier run's checkpoints to overwrite."""
+def _work_folder(config: TrainConfig) -> Path:
+    """Where to build the run, after checking there is data and that nothing in ``config.output`` or an
+    unfinished run's checkpoints would be lost (:func:`~cheems.train.checkpoint.check_output`)."""
     if not config.data:
         raise InputError(
             "no training data", field="data", hint="give --data FILE (JSONL records with rank or comparisons)"
         )
-    output = Path(config.output)
-    if not config.resume and latest_checkpoint(output) is not None:
-        raise InputError(
-            "holds checkpoints of an earlier run",
-            path=str(output / CHECKPOINTS),
-            hint="pass --resume to continue that run, or choose another --output (or delete the folder)",
-        )
-    return output
+    return check_output(config.output, overwrite=config.overwrite, resume=config.resume)
 
 
 def _accelerator(config: TrainConfig) -> tuple[Any, Any]:
@@ -312,18 +318,26 @@ def cosine_schedule_with_warmup(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _start_outputs(run: _Run, summary: DataSummary, plans: list[EpochPlan], pos: Position) -> None:
-    """The output folder with the resolved config, the logger, and the result (a resumed run keeps its evals)."""
-    import json
+def _start_outputs(run: _Run, summary: DataSummary, plans: list[EpochPlan], pos: Position, fresh: bool) -> None:
+    """The work folder with the resolved config, the logger, and the result (a resumed run keeps its evals).
 
-    config, output = run.config, run.output
-    run.accelerator.wait_for_everyone()
+    A ``fresh`` run starts from an empty work folder: what an earlier run left there without a
+    checkpoint (logs, a half-saved model) goes.
+    """
+    import json
+    import shutil
+
+    config, output = run.config, run.work
+    run.accelerator.wait_for_everyone()  # every process has looked for its checkpoint
     if run.main:
+        if fresh:
+            shutil.rmtree(output, ignore_errors=True)
         output.mkdir(parents=True, exist_ok=True)
         config.save_yaml(output / CONFIG_FILE)
+    run.accelerator.wait_for_everyone()  # the folder is there before any process writes in it
     run.logger = TrainLogger(output, config.logging, run.main, run.console, pos.global_step)
     run.result = TrainResult(
-        output_dir=output,
+        output_dir=Path(config.output),
         global_step=pos.global_step,
         epochs=config.epochs,
         data=summary,
@@ -410,20 +424,24 @@ def _last_step_unevaluated(run: _Run) -> bool:
 
 
 def _save_model(run: _Run, model: Any, tokenizer: Any) -> None:
-    """Write the trained model as a Hugging Face folder with its config and metrics; end the run."""
-    accelerator, output = run.accelerator, run.output
+    """Write the trained model as a Hugging Face folder with its config and metrics into the work folder,
+    move that onto ``config.output`` (an old model there goes only now); end the run."""
+    accelerator, work, output = run.accelerator, run.work, Path(run.config.output)
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     state_dict = None
     if run.deepspeed:
         full = accelerator.get_state_dict(model)  # gathers ZeRO-3 shards; every rank must call it
         state_dict = {k.removeprefix("model."): v for k, v in full.items()} if full is not None else None
+    run.logger.close()  # the logs are whole before the folder takes its name
     if run.main:
-        save_reward_model(unwrapped, tokenizer, output, state_dict=state_dict)
-        run.config.save_yaml(output / CONFIG_FILE)
-        write_json(output / METRICS_FILE, run.result.metrics())
+        hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
+        with disk_errors("the model", work, hint):
+            save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict)
+            run.config.save_yaml(work / CONFIG_FILE)
+            write_json(work / METRICS_FILE, run.result.metrics())
+        replace_folder(work, output)
         run.say(f"saved the reward model to {output} ({run.result.global_step} steps)")
         run.result.model, run.result.tokenizer = unwrapped.eval(), tokenizer
-    run.logger.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()

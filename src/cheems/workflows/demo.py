@@ -97,7 +97,9 @@ def train_on_open(bench_files: list[Path], output: Path, console: Console) -> st
 
     console.rule("step 4 · train a reward model on the open subset (human is held out)")
     folder = output / "rm"
-    config = load_config(None, {"data": [str(bench_files[0])], "output": str(folder), "max_length": 256, "epochs": 2})
+    # the demo's own folder: a rerun replaces the model it trained before
+    settings = {"data": [str(bench_files[0])], "output": str(folder), "max_length": 256, "epochs": 2, "overwrite": True}
+    config = load_config(None, settings)
     train_reward_model(config, console=console)
     return str(folder)
 

@@ -48,6 +48,9 @@ from cheems.runtime import content_hash
 
 DB_NAME = "project.sqlite3"
 TOKENS_NAME = "tokens.txt"
+LOCK_NAME = "serve.lock"  # held by a running server (:mod:`.web`)
+PROJECT_FILES = (DB_NAME, TOKENS_NAME, LOCK_NAME)
+"""Every file of a project (the database brings its SQLite side files): inputs no output may replace."""
 FORMAT = "cheems-annotate/1"
 SESSION_DAYS = 7
 RECORD_CACHE = 4096  # parsed prompts kept in memory by a server

@@ -28,10 +28,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cheems.annotate.human.answer import Answer, AnswerError, Verdict, field_error, read_body
 from cheems.annotate.human.people import Person, ServeSettings
-from cheems.annotate.human.store import Conflict, NotFound, NotYours, Project
+from cheems.annotate.human.store import LOCK_NAME, Conflict, NotFound, NotYours, Project
 from cheems.errors import InputError
 
-LOCK_NAME = "serve.lock"
 MAX_BODY = 1 << 20  # bytes; a real answer is a few KB
 
 
