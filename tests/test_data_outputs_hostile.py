@@ -509,7 +509,7 @@ def test_export_onto_a_served_projects_files_is_refused_and_loses_no_answer(tmp_
     server, tokens = serve_project([prompt("q1", 3)], team(annotators=1, reviewers=0), review_rate=0.0)
     client = server.client(tokens["ann-01"])
     task = client.get("/api/next").json()
-    assert client.post(f"/api/tasks/{task['task_id']}/submit", json=answer(task, "r1>r2>r3")).status_code == 200
+    assert client.post(f"/api/tasks/{task['item_id']}/submit", json=answer(task, "r1>r2>r3")).status_code == 200
     project = tmp_path / "project"
     assert (project / "project.sqlite3-wal").stat().st_size > 0  # the answer is in the live log
     before = snapshot(project)
