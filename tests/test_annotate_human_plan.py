@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -18,7 +19,7 @@ from cheems.annotate.human.answer import (
     pair_labels,
     parse_ranking,
 )
-from cheems.annotate.human.people import People, Person
+from cheems.annotate.human.people import People, Person, load_people
 from cheems.annotate.human.plan import plan_tasks, prompt_tasks, ring, shown_order
 from cheems.data.io import read_records
 from cheems.data.yamlfile import load_yaml_model
@@ -108,6 +109,40 @@ def test_people_file_errors_name_line_and_key(tmp_path):
     path.write_text("people:\n  - {name: r, role: reviewer}\n", encoding="utf-8")
     with pytest.raises(InputError, match="no annotator"):
         load_yaml_model(path, People, "people file")
+
+
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        ('"a\\0b"', "control or invisible character U+0000"),
+        ('"a\\u0007b"', "control or invisible character U+0007"),
+        ('"a\\u200bb"', "control or invisible character U+200B"),  # zero-width space
+        ('"a\\u202eb"', "control or invisible character U+202E"),  # right-to-left override
+        ('"a\\tb"', "control or invisible character U+0009"),
+        ('"x' + "y" * 200_000 + '"', "name is 200,001 characters long (at most 64)"),
+        ('"a "', "has spaces around it"),
+        ('"   "', "name is empty"),
+        ("A", "'A' looks like 'a'"),
+        ('"\\uff41"', "looks like 'a'"),  # full-width a
+        ('"cafe\\u0301"', "'cafe\\u0301' is 'caf\\xe9' in another Unicode form"),
+    ],
+)
+def test_people_names_are_visible_short_and_unlike_each_other(tmp_path, second, why):
+    path = tmp_path / "people.yaml"
+    path.write_text(f'people:\n  - {{name: a}}\n  - {{name: "caf\\u00e9"}}\n  - {{name: {second}}}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(why)) as e:
+        load_yaml_model(path, People)
+    assert e.value.line == 4 and e.value.field == "people.2.name"
+    assert len(str(e.value)) < 300  # a 200 KB name is not echoed
+
+
+def test_people_names_in_any_script_load(tmp_path):
+    path = tmp_path / "people.yaml"
+    path.write_text('people:\n  - {name: 张三}\n  - {name: "caf\\u00e9"}\n  - {name: Ann Lee}\n', encoding="utf-8")
+    assert [p.name for p in load_people(path).people] == ["张三", "café", "Ann Lee"]
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match="the people list file is empty"):
+        load_people(path)
 
 
 # ------------------------------------------------------------------------ answers

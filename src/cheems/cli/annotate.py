@@ -38,13 +38,12 @@ def init(
     settings: dict[str, Any],
 ) -> None:
     """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""
-    from cheems.annotate.human.people import People
+    from cheems.annotate.human.people import load_people
     from cheems.annotate.human.store import TOKENS_NAME, Project
     from cheems.data.io import read_records
-    from cheems.data.yamlfile import load_yaml_model
 
     cfg = from_options(ProjectSettings, settings)
-    team, _ = load_yaml_model(people, People, "people file")
+    team = load_people(people)
     result = read_records(records, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
     gold_records = []

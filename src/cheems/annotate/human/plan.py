@@ -85,7 +85,7 @@ def plan_tasks(records: Sequence[Record], annotators: Sequence[Person], overlap:
     if overlap > len(annotators):
         raise InputError(
             f"overlap {overlap} needs {overlap} annotators, the team has {len(annotators)}",
-            field="overlap",
+            path="--overlap",
             hint="lower --overlap or add annotators to PEOPLE.yaml",
         )
     plan = Plan()

@@ -738,16 +738,16 @@ def _check_prompts(records: Sequence[Record], gold: Sequence[Record]) -> None:
     for r in gold:
         if r.rank is None:
             raise InputError(
-                f"gold prompt '{r.id}' has no 'rank'", field="rank", hint="gold prompts need a known ranking"
+                f"gold prompt '{r.id}' has no 'rank'", path="--gold", hint="gold prompts need a known ranking"
             )
         missing = [x.id for x in r.responses if x.id not in r.rank]
         if missing:
             raise InputError(
-                f"gold prompt '{r.id}' has no rank for {', '.join(missing)}", field="rank", hint="rank every response"
+                f"gold prompt '{r.id}' has no rank for {', '.join(missing)}", path="--gold", hint="rank every response"
             )
         if r.id in ids:
             raise InputError(
-                f"gold prompt '{r.id}' is also a prompt to annotate", field="id", hint="keep gold prompts apart"
+                f"gold prompt '{r.id}' is also a prompt to annotate", path="--gold", hint="keep gold prompts apart"
             )
 
 
