@@ -50,12 +50,12 @@ def test_init_refuses_to_overwrite_and_bad_inputs_are_one_line(tmp_path):
     assert_user_error(proc, "bad.yaml:2", "role")
     assert not (tmp_path / "p2").exists()
     proc = init(tmp_path / "x", "--overlap", "3")
-    assert_user_error(proc, "overlap 3 needs 3 annotators")
+    assert assert_user_error(proc, "overlap 3 needs 3 annotators").startswith("error: --overlap: ")
     proc = init(tmp_path / "y", "--review-rate", "1.5")
     assert_user_error(proc, "--review-rate")
     gold = tmp_path / "gold.jsonl"
     gold.write_text(json.dumps({"id": "g", "input": "问", "responses": [{"id": "a", "content": "x"}]}) + "\n")
-    assert_user_error(init(tmp_path / "z", "--gold", gold), "gold prompt 'g' has no 'rank'")
+    assert_user_error(init(tmp_path / "z", "--gold", gold), "error: --gold: gold prompt 'g' has no 'rank'")
 
 
 def test_export_and_status_on_a_project(tmp_path):
