@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sqlite3
 import stat
+import subprocess
+from pathlib import Path
 
+import pytest
+
+from annotate_server import free_port, make_project, prompt, team
+from cheems.annotate.human.answer import Answer
 from cheems.annotate.human.store import Project
-from helpers import assert_user_error, run_cheems
+from helpers import assert_user_error, run_cheems, run_main
 
 DEMO = "src/cheems/assets/demo/open.jsonl"
 PEOPLE = """people:
@@ -80,3 +89,126 @@ def test_errors_name_what_is_wrong(tmp_path):
     proc = run_cheems("annotate", "export", tmp_path / "t" / "proj", "-o", db)
     assert_user_error(proc, "--output")
     assert Project.open(tmp_path / "t" / "proj").snapshot().tasks  # the project is intact
+
+
+# ------------------------------------------------------------------------ a damaged project file
+
+
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory) -> Path:
+    """A project with one submitted answer (made once; each test damages a copy)."""
+    folder = tmp_path_factory.mktemp("answered") / "proj"
+    project, _ = make_project(folder, [prompt("p1"), prompt("p2")], team(annotators=2))
+    item = project.next_item("ann-01")
+    project.submit(item.item_id, "ann-01", Answer(scores={"A": 3, "B": 2, "C": 1}, ranking="A>B>C"))
+    project.close()
+    return folder
+
+
+def _sql(db: Path, script: str) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        conn.executescript(script)
+    finally:
+        conn.close()
+
+
+ANSWER = '{"scores": {}, "levels": [], "spans": [], "flags": {}, "note": "", "override": false}'
+DAMAGE = {
+    # name: (how the file is damaged, what the one line says, whether open finds it: serve refuses to start)
+    "garbage bytes": (lambda db: db.write_bytes(os.urandom(4096)), "cannot read project.sqlite3: file is not a", True),
+    "cut short": (lambda db: os.truncate(db, 3 * 4096), "database disk image is malformed", True),
+    "no table": (lambda db: _sql(db, "DROP TABLE answers"), "damaged: table 'answers' is missing", True),
+    "no column": (
+        lambda db: _sql(db, "ALTER TABLE reviews DROP COLUMN reason"),
+        "damaged: table 'reviews' has no column reason",
+        True,
+    ),
+    "no meta": (lambda db: _sql(db, "DROP TABLE meta"), "damaged: table 'meta' is missing", True),
+    "no settings": (
+        lambda db: _sql(db, "DELETE FROM meta WHERE key = 'settings'"),
+        "damaged: the settings row of table 'meta' is missing",
+        True,
+    ),
+    "bad settings": (
+        lambda db: _sql(db, "UPDATE meta SET value = '{\"overlap\": 0}' WHERE key = 'settings'"),
+        "damaged: the settings row of table 'meta' is not valid: overlap:",
+        True,
+    ),
+    "answer not JSON": (
+        lambda db: _sql(db, "UPDATE answers SET body = '{\"scores\": {' WHERE id = 1"),
+        "damaged: answer 1 is not valid: Invalid JSON",
+        False,
+    ),
+    "answer of another shape": (
+        lambda db: _sql(db, "UPDATE answers SET body = '{\"scores\": [1, 2]}' WHERE id = 1"),
+        "damaged: answer 1 is not valid: scores: Input should be an object",
+        False,
+    ),
+    "answer time": (
+        lambda db: _sql(db, f"UPDATE answers SET body = '{ANSWER}', submitted_at = 'yesterday' WHERE id = 1"),
+        "damaged: the time of answer 1 'yesterday' is not a time",
+        False,
+    ),
+    "invalid prompt": (
+        lambda db: _sql(db, 'UPDATE prompts SET record = \'{"id": "p1", "input": "问"}\' WHERE id = \'p1\''),
+        "damaged: prompt 'p1' is not valid: responses: Field required",
+        False,
+    ),
+    "task not JSON": (
+        lambda db: _sql(db, "UPDATE tasks SET responses = 'r1,r2' WHERE rowid = 1"),
+        "damaged: task 'p1#t1' is not valid: Invalid JSON",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_project_is_one_line_naming_the_project_and_the_damage(answered, tmp_path, case, monkeypatch, capsys):
+    damage, says, at_open = DAMAGE[case]
+    folder = tmp_path / "proj"
+    shutil.copytree(answered, folder)
+    damage(folder / "project.sqlite3")
+    before = (folder / "project.sqlite3").read_bytes()
+    out = tmp_path / "out.jsonl"
+    for args in (["status", folder], ["export", folder, "-o", out]):
+        proc = run_main("annotate", *args, monkeypatch=monkeypatch, capsys=capsys)
+        line = assert_user_error(proc, says, "restore project.sqlite3 from a backup")
+        assert line.startswith(f"error: {folder}: ")
+    if at_open:  # refused before it listens (a real process: were it not refused, it would serve)
+        proc = run_cheems("annotate", "serve", folder, "--port", str(free_port()), timeout=60)
+        assert_user_error(proc, says)
+    assert not out.exists()
+    assert (folder / "project.sqlite3").read_bytes() == before  # reading changes nothing
+
+
+# ------------------------------------------------------------------------ a full disk while init writes
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of 160 KiB: too small for the demo project (skipped where mounting is not allowed)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", mount], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", mount], check=True)
+
+
+def test_a_full_disk_while_init_writes_leaves_no_project(small_disk, tmp_path):
+    people = tmp_path / "people.yaml"
+    people.write_text(PEOPLE, encoding="utf-8")
+    for project in (small_disk / "proj", small_disk / "new" / "proj"):
+        proc = run_cheems("annotate", "init", DEMO, "--project", project, "--people", people)
+        assert_user_error(proc, f"{project}: cannot write the project: database or disk is full", "free some space")
+        assert not project.exists()
+        assert [p.name for p in small_disk.rglob("*")] in ([], ["new"])  # nothing half-written, hidden or not
+
+
+def test_init_builds_beside_the_folder_and_moves_it_into_place(tmp_path):
+    (tmp_path / "proj").mkdir()  # an empty folder may be named
+    assert init(tmp_path).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["people.yaml", "proj"]  # no hidden build folder left
+    assert sorted(p.name for p in (tmp_path / "proj").iterdir()) == ["project.sqlite3", "tokens.txt"]

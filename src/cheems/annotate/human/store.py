@@ -16,9 +16,11 @@ one (the reviewer should approve the first and reject the second).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -26,7 +28,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic's own dependency; it validates only this TypedDict on 3.11
 
 from cheems.annotate.human.answer import KEYS, Answer, AnswerError, agreement, by_id, by_key, check_answer, rank_levels
 from cheems.annotate.human.people import People, Person, ProjectSettings
@@ -150,12 +155,61 @@ class Discussion:
     consensus: dict | None
 
 
+class StoredAnswer(TypedDict):
+    """An answer as the ``answers`` table holds it (:func:`cheems.annotate.human.answer.by_id`)."""
+
+    scores: dict[str, int]
+    levels: list[list[str]]
+    spans: list[dict]
+    flags: dict[str, list[str]]
+    note: str
+    override: bool
+
+
+class _Damaged(Exception):
+    """A stored value that does not read back as what the app wrote: the file was edited or broken."""
+
+
+T = TypeVar("T")
+DAMAGED_HINT = f"restore {DB_NAME} from a backup (or make a new project with `cheems annotate init`)"
+_IDS = TypeAdapter(list[str])
+_ANSWER = TypeAdapter(StoredAnswer)
+_RECORD = TypeAdapter(Record)
+_SETTINGS = TypeAdapter(ProjectSettings)
+
+
+def _stored(what: str, adapter: TypeAdapter[T], text: Any) -> T:
+    """A JSON column read back as ``adapter``'s type; _Damaged naming ``what`` when it is not."""
+    try:
+        return adapter.validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise _Damaged(f"{what} is not valid: {where + ': ' if where else ''}{first['msg']}") from None
+
+
+@contextmanager
+def _loading(folder: Path) -> Iterator[None]:
+    """Reading a project: a damaged file or value is one InputError naming the project and the damage."""
+    try:
+        yield
+    except sqlite3.ProgrammingError:  # our own misuse (a closed connection), not the file's fault
+        raise
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"cannot read {DB_NAME}: {e}", path=str(folder), hint=DAMAGED_HINT) from None
+    except _Damaged as e:
+        raise InputError(f"{DB_NAME} is damaged: {e}", path=str(folder), hint=DAMAGED_HINT) from None
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def _time(text: str) -> datetime:
-    return datetime.fromisoformat(text)
+def _time(text: str, what: str = "a time") -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise _Damaged(f"{what} {str(text)[:40]!r} is not a time") from None
 
 
 def _hash(secret: str) -> str:
@@ -190,7 +244,9 @@ class Project:
     ) -> tuple["Project", dict[str, str], PlanSummary]:
         """Plan the work and write a new project folder; returns it, each person's token, and the plan's size.
 
-        The folder must not exist or be empty: init never overwrites a project.
+        The folder must not exist or be empty: init never overwrites a project. The project is built
+        in a hidden folder beside it and renamed into place once complete, so a full disk, an error or
+        a kill never leaves a folder that looks like a project; a full disk is one InputError.
         """
         folder = Path(folder)
         settings = settings or ProjectSettings()
@@ -200,45 +256,65 @@ class Project:
         records = [_fresh(r) for r in records]
         plan = plan_tasks(records, people.with_role("annotator"), settings.overlap, settings.seed)
         tokens = {p.name: secrets.token_urlsafe(24) for p in people.people}
-        folder.mkdir(parents=True, exist_ok=True)
-        project = cls(folder, settings)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        building = folder.parent / f".{folder.name}.init-{secrets.token_hex(4)}"
+        building.mkdir()
+        project = cls(building, settings)
         try:
             with project._write(new=True) as db:
                 db.executescript(SCHEMA)  # executescript commits first: the schema is its own transaction
                 db.execute("BEGIN IMMEDIATE")
                 project._insert_plan(db, records, people, gold, plan, tokens)
-            _write_tokens(folder / TOKENS_NAME, tokens)
-        except BaseException:
+                gold_items = db.execute("SELECT COUNT(*) FROM items WHERE gold = 1").fetchone()[0]
+                items = db.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+            _write_tokens(building / TOKENS_NAME, tokens)
+            project.close()  # the last connection: SQLite folds the -wal file into the database
+            building.rename(folder)  # an empty folder of that name is replaced (POSIX rename)
+        except BaseException as e:
             project.close()
-            for name in (TOKENS_NAME, DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-                (folder / name).unlink(missing_ok=True)
+            shutil.rmtree(building, ignore_errors=True)
+            if isinstance(e, (OSError, sqlite3.OperationalError)):
+                why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+                raise InputError(
+                    f"cannot write the project: {why}", path=str(folder), hint="free some space, or name another folder"
+                ) from None
             raise
-        with project._read() as db:
-            gold_items = db.execute("SELECT COUNT(*) FROM items WHERE gold = 1").fetchone()[0]
-            items = db.execute("SELECT COUNT(*) FROM items").fetchone()[0]
         summary = PlanSummary(
             len(records) - len(plan.skipped), len(plan.tasks), items, gold_items, plan.skipped, plan.shared
         )
-        return project, tokens, summary
+        return cls(folder, settings), tokens, summary
 
     @classmethod
     def open(cls, folder: str | Path) -> "Project":
-        """Open an existing project; a one-line InputError when the folder is not one."""
+        """Open an existing project; a one-line InputError when the folder is not one, or its file is damaged.
+
+        The pages, tables and settings are checked here; a damaged value is found by the read that meets it.
+        """
         folder = Path(folder)
         hint = "give the folder made by `cheems annotate init`"
         if not (folder / DB_NAME).is_file():
             raise InputError(f"not an annotation project (no {DB_NAME} in it)", path=str(folder), hint=hint)
-        try:
+        with _loading(folder):
             conn = sqlite3.connect(f"file:{folder / DB_NAME}?mode=ro", uri=True, timeout=30)
             try:
-                rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                # quick_check reads every page (not the rows' values): a torn or cut file is refused now,
+                # not when a request of the server or the export's read meets the page.
+                check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+                if check != "ok":
+                    raise _Damaged(f"SQLite's check finds: {check}")
+                missing = _missing_tables(conn)
+                rows = {} if "meta" in missing else dict(conn.execute("SELECT key, value FROM meta").fetchall())
             finally:
                 conn.close()
-        except sqlite3.Error as e:
-            raise InputError(f"cannot read {DB_NAME}: {e}", path=str(folder), hint=hint) from None
-        if rows.get("format") != FORMAT:
-            raise InputError(f"{DB_NAME} is not a {FORMAT} project file", path=str(folder), hint=hint)
-        return cls(folder, ProjectSettings.model_validate_json(rows["settings"]))
+            if len(missing) == len(_schema_columns()) or rows.get("format", FORMAT) != FORMAT:
+                raise InputError(f"{DB_NAME} is not a {FORMAT} project file", path=str(folder), hint=hint)
+            damage = list(missing.values()) or [
+                f"the {key} row of table 'meta' is missing" for key in ("format", "settings") if key not in rows
+            ]
+            if damage:
+                raise _Damaged("; ".join(damage))
+            settings = _stored("the settings row of table 'meta'", _SETTINGS, rows["settings"])
+        return cls(folder, settings)
 
     def close(self) -> None:
         """Close this thread's connection (the others close when their threads end)."""
@@ -277,13 +353,14 @@ class Project:
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every query inside sees the same moment."""
-        db = self._conn()
-        db.execute("BEGIN")
-        try:
-            yield db
-        finally:
-            db.execute("COMMIT")
+        """One read transaction: every query inside sees the same moment; damage is one InputError."""
+        with _loading(self.folder):
+            db = self._conn()
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
 
     # -- init -----------------------------------------------------------------------------------
 
@@ -585,7 +662,7 @@ class Project:
 
     def _task(self, db: sqlite3.Connection, task_id: str) -> TaskRow:
         row = db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        return TaskRow(row["id"], row["prompt_id"], json.loads(row["responses"]), bool(row["gold"]))
+        return _task_row(row)
 
     def _record(self, db: sqlite3.Connection, prompt_id: str) -> Record:
         """A prompt's record, parsed once (prompts never change after init; parsing was a tenth of a request)."""
@@ -594,7 +671,7 @@ class Project:
             if len(self._records) >= RECORD_CACHE:
                 self._records.clear()
             row = db.execute("SELECT record FROM prompts WHERE id = ?", (prompt_id,)).fetchone()
-            record = self._records[prompt_id] = Record.model_validate_json(row["record"])
+            record = self._records[prompt_id] = _stored(f"prompt '{prompt_id}'", _RECORD, row["record"])
         return record
 
     def _texts(self, db: sqlite3.Connection, task_id: str, shown: Sequence[str]) -> dict[str, str]:
@@ -603,8 +680,10 @@ class Project:
         return {KEYS[i]: content[rid] for i, rid in enumerate(shown)}
 
     def _latest_answer(self, db: sqlite3.Connection, item_id: str) -> dict:
-        row = db.execute("SELECT body FROM answers WHERE item_id = ? ORDER BY id DESC LIMIT 1", (item_id,)).fetchone()
-        return json.loads(row["body"])
+        row = db.execute(
+            "SELECT id, body FROM answers WHERE item_id = ? ORDER BY id DESC LIMIT 1", (item_id,)
+        ).fetchone()
+        return dict(_stored(f"answer {row['id']}", _ANSWER, row["body"]))
 
     def _item(self, db: sqlite3.Connection, row: sqlite3.Row) -> Item:
         task = self._task(db, row["task_id"])
@@ -641,11 +720,8 @@ class Project:
             people = [_person(r) for r in db.execute("SELECT * FROM people ORDER BY position")]
             prompts, gold = {}, {}
             for r in db.execute("SELECT * FROM prompts ORDER BY gold, position"):
-                (gold if r["gold"] else prompts)[r["id"]] = Record.model_validate_json(r["record"])
-            tasks = [
-                TaskRow(r["id"], r["prompt_id"], json.loads(r["responses"]), bool(r["gold"]))
-                for r in db.execute("SELECT * FROM tasks ORDER BY rowid")
-            ]
+                (gold if r["gold"] else prompts)[r["id"]] = _stored(f"prompt '{r['id']}'", _RECORD, r["record"])
+            tasks = [_task_row(r) for r in db.execute("SELECT * FROM tasks ORDER BY rowid")]
             items = [_item_row(r) for r in db.execute("SELECT * FROM items ORDER BY rowid")]
             answers = _answer_rows(db)
             reviews = [
@@ -657,7 +733,7 @@ class Project:
                     r["reason"],
                     bool(r["gold"]),
                     None if r["correct"] is None else bool(r["correct"]),
-                    _time(r["at"]),
+                    _time(r["at"], f"the time of review {r['id']}"),
                 )
                 for r in db.execute(
                     "SELECT reviews.*, items.reviews, items.person, items.gold FROM reviews"
@@ -676,7 +752,7 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
     latest = {r["item_id"]: r["id"] for r in rows}
     out = []
     for r in rows:
-        body = json.loads(r["body"])
+        body = _stored(f"answer {r['id']}", _ANSWER, r["body"])
         stands = r["state"] in ("submitted", "approved", "done")
         out.append(
             AnswerRow(
@@ -689,7 +765,7 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
                 body["spans"],
                 body["flags"],
                 body["note"],
-                _time(r["submitted_at"]),
+                _time(r["submitted_at"], f"the time of answer {r['id']}"),
                 stands and latest[r["item_id"]] == r["id"],
             )
         )
@@ -697,13 +773,46 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
 
 
 def _person(row: sqlite3.Row) -> Person:
-    return Person(name=row["name"], role=row["role"], categories=json.loads(row["categories"]))
+    what = f"person {str(row['name'])[:40]!r}"
+    try:
+        return Person(
+            name=row["name"], role=row["role"], categories=_stored(f"{what}'s categories", _IDS, row["categories"])
+        )
+    except ValidationError as e:
+        raise _Damaged(f"{what} is not valid: {e.errors()[0]['msg']}") from None
+
+
+def _task_row(r: sqlite3.Row) -> TaskRow:
+    return TaskRow(r["id"], r["prompt_id"], _stored(f"task '{r['id']}'", _IDS, r["responses"]), bool(r["gold"]))
 
 
 def _item_row(r: sqlite3.Row) -> ItemRow:
-    return ItemRow(
-        r["id"], r["kind"], r["task_id"], r["person"], r["state"], bool(r["gold"]), json.loads(r["shown"]), r["reviews"]
-    )
+    shown = _stored(f"item '{r['id']}'", _IDS, r["shown"])
+    return ItemRow(r["id"], r["kind"], r["task_id"], r["person"], r["state"], bool(r["gold"]), shown, r["reviews"])
+
+
+def _missing_tables(db: sqlite3.Connection) -> dict[str, str]:
+    """Table -> what it lacks, for the tables of ``SCHEMA`` a project file lacks (or lacks columns of)."""
+    missing = {}
+    for table, columns in _schema_columns().items():
+        have = {r[0] for r in db.execute("SELECT name FROM pragma_table_info(?)", (table,))}
+        if not have:
+            missing[table] = f"table '{table}' is missing"
+        elif columns - have:
+            missing[table] = f"table '{table}' has no column {', '.join(sorted(columns - have))}"
+    return missing
+
+
+@functools.cache
+def _schema_columns() -> dict[str, set[str]]:
+    """Table -> column names, as ``SCHEMA`` makes them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(SCHEMA)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+        return {t: {r[0] for r in db.execute("SELECT name FROM pragma_table_info(?)", (t,))} for t in tables}
+    finally:
+        db.close()
 
 
 def _planted_answer(record: Record, task: PlannedTask, correct: bool) -> dict:
