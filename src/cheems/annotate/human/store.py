@@ -166,14 +166,25 @@ class StoredAnswer(TypedDict):
     override: bool
 
 
-class _Damaged(Exception):
+class Planted(TypedDict):
+    """A planted gold review as the ``items`` table holds it."""
+
+    answer: StoredAnswer
+    correct: bool
+
+
+class _Damaged(InputError):
     """A stored value that does not read back as what the app wrote: the file was edited or broken."""
+
+    def __init__(self, damage: str) -> None:
+        super().__init__(f"{DB_NAME} is damaged: {damage}", hint=DAMAGED_HINT)
 
 
 T = TypeVar("T")
 DAMAGED_HINT = f"restore {DB_NAME} from a backup (or make a new project with `cheems annotate init`)"
 _IDS = TypeAdapter(list[str])
 _ANSWER = TypeAdapter(StoredAnswer)
+_PLANTED = TypeAdapter(Planted)
 _RECORD = TypeAdapter(Record)
 _SETTINGS = TypeAdapter(ProjectSettings)
 
@@ -198,7 +209,7 @@ def _loading(folder: Path) -> Iterator[None]:
     except sqlite3.DatabaseError as e:
         raise InputError(f"cannot read {DB_NAME}: {e}", path=str(folder), hint=DAMAGED_HINT) from None
     except _Damaged as e:
-        raise InputError(f"{DB_NAME} is damaged: {e}", path=str(folder), hint=DAMAGED_HINT) from None
+        raise e.located(str(folder)) from None
 
 
 def _now() -> str:
@@ -547,7 +558,7 @@ class Project:
             out = []
             for row in rows:
                 consensus = self._latest_answer(db, row["id"]) if row["state"] == "done" else None
-                shown = json.loads(row["shown"])
+                shown = _shown(row)
                 out.append(Discussion(self._item(db, row), by_key(consensus, shown) if consensus else None))
             return out
 
@@ -564,7 +575,7 @@ class Project:
                 raise Conflict("this is a review task — approve or reject it (POST .../review)")
             if row["state"] != "open":
                 raise Conflict(f"this task is already {row['state']} — nothing to submit")
-            shown = json.loads(row["shown"])
+            shown = _shown(row)
             keys = KEYS[: len(shown)]
             texts = self._texts(db, row["task_id"], shown)
             levels = check_answer(answer, keys, texts)
@@ -591,7 +602,7 @@ class Project:
                 raise Conflict("this review is already done")
             correct = None
             if row["planted"]:
-                correct = approve == json.loads(row["planted"])["correct"]
+                correct = approve == _planted(row)["correct"]
             else:
                 target = db.execute("SELECT state FROM items WHERE id = ?", (row["reviews"],)).fetchone()
                 if target["state"] == "submitted":  # it may have been returned or re-answered meanwhile
@@ -618,7 +629,7 @@ class Project:
         if reviewer is None:
             return
         task = self._task(db, row["task_id"])
-        self._add_item(db, "review", task, reviewer, shown=json.loads(row["shown"]), reviews=row["id"])
+        self._add_item(db, "review", task, reviewer, shown=_shown(row), reviews=row["id"])
 
     def _maybe_adjudicate(self, db: sqlite3.Connection, task_id: str) -> None:
         """Open an adjudication when every copy of a task is answered and two disagree beyond the target."""
@@ -688,7 +699,7 @@ class Project:
     def _item(self, db: sqlite3.Connection, row: sqlite3.Row) -> Item:
         task = self._task(db, row["task_id"])
         record = self._record(db, task.prompt_id)
-        shown = json.loads(row["shown"])
+        shown = _shown(row)
         content = {r.id: r.content for r in record.responses}
         item = Item(
             item_id=row["id"],
@@ -703,7 +714,7 @@ class Project:
             returned_reason=row["returned_reason"],
         )
         if row["kind"] == "review":
-            stored = json.loads(row["planted"])["answer"] if row["planted"] else self._latest_answer(db, row["reviews"])
+            stored = _planted(row)["answer"] if row["planted"] else self._latest_answer(db, row["reviews"])
             item.answer = by_key(stored, shown)
         elif row["kind"] == "adjudicate":
             copies = db.execute(
@@ -787,8 +798,17 @@ def _task_row(r: sqlite3.Row) -> TaskRow:
 
 
 def _item_row(r: sqlite3.Row) -> ItemRow:
-    shown = _stored(f"item '{r['id']}'", _IDS, r["shown"])
-    return ItemRow(r["id"], r["kind"], r["task_id"], r["person"], r["state"], bool(r["gold"]), shown, r["reviews"])
+    return ItemRow(r["id"], r["kind"], r["task_id"], r["person"], r["state"], bool(r["gold"]), _shown(r), r["reviews"])
+
+
+def _shown(item: sqlite3.Row) -> list[str]:
+    """The response ids of an ``items`` row in the order its person sees them."""
+    return _stored(f"item '{item['id']}'", _IDS, item["shown"])
+
+
+def _planted(item: sqlite3.Row) -> Planted:
+    """The shown answer of a planted gold review, and whether it is the gold one."""
+    return _stored(f"the planted answer of item '{item['id']}'", _PLANTED, item["planted"])
 
 
 def _missing_tables(db: sqlite3.Connection) -> dict[str, str]:
