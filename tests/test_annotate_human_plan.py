@@ -101,14 +101,14 @@ def test_people_file_errors_name_line_and_key(tmp_path):
     path = tmp_path / "people.yaml"
     path.write_text("people:\n  - {name: a}\n  - {name: a, role: reviewer}\n", encoding="utf-8")
     with pytest.raises(InputError, match="listed twice") as e:
-        load_yaml_model(path, People, "people file")
+        load_people(path)
     assert e.value.line == 3
     path.write_text("people:\n  - {name: a, role: boss}\n", encoding="utf-8")
     with pytest.raises(InputError, match="role"):
-        load_yaml_model(path, People, "people file")
+        load_people(path)
     path.write_text("people:\n  - {name: r, role: reviewer}\n", encoding="utf-8")
     with pytest.raises(InputError, match="no annotator"):
-        load_yaml_model(path, People, "people file")
+        load_people(path)
 
 
 @pytest.mark.parametrize(
