@@ -207,8 +207,13 @@ def test_a_full_disk_while_init_writes_leaves_no_project(small_disk, tmp_path):
         assert [p.name for p in small_disk.rglob("*")] in ([], ["new"])  # nothing half-written, hidden or not
 
 
-def test_init_builds_beside_the_folder_and_moves_it_into_place(tmp_path):
-    (tmp_path / "proj").mkdir()  # an empty folder may be named
-    assert init(tmp_path).returncode == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["people.yaml", "proj"]  # no hidden build folder left
-    assert sorted(p.name for p in (tmp_path / "proj").iterdir()) == ["project.sqlite3", "tokens.txt"]
+def test_init_moves_the_finished_files_into_place(tmp_path):
+    people = tmp_path / "people.yaml"
+    people.write_text(PEOPLE, encoding="utf-8")
+    (tmp_path / "here").mkdir()  # an empty folder may be named, the working directory too
+    proc = run_cheems(
+        "annotate", "init", Path(DEMO).resolve(), "--project", ".", "--people", people, cwd=tmp_path / "here"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["project.sqlite3", "tokens.txt"]  # no build folder
+    assert Project.open(tmp_path / "here").snapshot().tasks

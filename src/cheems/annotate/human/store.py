@@ -255,9 +255,10 @@ class Project:
     ) -> tuple["Project", dict[str, str], PlanSummary]:
         """Plan the work and write a new project folder; returns it, each person's token, and the plan's size.
 
-        The folder must not exist or be empty: init never overwrites a project. The project is built
-        in a hidden folder beside it and renamed into place once complete, so a full disk, an error or
-        a kill never leaves a folder that looks like a project; a full disk is one InputError.
+        The folder must not exist or be empty: init never overwrites a project. The files are built
+        in a hidden folder inside it and moved out when complete, the database last: a folder holds a
+        project once ``project.sqlite3`` is there, so a full disk, an error or a kill never leaves a
+        folder that looks like one. A full disk is one InputError.
         """
         folder = Path(folder)
         settings = settings or ProjectSettings()
@@ -267,10 +268,12 @@ class Project:
         records = [_fresh(r) for r in records]
         plan = plan_tasks(records, people.with_role("annotator"), settings.overlap, settings.seed)
         tokens = {p.name: secrets.token_urlsafe(24) for p in people.people}
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        building = folder.parent / f".{folder.name}.init-{secrets.token_hex(4)}"
+        existed = folder.exists()
+        folder.mkdir(parents=True, exist_ok=True)
+        building = folder / f".init-{secrets.token_hex(4)}"  # inside: the same file system, even for a mount point
         building.mkdir()
         project = cls(building, settings)
+        moved: list[str] = []
         try:
             with project._write(new=True) as db:
                 db.executescript(SCHEMA)  # executescript commits first: the schema is its own transaction
@@ -279,11 +282,20 @@ class Project:
                 gold_items = db.execute("SELECT COUNT(*) FROM items WHERE gold = 1").fetchone()[0]
                 items = db.execute("SELECT COUNT(*) FROM items").fetchone()[0]
             _write_tokens(building / TOKENS_NAME, tokens)
-            project.close()  # the last connection: SQLite folds the -wal file into the database
-            building.rename(folder)  # an empty folder of that name is replaced (POSIX rename)
+            project.close()  # the last connection: SQLite folds the -wal file into the database (if space allows)
+            (building / (DB_NAME + "-shm")).unlink(missing_ok=True)  # an index SQLite rebuilds
+            for name in (TOKENS_NAME, DB_NAME + "-wal", DB_NAME):
+                if (building / name).exists():
+                    (building / name).rename(folder / name)
+                    moved.append(name)
+            building.rmdir()
         except BaseException as e:
             project.close()
             shutil.rmtree(building, ignore_errors=True)
+            for name in moved:
+                (folder / name).unlink(missing_ok=True)
+            if not existed:
+                shutil.rmtree(folder, ignore_errors=True)
             if isinstance(e, (OSError, sqlite3.OperationalError)):
                 why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
                 raise InputError(
