@@ -217,3 +217,10 @@ def test_init_moves_the_finished_files_into_place(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["project.sqlite3", "tokens.txt"]  # no build folder
     assert Project.open(tmp_path / "here").snapshot().tasks
+
+
+def test_what_a_stopped_init_left_is_named(tmp_path):
+    (tmp_path / "proj" / ".init-0123abcd").mkdir(parents=True)  # what a SIGKILL in the middle of init leaves
+    line = assert_user_error(init(tmp_path), "holds only .init-0123abcd, left by an init that was stopped")
+    assert "delete the folder and run init again" in line
+    assert_user_error(run_cheems("annotate", "status", tmp_path / "proj"), "not an annotation project")

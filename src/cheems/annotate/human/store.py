@@ -43,6 +43,7 @@ from cheems.runtime import content_hash
 
 DB_NAME = "project.sqlite3"
 TOKENS_NAME = "tokens.txt"
+BUILD_PREFIX = ".init-"  # the hidden folder init builds the files in
 FORMAT = "cheems-annotate/1"
 SESSION_DAYS = 7
 RECORD_CACHE = 4096  # parsed prompts kept in memory by a server
@@ -270,7 +271,9 @@ class Project:
         tokens = {p.name: secrets.token_urlsafe(24) for p in people.people}
         existed = folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
-        building = folder / f".init-{secrets.token_hex(4)}"  # inside: the same file system, even for a mount point
+        building = (
+            folder / f"{BUILD_PREFIX}{secrets.token_hex(4)}"
+        )  # inside: the same file system, even for a mount point
         building.mkdir()
         project = cls(building, settings)
         moved: list[str] = []
@@ -866,7 +869,14 @@ def _fresh(record: Record) -> Record:
 
 
 def _check_new_folder(folder: Path) -> None:
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if names and all(name.startswith(BUILD_PREFIX) for name in names):
+        raise InputError(
+            f"holds only {names[0]}, left by an init that was stopped",
+            path=str(folder),
+            hint="delete the folder and run init again",
+        )
+    if folder.exists() and (not folder.is_dir() or names):
         raise InputError(
             "already exists and is not an empty folder",
             path=str(folder),
