@@ -155,6 +155,16 @@ DAMAGE = {
         "damaged: prompt 'p1' is not valid: responses: Field required",
         False,
     ),
+    "person's role": (
+        lambda db: _sql(db, "UPDATE people SET role = 'boss' WHERE name = 'lead'"),
+        "damaged: person 'lead' has the role 'boss'",
+        False,
+    ),
+    "person's categories": (
+        lambda db: _sql(db, "UPDATE people SET categories = 'maths' WHERE name = 'lead'"),
+        "damaged: person 'lead' (categories) is not valid: Invalid JSON",
+        False,
+    ),
     "task not JSON": (
         lambda db: _sql(db, "UPDATE tasks SET responses = 'r1,r2' WHERE rowid = 1"),
         "damaged: task 'p1#t1' is not valid: Invalid JSON",
@@ -224,3 +234,10 @@ def test_what_a_stopped_init_left_is_named(tmp_path):
     line = assert_user_error(init(tmp_path), "holds only .init-0123abcd, left by an init that was stopped")
     assert "delete the folder and run init again" in line
     assert_user_error(run_cheems("annotate", "status", tmp_path / "proj"), "not an annotation project")
+
+
+def test_a_name_an_older_cheems_took_still_reads(answered, tmp_path, monkeypatch, capsys):
+    shutil.copytree(answered, tmp_path / "proj")
+    _sql(tmp_path / "proj" / "project.sqlite3", "UPDATE people SET name = 'lead ' WHERE name = 'lead'")  # spaces
+    proc = run_main("annotate", "status", tmp_path / "proj", "--json", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and "lead " in json.loads(proc.stdout)["progress"]["by_person"]
