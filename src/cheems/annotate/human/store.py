@@ -271,9 +271,8 @@ class Project:
         tokens = {p.name: secrets.token_urlsafe(24) for p in people.people}
         existed = folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
-        building = (
-            folder / f"{BUILD_PREFIX}{secrets.token_hex(4)}"
-        )  # inside: the same file system, even for a mount point
+        # Inside the folder: on its file system, so the moves below are renames, even for a mount point.
+        building = folder / f"{BUILD_PREFIX}{secrets.token_hex(4)}"
         building.mkdir()
         project = cls(building, settings)
         moved: list[str] = []
@@ -709,6 +708,8 @@ class Project:
         row = db.execute(
             "SELECT id, body FROM answers WHERE item_id = ? ORDER BY id DESC LIMIT 1", (item_id,)
         ).fetchone()
+        if row is None:
+            raise _Damaged(f"item '{item_id}' is answered, but its answer is missing")
         return dict(_stored(f"answer {row['id']}", _ANSWER, row["body"]))
 
     def _item(self, db: sqlite3.Connection, row: sqlite3.Row) -> Item:
@@ -801,7 +802,9 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
 def _person(row: sqlite3.Row) -> Person:
     """A person of the ``people`` table. Not validated again: a name an older cheems took stays readable."""
     what = f"person {str(row['name'])[:40]!r}"
-    if not isinstance(row["name"], str) or row["role"] not in get_args(Role):
+    if not isinstance(row["name"], str):
+        raise _Damaged(f"{what} has a name that is not text")
+    if row["role"] not in get_args(Role):
         raise _Damaged(f"{what} has the role {str(row['role'])[:20]!r}")
     categories = _stored(f"{what} (categories)", _IDS, row["categories"])
     return Person.model_construct(name=row["name"], role=row["role"], categories=categories)
