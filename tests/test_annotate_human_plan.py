@@ -67,7 +67,7 @@ def test_overlap_gives_distinct_annotators_per_task_and_balances_load():
 
 def test_a_small_team_shares_prompts_but_never_a_task():
     plan = plan_tasks([prompt("p", 5)], team(annotators=3).with_role("annotator"), overlap=2, seed=0)
-    assert plan.shared == ["p"]
+    assert plan.shared == ["p"] and plan.wanted == 10  # 5 tasks × overlap 2
     assert all(len(set(v)) == 2 for v in plan.annotators.values())
     with pytest.raises(InputError, match="overlap 3 needs 3 annotators"):
         plan_tasks([prompt("p", 3)], team(annotators=2).with_role("annotator"), overlap=3, seed=0)

@@ -37,6 +37,8 @@ def test_init_writes_private_tokens_and_hashes_only(tmp_path):
     proc = init(tmp_path, "--overlap", "2", "--seed", "7")
     assert proc.returncode == 0, proc.stderr
     assert "planned 117 tasks over 24 prompts: 234 queue items" in proc.stdout
+    assert "24 prompt(s) have more tasks × overlap (up to 10) than the 2 annotators" in proc.stderr
+    assert "(give the team 10 annotators, or lower --overlap)" in proc.stderr
     tokens = tmp_path / "proj" / "tokens.txt"
     assert stat.S_IMODE(tokens.stat().st_mode) == 0o600
     lines = [line.split("\t") for line in tokens.read_text(encoding="utf-8").splitlines()]
@@ -46,6 +48,13 @@ def test_init_writes_private_tokens_and_hashes_only(tmp_path):
     project = Project.open(tmp_path / "proj")
     assert project.settings.overlap == 2 and project.settings.seed == 7
     assert project.person_by_token(lines[0][1]).name == "ann-01"
+
+
+def test_the_readme_example_plans_without_a_warning(tmp_path):
+    """README: `cheems annotate init ... --people src/cheems/assets/demo/people.yaml --overlap 2`."""
+    people = "src/cheems/assets/demo/people.yaml"
+    proc = run_cheems("annotate", "init", DEMO, "--project", tmp_path / "p", "--people", people, "--overlap", "2")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 def test_init_refuses_to_overwrite_and_bad_inputs_are_one_line(tmp_path):

@@ -56,8 +56,9 @@ def init(
         err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
     if plan.shared:
         err.print(
-            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap than annotators:"
-            " some annotators get two tasks of one prompt (add annotators to avoid it)"
+            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap (up to {plan.wanted})"
+            f" than the {len(team.with_role('annotator'))} annotators: some annotators get two tasks of one prompt"
+            f" (give the team {plan.wanted} annotators, or lower --overlap)"
         )
     if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
         err.print(

@@ -138,6 +138,8 @@ class PlanSummary:
     gold_items: int
     skipped: list[str]
     shared: list[str]
+    wanted: int
+    """Annotators that one task of a prompt each would take (:attr:`cheems.annotate.human.plan.Plan.wanted`)."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +307,7 @@ class Project:
                 ) from None
             raise
         summary = PlanSummary(
-            len(records) - len(plan.skipped), len(plan.tasks), items, gold_items, plan.skipped, plan.shared
+            len(records) - len(plan.skipped), len(plan.tasks), items, gold_items, plan.skipped, plan.shared, plan.wanted
         )
         return cls(folder, settings), tokens, summary
 
