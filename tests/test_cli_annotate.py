@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -250,3 +252,20 @@ def test_a_name_an_older_cheems_took_still_reads(answered, tmp_path, monkeypatch
     _sql(tmp_path / "proj" / "project.sqlite3", "UPDATE people SET name = 'lead ' WHERE name = 'lead'")  # spaces
     proc = run_main("annotate", "status", tmp_path / "proj", "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert proc.returncode == 0 and "lead " in json.loads(proc.stdout)["progress"]["by_person"]
+
+
+def test_a_write_refused_while_init_writes_leaves_no_project(tmp_path):
+    """Where no tmpfs can be mounted: a file size limit (RLIMIT_FSIZE) refuses the writes the same way."""
+    people = tmp_path / "people.yaml"
+    people.write_text(PEOPLE, encoding="utf-8")
+    limit = 64 * 1024  # the demo project's database is ~150 KiB
+    proc = subprocess.run(
+        [sys.executable, "-m", "cheems", "annotate", "init", DEMO, "--project", tmp_path / "proj", "--people", people],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+        timeout=120,
+    )
+    assert_user_error(proc, f"{tmp_path / 'proj'}: cannot write the project: disk I/O error")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["people.yaml"]
