@@ -269,3 +269,16 @@ def test_a_write_refused_while_init_writes_leaves_no_project(tmp_path):
     )
     assert_user_error(proc, f"{tmp_path / 'proj'}: cannot write the project: disk I/O error")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["people.yaml"]
+
+
+def test_a_request_that_meets_damage_is_one_line_in_the_servers_log(serve_project, tmp_path):
+    server, tokens = serve_project([prompt("p1")], team(annotators=2))
+    _sql(tmp_path / "project" / "project.sqlite3", "UPDATE tasks SET responses = '[1' WHERE id = 'p1#t1'")
+    reply = server.client(tokens["lead"]).get("/api/status")
+    assert reply.status_code == 500 and reply.json() == {
+        "detail": "the project file is damaged — tell the project's admin"
+    }
+    server.stop()
+    log = server.proc.stderr.read().decode()
+    assert "Traceback" not in log and log.splitlines()[1:] == ["interrupted"], log  # then the server's stop
+    assert f"{tmp_path / 'project'}: project.sqlite3 is damaged: task 'p1#t1' is not valid: Invalid JSON" in log
