@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -18,7 +19,7 @@ from cheems.annotate.human.answer import (
     pair_labels,
     parse_ranking,
 )
-from cheems.annotate.human.people import People, Person
+from cheems.annotate.human.people import People, Person, load_people
 from cheems.annotate.human.plan import plan_tasks, prompt_tasks, ring, shown_order
 from cheems.data.io import read_records
 from cheems.data.yamlfile import load_yaml_model
@@ -66,7 +67,7 @@ def test_overlap_gives_distinct_annotators_per_task_and_balances_load():
 
 def test_a_small_team_shares_prompts_but_never_a_task():
     plan = plan_tasks([prompt("p", 5)], team(annotators=3).with_role("annotator"), overlap=2, seed=0)
-    assert plan.shared == ["p"]
+    assert plan.shared == ["p"] and plan.wanted == 10  # 5 tasks × overlap 2
     assert all(len(set(v)) == 2 for v in plan.annotators.values())
     with pytest.raises(InputError, match="overlap 3 needs 3 annotators"):
         plan_tasks([prompt("p", 3)], team(annotators=2).with_role("annotator"), overlap=3, seed=0)
@@ -100,14 +101,48 @@ def test_people_file_errors_name_line_and_key(tmp_path):
     path = tmp_path / "people.yaml"
     path.write_text("people:\n  - {name: a}\n  - {name: a, role: reviewer}\n", encoding="utf-8")
     with pytest.raises(InputError, match="listed twice") as e:
-        load_yaml_model(path, People, "people file")
+        load_people(path)
     assert e.value.line == 3
     path.write_text("people:\n  - {name: a, role: boss}\n", encoding="utf-8")
     with pytest.raises(InputError, match="role"):
-        load_yaml_model(path, People, "people file")
+        load_people(path)
     path.write_text("people:\n  - {name: r, role: reviewer}\n", encoding="utf-8")
     with pytest.raises(InputError, match="no annotator"):
-        load_yaml_model(path, People, "people file")
+        load_people(path)
+
+
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        ('"a\\0b"', "control or invisible character U+0000"),
+        ('"a\\u0007b"', "control or invisible character U+0007"),
+        ('"a\\u200bb"', "control or invisible character U+200B"),  # zero-width space
+        ('"a\\u202eb"', "control or invisible character U+202E"),  # right-to-left override
+        ('"a\\tb"', "control or invisible character U+0009"),
+        ('"x' + "y" * 200_000 + '"', "name is 200,001 characters long (at most 64)"),
+        ('"a "', "has spaces around it"),
+        ('"   "', "name is empty"),
+        ("A", "'A' looks like 'a'"),
+        ('"\\uff41"', "looks like 'a'"),  # full-width a
+        ('"cafe\\u0301"', "'cafe\\u0301' is 'caf\\xe9' in another Unicode form"),
+    ],
+)
+def test_people_names_are_visible_short_and_unlike_each_other(tmp_path, second, why):
+    path = tmp_path / "people.yaml"
+    path.write_text(f'people:\n  - {{name: a}}\n  - {{name: "caf\\u00e9"}}\n  - {{name: {second}}}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(why)) as e:
+        load_yaml_model(path, People)
+    assert e.value.line == 4 and e.value.field == "people.2.name"
+    assert len(str(e.value)) < 300  # a 200 KB name is not echoed
+
+
+def test_people_names_in_any_script_load(tmp_path):
+    path = tmp_path / "people.yaml"
+    path.write_text('people:\n  - {name: 张三}\n  - {name: "caf\\u00e9"}\n  - {name: Ann Lee}\n', encoding="utf-8")
+    assert [p.name for p in load_people(path).people] == ["张三", "café", "Ann Lee"]
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(InputError, match="the people list file is empty"):
+        load_people(path)
 
 
 # ------------------------------------------------------------------------ answers

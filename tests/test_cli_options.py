@@ -159,6 +159,14 @@ def test_an_error_in_a_setting_not_given_names_no_option():
     with pytest.raises(InputError) as e:
         from_options(Pair, {"low": 5})
     assert e.value.path is None and e.value.field == "high" and "is below low" in str(e.value)
+    assert str(e.value).startswith("field 'high': ")  # no made-up place such as <input>
+
+
+def test_an_error_names_its_place_a_file_or_an_option():
+    assert str(InputError("bad", path="a.yaml", line=3, hint="fix")) == "a.yaml:3: bad — fix"
+    assert str(InputError("needs 3 annotators", path="--overlap")) == "--overlap: needs 3 annotators"
+    assert str(InputError("no such prompt", line=7)) == "line 7: no such prompt"
+    assert str(InputError("no training data")) == "no training data"
 
 
 def test_the_train_judge_and_filter_options_come_from_their_settings():

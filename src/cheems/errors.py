@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 class InputError(Exception):
-    """Bad user input, reported as one line: ``file:line: field: what is wrong — how to fix``."""
+    """Bad user input, reported as one line: ``file:line: field: what is wrong — how to fix``.
+
+    The place (``path``) is a file, or the option the bad value came from (``path="--gold"``).
+    Without one the line starts with what is wrong: a made-up place would send the user looking.
+    """
 
     def __init__(
         self,
@@ -33,10 +37,10 @@ class InputError(Exception):
         )
 
     def __str__(self) -> str:
-        where = self.path or "<input>"
+        where = self.path or ""
         if self.line is not None:
-            where += f":{self.line}"
-        text = f"{where}: "
+            where += f":{self.line}" if where else f"line {self.line}"
+        text = f"{where}: " if where else ""
         if self.field:
             text += f"field '{self.field}': "
         text += self.message

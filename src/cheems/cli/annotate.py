@@ -38,13 +38,12 @@ def init(
     settings: dict[str, Any],
 ) -> None:
     """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""
-    from cheems.annotate.human.people import People
+    from cheems.annotate.human.people import load_people
     from cheems.annotate.human.store import TOKENS_NAME, Project
     from cheems.data.io import read_records
-    from cheems.data.yamlfile import load_yaml_model
 
     cfg = from_options(ProjectSettings, settings)
-    team, _ = load_yaml_model(people, People, "people file")
+    team = load_people(people)
     result = read_records(records, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
     gold_records = []
@@ -57,8 +56,9 @@ def init(
         err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
     if plan.shared:
         err.print(
-            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap than annotators:"
-            " some annotators get two tasks of one prompt (add annotators to avoid it)"
+            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap (up to {plan.wanted})"
+            f" than the {len(team.with_role('annotator'))} annotators: some annotators get two tasks of one prompt"
+            f" (give the team {plan.wanted} annotators, or lower --overlap)"
         )
     if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
         err.print(

@@ -118,12 +118,11 @@ def make_project(
     folder: Path, people: Path, overlap: int, matchups: list, picks: Path, pool: Path, baseline_field: str
 ) -> None:
     """Create the annotation project of the matchups and say how to serve, export and read it back."""
-    from cheems.annotate.human.people import People, ProjectSettings
+    from cheems.annotate.human.people import ProjectSettings, load_people
     from cheems.annotate.human.store import TOKENS_NAME, Project
-    from cheems.data.yamlfile import load_yaml_model
     from cheems.evaluate.winrate import annotation_records
 
-    team, _ = load_yaml_model(people, People, "people file")
+    team = load_people(people)
     settings = from_options(ProjectSettings, {"overlap": overlap})
     _, _, plan = Project.create(folder, annotation_records(matchups), team, (), settings)
     if plan.shared:

@@ -2,25 +2,58 @@
 
 from __future__ import annotations
 
+import unicodedata
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from cheems.data.settings import Cli, Number, Settings, Text, TextList, Whole, invalid, rule
+from cheems.data.settings import Cli, Number, Settings, Text, TextList, Whole, invalid
+from cheems.data.yamlfile import load_yaml_model
 
 Role = Literal["annotator", "reviewer", "admin"]
+MAX_NAME = 64
+"""Characters a name may have: it is shown in queues, tables and the tokens file."""
+# Control, format (zero-width, bidi), surrogate and line/paragraph separator characters: invisible or
+# breaking a line, so two names that look the same could differ only by them.
+_HIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+
+
+def name_key(name: str) -> str:
+    """What names are compared by: NFC/NFD twins, full-width letters and upper/lower case are one name."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def _check_name(name: str) -> str:
+    """A person's name: visible characters, no spaces around it, at most ``MAX_NAME`` long."""
+    if len(name) > MAX_NAME:
+        raise invalid(f"name is {len(name):,} characters long (at most {MAX_NAME})", "write a shorter name")
+    if not name.strip():
+        raise invalid("name is empty", "write the person's name")
+    hidden = next((c for c in name if unicodedata.category(c) in _HIDDEN), None)
+    if hidden is not None:
+        raise invalid(
+            f"name {name!r} holds the control or invisible character U+{ord(hidden):04X}",
+            "write the name in visible characters only",
+        )
+    if name != name.strip():
+        raise invalid(f"name {name!r} has spaces around it", "remove them: 'a ' and 'a' would look the same")
+    return name
+
+
+def _twins(first: str, second: str) -> str:
+    """Why ``second`` is refused beside ``first`` (NFC/NFD twins print the same: shown as code points)."""
+    if first == second:
+        return f"'{first}' is listed twice"
+    if unicodedata.normalize("NFC", first) == unicodedata.normalize("NFC", second):
+        return f"{ascii(second)} is {ascii(first)} in another Unicode form"
+    return f"{second!r} looks like {first!r} (names are compared ignoring case and full-width forms)"
 
 
 class Person(Settings):
     """One member of the team: annotators annotate, reviewers review and adjudicate, admins see everything."""
 
-    name: Annotated[
-        Text,
-        rule(
-            lambda v: bool(v.strip()) and "\t" not in v and "\n" not in v,
-            "name {value!r} must be a non-empty text without tabs or line breaks",
-        ),
-    ]
+    name: Annotated[Text, AfterValidator(_check_name)]
     role: Role = "annotator"
     categories: TextList = Field(default_factory=list)
     """Main categories this person knows best (an annotator's tasks prefer them)."""
@@ -33,13 +66,13 @@ class People(Settings):
 
     @model_validator(mode="after")
     def _sound_team(self) -> "People":
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # name_key -> the name first given
         for i, person in enumerate(self.people):
-            if person.name in seen:
-                raise invalid(
-                    f"'{person.name}' is listed twice", "give every person a unique name", at=("people", i, "name")
-                )
-            seen.add(person.name)
+            key = name_key(person.name)
+            if key in seen:
+                first = seen[key]
+                raise invalid(_twins(first, person.name), "give every person a unique name", at=("people", i, "name"))
+            seen[key] = person.name
         if not any(p.role == "annotator" for p in self.people):
             raise invalid("no annotator", "add at least one person with role: annotator")
         return self
@@ -47,6 +80,11 @@ class People(Settings):
     def with_role(self, role: Role) -> list[Person]:
         """The people with ``role``, in file order."""
         return [p for p in self.people if p.role == role]
+
+
+def load_people(path: str | Path) -> People:
+    """``PEOPLE.yaml`` as a team; an InputError names the file, the line and the key."""
+    return load_yaml_model(path, People, "people list")[0]
 
 
 class ProjectSettings(Settings):

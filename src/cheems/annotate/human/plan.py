@@ -51,6 +51,8 @@ class Plan:
     """Prompt ids with fewer than two responses (nothing to compare)."""
     shared: list[str] = field(default_factory=list)
     """Prompt ids where the team was too small for one annotator per task."""
+    wanted: int = 0
+    """Annotators that one task each would take: the most tasks of a prompt × overlap."""
 
 
 def ring(ids: Sequence[str]) -> list[tuple[str, ...]]:
@@ -85,7 +87,7 @@ def plan_tasks(records: Sequence[Record], annotators: Sequence[Person], overlap:
     if overlap > len(annotators):
         raise InputError(
             f"overlap {overlap} needs {overlap} annotators, the team has {len(annotators)}",
-            field="overlap",
+            path="--overlap",
             hint="lower --overlap or add annotators to PEOPLE.yaml",
         )
     plan = Plan()
@@ -102,6 +104,7 @@ def plan_tasks(records: Sequence[Record], annotators: Sequence[Person], overlap:
             plan.annotators[task.task_id] = chosen
         if len(on_prompt) < len(tasks) * overlap:
             plan.shared.append(record.id)
+        plan.wanted = max(plan.wanted, len(tasks) * overlap)
     return plan
 
 

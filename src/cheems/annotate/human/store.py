@@ -16,9 +16,11 @@ one (the reviewer should approve the first and reject the second).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -26,7 +28,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic's own dependency; it validates only this TypedDict on 3.11
 
 from cheems.annotate.human.answer import (
     KEYS,
@@ -39,7 +44,7 @@ from cheems.annotate.human.answer import (
     check_answer,
     rank_levels,
 )
-from cheems.annotate.human.people import People, Person, ProjectSettings
+from cheems.annotate.human.people import People, Person, ProjectSettings, Role
 from cheems.annotate.human.plan import PlannedTask, plan_tasks, prompt_tasks, seeded, shown_order
 from cheems.annotate.human.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
 from cheems.data.schema import Record
@@ -51,6 +56,7 @@ TOKENS_NAME = "tokens.txt"
 LOCK_NAME = "serve.lock"  # held by a running server (:mod:`.web`)
 PROJECT_FILES = (DB_NAME, TOKENS_NAME, LOCK_NAME)
 """Every file of a project (the database brings its SQLite side files): inputs no output may replace."""
+BUILD_PREFIX = ".init-"  # the hidden folder init builds the files in
 FORMAT = "cheems-annotate/1"
 SESSION_DAYS = 7
 RECORD_CACHE = 4096  # parsed prompts kept in memory by a server
@@ -150,6 +156,8 @@ class PlanSummary:
     gold_items: int
     skipped: list[str]
     shared: list[str]
+    wanted: int
+    """Annotators that one task of a prompt each would take (:attr:`cheems.annotate.human.plan.Plan.wanted`)."""
 
 
 @dataclass(frozen=True)
@@ -168,12 +176,72 @@ class Discussion:
     consensus: dict | None
 
 
+class StoredAnswer(TypedDict):
+    """An answer as the ``answers`` table holds it (:func:`cheems.annotate.human.answer.by_id`)."""
+
+    scores: dict[str, int]
+    levels: list[list[str]]
+    spans: list[dict]
+    flags: dict[str, list[str]]
+    note: str
+    override: bool
+
+
+class Planted(TypedDict):
+    """A planted gold review as the ``items`` table holds it."""
+
+    answer: StoredAnswer
+    correct: bool
+
+
+class _Damaged(InputError):
+    """A stored value that does not read back as what the app wrote: the file was edited or broken."""
+
+    def __init__(self, damage: str) -> None:
+        super().__init__(f"{DB_NAME} is damaged: {damage}", hint=DAMAGED_HINT)
+
+
+T = TypeVar("T")
+DAMAGED_HINT = f"restore {DB_NAME} from a backup (or make a new project with `cheems annotate init`)"
+_IDS = TypeAdapter(list[str])
+_ANSWER = TypeAdapter(StoredAnswer)
+_PLANTED = TypeAdapter(Planted)
+_RECORD = TypeAdapter(Record)
+_SETTINGS = TypeAdapter(ProjectSettings)
+
+
+def _stored(what: str, adapter: TypeAdapter[T], text: Any) -> T:
+    """A JSON column read back as ``adapter``'s type; _Damaged naming ``what`` when it is not."""
+    try:
+        return adapter.validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise _Damaged(f"{what} is not valid: {where + ': ' if where else ''}{first['msg']}") from None
+
+
+@contextmanager
+def _loading(folder: Path) -> Iterator[None]:
+    """Reading a project: a damaged file or value is one InputError naming the project and the damage."""
+    try:
+        yield
+    except sqlite3.ProgrammingError:  # our own misuse (a closed connection), not the file's fault
+        raise
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"cannot read {DB_NAME}: {e}", path=str(folder), hint=DAMAGED_HINT) from None
+    except _Damaged as e:
+        raise e.located(str(folder)) from None
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def _time(text: str) -> datetime:
-    return datetime.fromisoformat(text)
+def _time(text: str, what: str = "a time") -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise _Damaged(f"{what} {str(text)[:40]!r} is not a time") from None
 
 
 def _hash(secret: str) -> str:
@@ -208,7 +276,10 @@ class Project:
     ) -> tuple["Project", dict[str, str], PlanSummary]:
         """Plan the work and write a new project folder; returns it, each person's token, and the plan's size.
 
-        The folder must not exist or be empty: init never overwrites a project.
+        The folder must not exist or be empty: init never overwrites a project. The files are built
+        in a hidden folder inside it and moved out when complete, the database last: a folder holds a
+        project once ``project.sqlite3`` is there, so a full disk, an error or a kill never leaves a
+        folder that looks like one. A full disk is one InputError.
         """
         folder = Path(folder)
         settings = settings or ProjectSettings()
@@ -218,45 +289,77 @@ class Project:
         records = [_fresh(r) for r in records]
         plan = plan_tasks(records, people.with_role("annotator"), settings.overlap, settings.seed)
         tokens = {p.name: secrets.token_urlsafe(24) for p in people.people}
+        existed = folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
-        project = cls(folder, settings)
+        # Inside the folder: on its file system, so the moves below are renames, even for a mount point.
+        building = folder / f"{BUILD_PREFIX}{secrets.token_hex(4)}"
+        building.mkdir()
+        project = cls(building, settings)
+        moved: list[str] = []
         try:
             with project._write(new=True) as db:
                 db.executescript(SCHEMA)  # executescript commits first: the schema is its own transaction
                 db.execute("BEGIN IMMEDIATE")
                 project._insert_plan(db, records, people, gold, plan, tokens)
-            _write_tokens(folder / TOKENS_NAME, tokens)
-        except BaseException:
+                gold_items = db.execute("SELECT COUNT(*) FROM items WHERE gold = 1").fetchone()[0]
+                items = db.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+            _write_tokens(building / TOKENS_NAME, tokens)
+            project.close()  # the last connection: SQLite folds the -wal file into the database (if space allows)
+            (building / (DB_NAME + "-shm")).unlink(missing_ok=True)  # an index SQLite rebuilds
+            for name in (TOKENS_NAME, DB_NAME + "-wal", DB_NAME):
+                if (building / name).exists():
+                    (building / name).rename(folder / name)
+                    moved.append(name)
+            building.rmdir()
+        except BaseException as e:
             project.close()
-            for name in (TOKENS_NAME, DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
+            shutil.rmtree(building, ignore_errors=True)
+            for name in moved:
                 (folder / name).unlink(missing_ok=True)
+            if not existed:
+                shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(e, (OSError, sqlite3.OperationalError)):
+                why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+                raise InputError(
+                    f"cannot write the project: {why}", path=str(folder), hint="free some space, or name another folder"
+                ) from None
             raise
-        with project._read() as db:
-            gold_items = db.execute("SELECT COUNT(*) FROM items WHERE gold = 1").fetchone()[0]
-            items = db.execute("SELECT COUNT(*) FROM items").fetchone()[0]
         summary = PlanSummary(
-            len(records) - len(plan.skipped), len(plan.tasks), items, gold_items, plan.skipped, plan.shared
+            len(records) - len(plan.skipped), len(plan.tasks), items, gold_items, plan.skipped, plan.shared, plan.wanted
         )
-        return project, tokens, summary
+        return cls(folder, settings), tokens, summary
 
     @classmethod
     def open(cls, folder: str | Path) -> "Project":
-        """Open an existing project; a one-line InputError when the folder is not one."""
+        """Open an existing project; a one-line InputError when the folder is not one, or its file is damaged.
+
+        The pages, tables and settings are checked here; a damaged value is found by the read that meets it.
+        """
         folder = Path(folder)
         hint = "give the folder made by `cheems annotate init`"
         if not (folder / DB_NAME).is_file():
             raise InputError(f"not an annotation project (no {DB_NAME} in it)", path=str(folder), hint=hint)
-        try:
+        with _loading(folder):
             conn = sqlite3.connect(f"file:{folder / DB_NAME}?mode=ro", uri=True, timeout=30)
             try:
-                rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                # quick_check reads every page (not the rows' values): a torn or cut file is refused now,
+                # not when a request of the server or the export's read meets the page.
+                check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+                if check != "ok":
+                    raise _Damaged(f"SQLite's check finds: {check}")
+                missing = _missing_tables(conn)
+                rows = {} if "meta" in missing else dict(conn.execute("SELECT key, value FROM meta").fetchall())
             finally:
                 conn.close()
-        except sqlite3.Error as e:
-            raise InputError(f"cannot read {DB_NAME}: {e}", path=str(folder), hint=hint) from None
-        if rows.get("format") != FORMAT:
-            raise InputError(f"{DB_NAME} is not a {FORMAT} project file", path=str(folder), hint=hint)
-        return cls(folder, ProjectSettings.model_validate_json(rows["settings"]))
+            if len(missing) == len(_schema_columns()) or rows.get("format", FORMAT) != FORMAT:
+                raise InputError(f"{DB_NAME} is not a {FORMAT} project file", path=str(folder), hint=hint)
+            damage = list(missing.values()) or [
+                f"the {key} row of table 'meta' is missing" for key in ("format", "settings") if key not in rows
+            ]
+            if damage:
+                raise _Damaged("; ".join(damage))
+            settings = _stored("the settings row of table 'meta'", _SETTINGS, rows["settings"])
+        return cls(folder, settings)
 
     def close(self) -> None:
         """Close this thread's connection (the others close when their threads end)."""
@@ -295,13 +398,14 @@ class Project:
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every query inside sees the same moment."""
-        db = self._conn()
-        db.execute("BEGIN")
-        try:
-            yield db
-        finally:
-            db.execute("COMMIT")
+        """One read transaction: every query inside sees the same moment; damage is one InputError."""
+        with _loading(self.folder):
+            db = self._conn()
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
 
     # -- init -----------------------------------------------------------------------------------
 
@@ -488,7 +592,7 @@ class Project:
             out = []
             for row in rows:
                 consensus = self._latest_answer(db, row["id"]) if row["state"] == "done" else None
-                shown = json.loads(row["shown"])
+                shown = _shown(row)
                 out.append(Discussion(self._item(db, row), by_key(consensus, shown) if consensus else None))
             return out
 
@@ -505,7 +609,7 @@ class Project:
                 raise Conflict("this is a review task — approve or reject it (POST .../review)")
             if row["state"] != "open":
                 raise Conflict(f"this task is already {row['state']} — nothing to submit")
-            shown = json.loads(row["shown"])
+            shown = _shown(row)
             keys = KEYS[: len(shown)]
             texts = self._texts(db, row["task_id"], shown)
             levels = check_answer(answer, keys, texts)
@@ -532,7 +636,7 @@ class Project:
                 raise Conflict("this review is already done")
             correct = None
             if row["planted"]:
-                correct = approve == json.loads(row["planted"])["correct"]
+                correct = approve == _planted(row)["correct"]
             else:
                 target = db.execute("SELECT state FROM items WHERE id = ?", (row["reviews"],)).fetchone()
                 if target["state"] == "submitted":  # it may have been returned or re-answered meanwhile
@@ -559,7 +663,7 @@ class Project:
         if reviewer is None:
             return
         task = self._task(db, row["task_id"])
-        self._add_item(db, "review", task, reviewer, shown=json.loads(row["shown"]), reviews=row["id"])
+        self._add_item(db, "review", task, reviewer, shown=_shown(row), reviews=row["id"])
 
     def _maybe_adjudicate(self, db: sqlite3.Connection, task_id: str) -> None:
         """Open an adjudication when every copy of a task is answered and two disagree beyond the target."""
@@ -603,7 +707,7 @@ class Project:
 
     def _task(self, db: sqlite3.Connection, task_id: str) -> TaskRow:
         row = db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        return TaskRow(row["id"], row["prompt_id"], json.loads(row["responses"]), bool(row["gold"]))
+        return _task_row(row)
 
     def _record(self, db: sqlite3.Connection, prompt_id: str) -> Record:
         """A prompt's record, parsed once (prompts never change after init; parsing was a tenth of a request)."""
@@ -612,7 +716,7 @@ class Project:
             if len(self._records) >= RECORD_CACHE:
                 self._records.clear()
             row = db.execute("SELECT record FROM prompts WHERE id = ?", (prompt_id,)).fetchone()
-            record = self._records[prompt_id] = Record.model_validate_json(row["record"])
+            record = self._records[prompt_id] = _stored(f"prompt '{prompt_id}'", _RECORD, row["record"])
         return record
 
     def _texts(self, db: sqlite3.Connection, task_id: str, shown: Sequence[str]) -> dict[str, str]:
@@ -621,13 +725,17 @@ class Project:
         return {KEYS[i]: content[rid] for i, rid in enumerate(shown)}
 
     def _latest_answer(self, db: sqlite3.Connection, item_id: str) -> dict:
-        row = db.execute("SELECT body FROM answers WHERE item_id = ? ORDER BY id DESC LIMIT 1", (item_id,)).fetchone()
-        return json.loads(row["body"])
+        row = db.execute(
+            "SELECT id, body FROM answers WHERE item_id = ? ORDER BY id DESC LIMIT 1", (item_id,)
+        ).fetchone()
+        if row is None:
+            raise _Damaged(f"item '{item_id}' is answered, but its answer is missing")
+        return dict(_stored(f"answer {row['id']}", _ANSWER, row["body"]))
 
     def _item(self, db: sqlite3.Connection, row: sqlite3.Row) -> Item:
         task = self._task(db, row["task_id"])
         record = self._record(db, task.prompt_id)
-        shown = json.loads(row["shown"])
+        shown = _shown(row)
         content = {r.id: r.content for r in record.responses}
         item = Item(
             item_id=row["id"],
@@ -643,7 +751,7 @@ class Project:
             returned_reason=row["returned_reason"],
         )
         if row["kind"] == "review":
-            stored = json.loads(row["planted"])["answer"] if row["planted"] else self._latest_answer(db, row["reviews"])
+            stored = _planted(row)["answer"] if row["planted"] else self._latest_answer(db, row["reviews"])
             item.answer = by_key(stored, shown)
         elif row["kind"] == "adjudicate":
             copies = db.execute(
@@ -660,11 +768,8 @@ class Project:
             people = [_person(r) for r in db.execute("SELECT * FROM people ORDER BY position")]
             prompts, gold = {}, {}
             for r in db.execute("SELECT * FROM prompts ORDER BY gold, position"):
-                (gold if r["gold"] else prompts)[r["id"]] = Record.model_validate_json(r["record"])
-            tasks = [
-                TaskRow(r["id"], r["prompt_id"], json.loads(r["responses"]), bool(r["gold"]))
-                for r in db.execute("SELECT * FROM tasks ORDER BY rowid")
-            ]
+                (gold if r["gold"] else prompts)[r["id"]] = _stored(f"prompt '{r['id']}'", _RECORD, r["record"])
+            tasks = [_task_row(r) for r in db.execute("SELECT * FROM tasks ORDER BY rowid")]
             items = [_item_row(r) for r in db.execute("SELECT * FROM items ORDER BY rowid")]
             answers = _answer_rows(db)
             reviews = [
@@ -676,7 +781,7 @@ class Project:
                     r["reason"],
                     bool(r["gold"]),
                     None if r["correct"] is None else bool(r["correct"]),
-                    _time(r["at"]),
+                    _time(r["at"], f"the time of review {r['id']}"),
                 )
                 for r in db.execute(
                     "SELECT reviews.*, items.reviews, items.person, items.gold FROM reviews"
@@ -695,7 +800,7 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
     latest = {r["item_id"]: r["id"] for r in rows}
     out = []
     for r in rows:
-        body = json.loads(r["body"])
+        body = _stored(f"answer {r['id']}", _ANSWER, r["body"])
         stands = r["state"] in ("submitted", "approved", "done")
         out.append(
             AnswerRow(
@@ -708,7 +813,7 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
                 body["spans"],
                 body["flags"],
                 body["note"],
-                _time(r["submitted_at"]),
+                _time(r["submitted_at"], f"the time of answer {r['id']}"),
                 stands and latest[r["item_id"]] == r["id"],
             )
         )
@@ -716,13 +821,56 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
 
 
 def _person(row: sqlite3.Row) -> Person:
-    return Person(name=row["name"], role=row["role"], categories=json.loads(row["categories"]))
+    """A person of the ``people`` table. Not validated again: a name an older cheems took stays readable."""
+    what = f"person {str(row['name'])[:40]!r}"
+    if not isinstance(row["name"], str):
+        raise _Damaged(f"{what} has a name that is not text")
+    if row["role"] not in get_args(Role):
+        raise _Damaged(f"{what} has the role {str(row['role'])[:20]!r}")
+    categories = _stored(f"{what} (categories)", _IDS, row["categories"])
+    return Person.model_construct(name=row["name"], role=row["role"], categories=categories)
+
+
+def _task_row(r: sqlite3.Row) -> TaskRow:
+    return TaskRow(r["id"], r["prompt_id"], _stored(f"task '{r['id']}'", _IDS, r["responses"]), bool(r["gold"]))
 
 
 def _item_row(r: sqlite3.Row) -> ItemRow:
-    return ItemRow(
-        r["id"], r["kind"], r["task_id"], r["person"], r["state"], bool(r["gold"]), json.loads(r["shown"]), r["reviews"]
-    )
+    return ItemRow(r["id"], r["kind"], r["task_id"], r["person"], r["state"], bool(r["gold"]), _shown(r), r["reviews"])
+
+
+def _shown(item: sqlite3.Row) -> list[str]:
+    """The response ids of an ``items`` row in the order its person sees them."""
+    return _stored(f"item '{item['id']}'", _IDS, item["shown"])
+
+
+def _planted(item: sqlite3.Row) -> Planted:
+    """The shown answer of a planted gold review, and whether it is the gold one."""
+    return _stored(f"the planted answer of item '{item['id']}'", _PLANTED, item["planted"])
+
+
+def _missing_tables(db: sqlite3.Connection) -> dict[str, str]:
+    """Table -> what it lacks, for the tables of ``SCHEMA`` a project file lacks (or lacks columns of)."""
+    missing = {}
+    for table, columns in _schema_columns().items():
+        have = {r[0] for r in db.execute("SELECT name FROM pragma_table_info(?)", (table,))}
+        if not have:
+            missing[table] = f"table '{table}' is missing"
+        elif columns - have:
+            missing[table] = f"table '{table}' has no column {', '.join(sorted(columns - have))}"
+    return missing
+
+
+@functools.cache
+def _schema_columns() -> dict[str, set[str]]:
+    """Table -> column names, as ``SCHEMA`` makes them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(SCHEMA)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+        return {t: {r[0] for r in db.execute("SELECT name FROM pragma_table_info(?)", (t,))} for t in tables}
+    finally:
+        db.close()
 
 
 def _planted_answer(record: Record, task: PlannedTask, correct: bool) -> dict:
@@ -744,7 +892,14 @@ def _fresh(record: Record) -> Record:
 
 
 def _check_new_folder(folder: Path) -> None:
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if names and all(name.startswith(BUILD_PREFIX) for name in names):
+        raise InputError(
+            f"holds only {names[0]}, left by an init that was stopped",
+            path=str(folder),
+            hint="delete the folder and run init again",
+        )
+    if folder.exists() and (not folder.is_dir() or names):
         raise InputError(
             "already exists and is not an empty folder",
             path=str(folder),
@@ -757,16 +912,16 @@ def _check_prompts(records: Sequence[Record], gold: Sequence[Record]) -> None:
     for r in gold:
         if r.rank is None:
             raise InputError(
-                f"gold prompt '{r.id}' has no 'rank'", field="rank", hint="gold prompts need a known ranking"
+                f"gold prompt '{r.id}' has no 'rank'", path="--gold", hint="gold prompts need a known ranking"
             )
         missing = [x.id for x in r.responses if x.id not in r.rank]
         if missing:
             raise InputError(
-                f"gold prompt '{r.id}' has no rank for {', '.join(missing)}", field="rank", hint="rank every response"
+                f"gold prompt '{r.id}' has no rank for {', '.join(missing)}", path="--gold", hint="rank every response"
             )
         if r.id in ids:
             raise InputError(
-                f"gold prompt '{r.id}' is also a prompt to annotate", field="id", hint="keep gold prompts apart"
+                f"gold prompt '{r.id}' is also a prompt to annotate", path="--gold", hint="keep gold prompts apart"
             )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import socket
 from collections.abc import Callable
@@ -116,6 +117,14 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": field_error(exc.errors())}, status_code=422)
 
     app.add_exception_handler(RequestValidationError, bad_body)
+
+    def damaged(request: Request, exc: InputError) -> JSONResponse:
+        # A damaged project file met by a request: the full line (project, damage) in the server's log, no
+        # traceback; the caller learns only that the project is damaged, not where it lives.
+        logging.getLogger("uvicorn.error").error("%s", exc)
+        return JSONResponse({"detail": "the project file is damaged — tell the project's admin"}, status_code=500)
+
+    app.add_exception_handler(InputError, damaged)
 
 
 def _add_api(app: FastAPI) -> None:
