@@ -220,3 +220,27 @@ def test_a_bad_option_value_names_the_option_as_its_place(tmp_path, monkeypatch,
     assert len(lines) == 1 and lines[0].startswith(f"error: {option}: "), proc.stderr
     # nothing written, nothing changed (demo's folder is its own: only what it wrote before the error)
     assert pool.read_bytes() == before and (args[0] == "demo" or not out.exists())
+
+
+def test_library_checks_name_the_option_their_argument_comes_from():
+    """Called from Python the checks behind those options (typer refuses -n 0 or --bins 0 before them) say the same."""
+    from cheems.curate.debias import length_function
+    from cheems.curate.distant import new_report
+    from cheems.evaluate.bias import Loaded, bias_report, load_judgements
+    from cheems.evaluate.bon import best_of_n
+    from cheems.models import load_scorer
+
+    for call, option in [
+        (lambda: load_scorer("length", batch_size=0), "--batch-size"),
+        (lambda: load_scorer("length", max_length=4), "--max-length"),
+        (lambda: load_scorer(" "), "--model"),
+        (lambda: best_of_n([], {}, n=0), "-n"),
+        (lambda: best_of_n([], {}, sample="best"), "--sample"),  # type: ignore[arg-type]
+        (lambda: load_judgements([], by="day"), "--by"),
+        (lambda: bias_report(Loaded(), n_bins=0), "--bins"),
+        (lambda: new_report(-1.0, None), "--margin"),
+        (lambda: length_function("tokens"), "--tokenizer"),
+    ]:
+        with pytest.raises(InputError) as e:
+            call()
+        assert e.value.path == option and str(e.value).startswith(f"{option}: "), str(e.value)
