@@ -16,6 +16,7 @@ from cheems.cli.main import run
 from cheems.cli.options import from_options, given_settings, settings_options
 from cheems.data.settings import Cli, Settings, Text, TextList, invalid, rule
 from cheems.errors import InputError
+from helpers import record, run_main, write_jsonl
 
 
 class Inner(Settings):
@@ -183,3 +184,63 @@ def test_the_train_judge_and_filter_options_come_from_their_settings():
     ]:
         result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "250", "NO_COLOR": "1"})
         assert flag in result.output and model.model_fields[field].description in result.output
+
+
+# every option a command names in its error: (command, the option wrong in it); {pool} is a record file
+PLACES = [
+    (["score", "--model", "length", "--bench", "{pool}", "--batch-size", "0", "-o", "{out}"], "--batch-size"),
+    (["score", "--model", "length", "--bench", "{pool}", "--max-length", "4", "-o", "{out}"], "--max-length"),
+    (["score", "--model", "similarity:", "--bench", "{pool}", "-o", "{out}"], "--model"),
+    (["score", "--model", "vllm:http://127.0.0.1:9", "--bench", "{pool}", "-o", "{out}"], "--model"),
+    (["score", "--model", "not a/hub id", "--bench", "{pool}", "-o", "{out}"], "--model"),
+    (["eval", "--model", "length", "--bench", "{pool}", "--batch-size", "0", "--output-json", "{out}"], "--batch-size"),
+    (["eval", "--model", "similarity:", "--bench", "{pool}", "--output-json", "{out}"], "--model"),
+    (["bon", "{pool}", "--model", "length", "--max-length", "2", "-o", "{out}"], "--max-length"),
+    (["bon", "{pool}", "--model", "openrlhf:http://127.0.0.1:9#rm", "-o", "{out}"], "--model"),
+    (["curate", "distant", "{pool}", "--model", "similarity:", "-o", "{out}"], "--model"),
+    (["curate", "distant", "{pool}", "--scores", "{pool}", "--margin", "-1", "-o", "{out}"], "--margin"),
+    (["train", "--data", "{pool}", "--model", "not a/hub id", "--output", "{out}"], "--model"),
+    (["demo", "--model", "similarity:", "--no-train", "-o", "{out}"], "--model"),
+    (["judge", "{pool}", "-o", "{out}"], "--judge-model"),
+    (["judge", "{pool}", "--judge-model", "qwen"], "--output"),
+    (["generate", "{pool}", "-o", "{out}"], "--gen-model"),
+    (["generate", "{pool}", "--gen-model", "qwen"], "--output"),
+]
+
+
+@pytest.mark.parametrize(("args", "option"), PLACES, ids=[f"{a[0]} {o}" for a, o in PLACES])
+def test_a_bad_option_value_names_the_option_as_its_place(tmp_path, monkeypatch, capsys, args, option):
+    ranked = record(3, [("r1", "r2", "a")], rank={"r1": 1, "r2": 2, "r3": 3})
+    pool = write_jsonl(tmp_path / "pool.jsonl", [ranked.model_dump(mode="json", exclude_none=True)])
+    before = pool.read_bytes()
+    out = tmp_path / "out"
+    proc = run_main(*(a.format(pool=pool, out=out) for a in args), monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {option}: "), proc.stderr
+    # nothing written, nothing changed (demo's folder is its own: only what it wrote before the error)
+    assert pool.read_bytes() == before and (args[0] == "demo" or not out.exists())
+
+
+def test_library_checks_name_the_option_their_argument_comes_from():
+    """Called from Python the checks behind those options (typer refuses -n 0 or --bins 0 before them) say the same."""
+    from cheems.curate.debias import length_function
+    from cheems.curate.distant import new_report
+    from cheems.evaluate.bias import Loaded, bias_report, load_judgements
+    from cheems.evaluate.bon import best_of_n
+    from cheems.models import load_scorer
+
+    for call, option in [
+        (lambda: load_scorer("length", batch_size=0), "--batch-size"),
+        (lambda: load_scorer("length", max_length=4), "--max-length"),
+        (lambda: load_scorer(" "), "--model"),
+        (lambda: best_of_n([], {}, n=0), "-n"),
+        (lambda: best_of_n([], {}, sample="best"), "--sample"),  # type: ignore[arg-type]
+        (lambda: load_judgements([], by="day"), "--by"),
+        (lambda: bias_report(Loaded(), n_bins=0), "--bins"),
+        (lambda: new_report(-1.0, None), "--margin"),
+        (lambda: length_function("tokens"), "--tokenizer"),
+    ]:
+        with pytest.raises(InputError) as e:
+            call()
+        assert e.value.path == option and str(e.value).startswith(f"{option}: "), str(e.value)

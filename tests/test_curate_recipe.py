@@ -241,6 +241,10 @@ BAD_RECIPES = {
         "output_dir: out\njudge_input: data/pool.jsonl\ndistant: {scores: data/scores.jsonl, margin: -1}\n",
         ":3: field 'distant.margin'",
     ),
+    "tokens without a tokenizer": (
+        "output_dir: out\njudge_input: data/pool.jsonl\ndebias:\n  unit: tokens\n",
+        ":4: field 'debias.unit': length in tokens needs a tokenizer — add 'tokenizer: PATH'",
+    ),
     "bad judge key": (
         "output_dir: out\njudge_input: data/pool.jsonl\njudge:\n  judge_model: m\n  base_url: "
         "http://x/v1\n  concurency: 2\n",

@@ -12,18 +12,9 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from cheems.annotate.settings import ConnectionSettings
+from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid, settings_options
-from cheems.cli.scoring import (
-    SCORING_OPTIONS,
-    BatchOpt,
-    CacheOpt,
-    DeviceOpt,
-    MaxLenOpt,
-    ModelOpt,
-    NoCacheOpt,
-    NoSharedPrefixOpt,
-)
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
 
@@ -38,7 +29,7 @@ from cheems.runtime import is_main_process
     "seed",
     "output_json",
     "plot",
-    *SCORING_OPTIONS,
+    *scoring.SCORING_OPTIONS,
     "skip_invalid",
     show_defaults=True,
 )
@@ -49,7 +40,7 @@ def bon(
         Optional[Path],
         typer.Option("--output", "-o", help="PICKS.jsonl: one {prompt_id, response_id, score} per prompt."),
     ] = None,
-    model: ModelOpt = None,
+    model: scoring.ModelOpt = None,
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Pick by this scores file instead of scoring with --model.")
     ] = None,
@@ -65,17 +56,16 @@ def bon(
         Optional[Path], typer.Option("--output-json", help="Write the counts and the best-of-n curve as JSON.")
     ] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw the best-of-n curve into this PNG.")] = None,
-    batch_size: BatchOpt = 16,
-    max_length: MaxLenOpt = 512,
-    cache: CacheOpt = None,
-    no_cache: NoCacheOpt = False,
-    device: DeviceOpt = None,
-    no_shared_prefix: NoSharedPrefixOpt = False,
+    batch_size: scoring.BatchOpt = 16,
+    max_length: scoring.MaxLenOpt = 512,
+    cache: scoring.CacheOpt = None,
+    no_cache: scoring.NoCacheOpt = False,
+    device: scoring.DeviceOpt = None,
+    no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     skip_invalid: SkipInvalid = False,
     settings: dict,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.cli.scoring import compute_scores, connection_settings, scoring_inputs, warn_unmatched
     from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
     from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate.bon import best_of_n, curve_png
@@ -85,8 +75,12 @@ def bon(
             "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores",
             hint="e.g. cheems bon pool.jsonl --model length -o picks.jsonl",
         )
-    connection = connection_settings(settings)
-    inputs = [("POOL", pool), ("--scores", scores), *scoring_inputs(model, [], cache, no_cache or scores is not None)]
+    connection = scoring.connection_settings(settings)
+    inputs = [
+        ("POOL", pool),
+        ("--scores", scores),
+        *scoring.scoring_inputs(model, [], cache, no_cache or scores is not None),
+    ]
     claim_outputs(inputs=inputs, files=[("--output", output), ("--output-json", output_json), ("--plot", plot)])
     read = read_records(pool, skip_invalid=skip_invalid)
     report_skipped(read.skipped)
@@ -95,13 +89,15 @@ def bon(
         values, source = read_scores(scores), str(scores)
     else:
         pool_bench, shared = {"pool": read.records}, not no_shared_prefix
-        values = compute_scores(model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection)
+        values = scoring.compute_scores(
+            model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection
+        )
         source = model
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return
     result = best_of_n(read.records, values, n=n, sample=sample, seed=seed, scorer=source)
     report_gaps(result, source)
-    warn_unmatched(result.unmatched_scores, source, "the pool")
+    scoring.warn_unmatched(result.unmatched_scores, source, "the pool")
     if plot is not None and not result.curve:
         raise InputError(
             "--plot needs gold quality in the pool", path=str(pool), hint="give records a rank or responses a score"

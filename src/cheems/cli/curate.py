@@ -197,7 +197,11 @@ def distant(
         records.report_skipped()
     else:  # the scorer scores every record at once: they are in memory
         loaded = _read(source, skip_invalid)
-        out, report = distant_supervision(loaded, rm_scores(loaded, model or ""), margin, sources, scores_path=model)
+        try:
+            rm = rm_scores(loaded, model or "")
+        except InputError as e:  # the records are read: an error without a place of its own is the model's
+            raise e.located("--model") from None
+        out, report = distant_supervision(loaded, rm, margin, sources, scores_path=model)
         write_lines_and_report(output, map(record_line, out), report_json, report.to_dict)
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(

@@ -73,11 +73,11 @@ def generate(
     from cheems.data.outputs import claim_outputs
 
     if output is None:
-        raise InputError("cheems generate needs an output file", field="output", hint="add -o pool.jsonl")
+        raise InputError("cheems generate needs an output file", path="--output", hint="add -o pool.jsonl")
     if not settings.get("gen_model"):
         raise InputError(
             "cheems generate needs --gen-model",
-            field="gen_model",
+            path="--gen-model",
             hint="the model name the endpoint serves, or with --backend hf a model folder",
         )
     cfg = endpoint_settings(GenerateSettings, settings)

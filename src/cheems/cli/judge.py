@@ -121,11 +121,11 @@ def judge(
     from cheems.data.outputs import claim_outputs
 
     if output is None:
-        raise InputError("cheems judge needs an output file", field="output", hint="add -o judged.jsonl")
+        raise InputError("cheems judge needs an output file", path="--output", hint="add -o judged.jsonl")
     if not settings.get("judge_model"):
         raise InputError(
             "cheems judge needs --judge-model",
-            field="judge_model",
+            path="--judge-model",
             hint="the model name the endpoint serves, e.g. --judge-model qwen2.5-72b-instruct",
         )
     cfg = endpoint_settings(JudgeSettings, settings)

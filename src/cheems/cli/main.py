@@ -11,24 +11,10 @@ import typer
 from rich.text import Text
 
 from cheems.annotate.settings import ConnectionSettings, JudgeSettings
+from cheems.cli import scoring
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
-from cheems.cli.scoring import (
-    SCORING_OPTIONS,
-    BatchOpt,
-    CacheOpt,
-    DeviceOpt,
-    MaxLenOpt,
-    ModelOpt,
-    NoCacheOpt,
-    NoSharedPrefixOpt,
-    compute_scores,
-    connection_settings,
-    scoring_inputs,
-    stream_scores,
-    warn_unmatched,
-)
 from cheems.errors import CheemsWarning, InputError
 from cheems.runtime import is_main_process
 
@@ -236,21 +222,21 @@ BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); th
     "model",
     "bench",
     "output",
-    *SCORING_OPTIONS,
+    *scoring.SCORING_OPTIONS,
     "workers",
     show_defaults=True,
 )
 def score(
     *,
-    model: ModelOpt = None,
+    model: scoring.ModelOpt = None,
     bench: BenchOpt = [],  # noqa: B006 - typer reads the default
     output: Output = Path("scores.jsonl"),
-    batch_size: BatchOpt = 16,
-    max_length: MaxLenOpt = 512,
-    cache: CacheOpt = None,
-    no_cache: NoCacheOpt = False,
-    device: DeviceOpt = None,
-    no_shared_prefix: NoSharedPrefixOpt = False,
+    batch_size: scoring.BatchOpt = 16,
+    max_length: scoring.MaxLenOpt = 512,
+    cache: scoring.CacheOpt = None,
+    no_cache: scoring.NoCacheOpt = False,
+    device: scoring.DeviceOpt = None,
+    no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     workers: Workers = None,
     settings: dict,
 ) -> None:
@@ -263,10 +249,10 @@ def score(
             "cheems score needs --model and at least one --bench",
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
-    connection = connection_settings(settings)
-    claim_outputs(inputs=scoring_inputs(model, bench, cache, no_cache), files=[("--output", output)])
+    connection = scoring.connection_settings(settings)
+    claim_outputs(inputs=scoring.scoring_inputs(model, bench, cache, no_cache), files=[("--output", output)])
     issues = ReadResult()
-    scores = stream_scores(
+    scores = scoring.stream_scores(
         model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix, connection
     )
     if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
@@ -306,7 +292,7 @@ def eval_(
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
     ] = None,
-    model: ModelOpt = None,
+    model: scoring.ModelOpt = None,
     metric: Annotated[
         str,
         typer.Option(
@@ -333,8 +319,8 @@ def eval_(
     report: Annotated[
         Optional[Path], typer.Option("--report", help="Folder for report.json, report.md and report.html.")
     ] = None,
-    batch_size: BatchOpt = 16,
-    max_length: MaxLenOpt = 512,
+    batch_size: scoring.BatchOpt = 16,
+    max_length: scoring.MaxLenOpt = 512,
     cache: Annotated[
         Optional[Path],
         typer.Option(
@@ -343,9 +329,9 @@ def eval_(
             "judgement cache (default $CHEEMS_CACHE_DIR/judge.sqlite).",
         ),
     ] = None,
-    no_cache: NoCacheOpt = False,
-    device: DeviceOpt = None,
-    no_shared_prefix: NoSharedPrefixOpt = False,
+    no_cache: scoring.NoCacheOpt = False,
+    device: scoring.DeviceOpt = None,
+    no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
     workers: Workers = None,
     settings: dict,
@@ -370,8 +356,8 @@ def eval_(
         judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
         inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
     else:
-        connection = connection_settings(settings)
-        inputs = [*scoring_inputs(model, bench, cache, no_cache or scores is not None), ("--scores", scores)]
+        connection = scoring.connection_settings(settings)
+        inputs = [*scoring.scoring_inputs(model, bench, cache, no_cache or scores is not None), ("--scores", scores)]
     claim_outputs(
         inputs=inputs,
         files=[("--output-json", output_json), ("--details", details)],
@@ -384,7 +370,7 @@ def eval_(
             bench, read_score_table(scores), str(scores), workers=workers, fingerprint=details is not None
         )
         report_warnings(warnings)
-        warn_unmatched(result.unmatched_scores, str(scores), "the bench")
+        scoring.warn_unmatched(result.unmatched_scores, str(scores), "the bench")
         write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
         return
     warnings: list[InputError] = []
@@ -399,12 +385,14 @@ def eval_(
             values, source = read_scores(scores), str(scores)
         else:
             shared = not no_shared_prefix
-            values = compute_scores(model, records, batch_size, max_length, cache, no_cache, device, shared, connection)
+            values = scoring.compute_scores(
+                model, records, batch_size, max_length, cache, no_cache, device, shared, connection
+            )
             source = model
         if not is_main_process():  # under a launcher rank 0 writes the one report
             return
         result = evaluate(records, values, source)
-        warn_unmatched(result.unmatched_scores, source, "the bench")
+        scoring.warn_unmatched(result.unmatched_scores, source, "the bench")
     if metric != "cheems":
         data = other_metric(metric, records, result)
         with together():

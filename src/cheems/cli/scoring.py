@@ -22,6 +22,7 @@ from cheems.errors import InputError
 
 if TYPE_CHECKING:
     from cheems.annotate.settings import ConnectionSettings
+    from cheems.models.base import Scorer
 
 ModelOpt = Annotated[
     Optional[str],
@@ -73,23 +74,35 @@ def compute_scores(
 ) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
     from cheems.evaluate import score_bench
-    from cheems.models import ScoreCache, load_scorer
+    from cheems.models import ScoreCache
 
-    scorer = load_scorer(model, **_scorer_options(batch_size, max_length, device, shared_prefix, connection))
+    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection)
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
 
 
-def _scorer_options(
-    batch_size: int, max_length: int, device: str | None, shared_prefix: bool, connection: ConnectionSettings | None
-) -> dict[str, Any]:
-    """``load_scorer``'s keyword arguments from the scoring options."""
-    return {
-        "batch_size": batch_size,
-        "max_length": max_length,
-        "device": device,
-        "shared_prefix": shared_prefix,
-        "connection": connection,
-    }
+def _load_scorer(
+    model: str,
+    batch_size: int,
+    max_length: int,
+    device: str | None,
+    shared_prefix: bool,
+    connection: ConnectionSettings | None,
+) -> Scorer:
+    """``load_scorer`` from the scoring options; an error of the spec names ``--model`` as its place (one with
+    a place of its own, a model folder or ``--batch-size``, keeps it)."""
+    from cheems.models import load_scorer
+
+    try:
+        return load_scorer(
+            model,
+            batch_size=batch_size,
+            max_length=max_length,
+            device=device,
+            shared_prefix=shared_prefix,
+            connection=connection,
+        )
+    except InputError as e:
+        raise e.located("--model") from None
 
 
 def stream_scores(
@@ -110,9 +123,9 @@ def stream_scores(
     launcher every process reads the files and takes its share of each chunk's batches."""
     from cheems.data.stream import same_record
     from cheems.evaluate.bench import score_stream, stream_bench
-    from cheems.models import ScoreCache, load_scorer
+    from cheems.models import ScoreCache
 
-    scorer = load_scorer(model, **_scorer_options(batch_size, max_length, device, shared_prefix, connection))
+    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection)
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)
     return score_stream(records, scorer, None if no_cache else ScoreCache(cache))

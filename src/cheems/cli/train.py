@@ -75,6 +75,13 @@ def train_command(
         folders=[("--output", work, ())],  # the unfinished run, built beside it
         note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
     )
+    if "model" in settings:  # found before any training work, as an error of the option
+        from cheems.models.backbones import locate_model  # reads config.json only: no torch
+
+        try:
+            locate_model(cfg.model)
+        except InputError as e:
+            raise e.located("--model") from None
     from cheems.train.trainer import train_reward_model  # torch: only once the config is known to be good
 
     train_reward_model(cfg)

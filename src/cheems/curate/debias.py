@@ -74,7 +74,7 @@ def length_function(unit: str = "chars", tokenizer: str | Path | None = None) ->
     if unit == "chars":
         return len
     if tokenizer is None:
-        raise InputError("length in tokens needs a tokenizer", field="tokenizer", hint="give --tokenizer PATH")
+        raise InputError("length in tokens needs a tokenizer", path="--tokenizer", hint="give --tokenizer PATH")
     return token_counter(tokenizer)
 
 

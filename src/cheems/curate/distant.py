@@ -230,7 +230,7 @@ def _note(examples: list[str], prompt_id: str, limit: int = 5) -> None:
 def new_report(margin: float, sources: Iterable[str] | None) -> tuple[DistantReport, frozenset[str] | None]:
     """An empty report and the set of sources to filter (None: all), after checking the margin."""
     if margin < 0:
-        raise InputError(f"margin must be >= 0, got {margin}", field="margin")
+        raise InputError(f"must be at least 0, got {margin}", path="--margin", hint="e.g. --margin 0.5")
     wanted = None if sources is None else frozenset(sources)
     return DistantReport(margin=margin, sources=None if wanted is None else sorted(wanted)), wanted
 

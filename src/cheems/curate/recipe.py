@@ -39,7 +39,7 @@ from cheems.curate.merge import merge_subsets
 from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores, write_text
 from cheems.data.outputs import claim_outputs
 from cheems.data.schema import Record
-from cheems.data.settings import Settings
+from cheems.data.settings import Settings, invalid
 from cheems.data.stats import dataset_stats
 from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
 from cheems.errors import InputError
@@ -81,6 +81,14 @@ class DebiasStage(Settings):
     seed: int = 0
     unit: Literal["chars", "tokens"] = "chars"
     tokenizer: str | None = None
+
+    @model_validator(mode="after")
+    def _tokens_need_a_tokenizer(self) -> "DebiasStage":
+        if self.unit == "tokens" and self.tokenizer is None:  # checked here: the error names the recipe's line
+            raise invalid(
+                "length in tokens needs a tokenizer", at="unit", hint="add 'tokenizer: PATH' (a folder or hub id)"
+            )
+        return self
 
 
 class Recipe(Settings):

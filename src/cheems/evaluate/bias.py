@@ -185,7 +185,7 @@ def load_judgements(paths: Sequence[str | Path], by: str = "file", skip_invalid:
     A file that gives no comparison at all is an ``InputError`` naming it.
     """
     if by not in BY:
-        raise InputError(f"unknown grouping '{by}'", field="by", hint=f"use one of {', '.join(BY)}")
+        raise InputError(f"unknown grouping '{by}'", path="--by", hint=f"use one of {', '.join(BY)}")
     loaded = Loaded()
     seen: set[str] = set()
     for p in paths:
@@ -399,7 +399,7 @@ class BiasReport:
 def bias_report(loaded: Loaded, by: str = "file", n_bins: int = 10, level: float = LEVEL) -> BiasReport:
     """The analysis of every group, in the order the groups were first met."""
     if n_bins < 1:
-        raise InputError(f"needs at least one bin, got {n_bins}", field="bins", hint="e.g. --bins 10")
+        raise InputError(f"needs at least one bin, got {n_bins}", path="--bins", hint="e.g. --bins 10")
     groups = [group_bias(name, js, n_bins, level) for name, js in loaded.groups.items()]
     notes = list(loaded.notes)
     for g in groups:

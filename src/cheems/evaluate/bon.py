@@ -192,9 +192,9 @@ def best_of_n(
     ``sample``.
     """
     if n is not None and n < 1:
-        raise InputError(f"n must be at least 1, got {n}", field="n")
+        raise InputError(f"must be at least 1, got {n}", path="-n", hint="e.g. -n 4")
     if sample not in SAMPLES:
-        raise InputError(f"unknown sample '{sample}'", field="sample", hint=f"use one of {', '.join(SAMPLES)}")
+        raise InputError(f"unknown sample '{sample}'", path="--sample", hint=f"use one of {', '.join(SAMPLES)}")
     scored = [[i for i, r in enumerate(rec.responses) if (rec.id, r.id) in scores] for rec in records]
     most = max((len(s) for s in scored), default=1)
     size = most if n is None else min(n, max(most, 1))

@@ -45,13 +45,16 @@ def load_scorer(
     """
     spec = spec.strip()
     if not spec:
-        raise InputError("empty model spec", hint=_SPEC_HINT)
+        raise InputError("empty model spec", path="--model", hint=_SPEC_HINT)
     if batch_size < 1:
-        raise InputError(f"batch size must be at least 1, got {batch_size}")
+        raise InputError(f"must be at least 1, got {batch_size}", path="--batch-size", hint="e.g. --batch-size 16")
     if max_length < 8:
-        raise InputError(f"max length must be at least 8 tokens, got {max_length}")
+        raise InputError(
+            f"must be at least 8 tokens, got {max_length}", path="--max-length", hint="e.g. --max-length 512"
+        )
     if dtype not in DTYPES:
-        raise InputError(f"unknown dtype '{dtype}'", hint=f"use one of {', '.join(DTYPES)}")
+        # no command has a --dtype option: the place is the argument
+        raise InputError(f"unknown dtype '{dtype}'", field="dtype", hint=f"use one of {', '.join(DTYPES)}")
     if spec == "length":
         return LengthScorer()
     if spec.startswith(("vllm:", "openrlhf:")):
@@ -61,7 +64,7 @@ def load_scorer(
     if spec == "similarity" or spec.startswith("similarity:"):
         model = spec.partition(":")[2].strip()
         if not model:
-            raise InputError("'similarity' needs an encoder", hint="e.g. similarity:m3e-small")
+            raise InputError("'similarity' needs an encoder", path="--model", hint="e.g. similarity:m3e-small")
         from cheems.models.similarity import SimilarityScorer  # lazy: keeps torch-free paths fast
 
         return SimilarityScorer(

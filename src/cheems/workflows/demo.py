@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cheems.data.io import ScoreKey, read_records, write_json, write_records, write_scores
+from cheems.errors import InputError
 from cheems.evaluate import EvalReport, evaluate, load_bench, score_bench
 from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.report import print_report
@@ -116,7 +117,10 @@ def run_demo(output: Path, model: str, console: Console, train: bool = True) -> 
     bench_files = resolve_sample(output, console)
     results, scores = {}, {}
     for step, name in enumerate(("length", model), start=2):
-        report, scores[name] = score_and_evaluate(name, bench_files, output, console, step)
+        try:
+            report, scores[name] = score_and_evaluate(name, bench_files, output, console, step)
+        except InputError as e:  # 'length' cannot fail: an error without a place of its own is --model's
+            raise e.located("--model") from None
         results[name] = report.overall
     if train:
         folder = train_on_open(bench_files, output, console)
