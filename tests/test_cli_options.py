@@ -189,6 +189,7 @@ def test_the_train_judge_and_filter_options_come_from_their_settings():
 # every option a command names in its error: (command, the option wrong in it); {pool} is a record file
 PLACES = [
     (["score", "--model", "length", "--bench", "{pool}", "--batch-size", "0", "-o", "{out}"], "--batch-size"),
+    (["bon", "{pool}", "--model", "length", "--dtype", "fp8", "-o", "{out}"], "--dtype"),
     (["score", "--model", "length", "--bench", "{pool}", "--max-length", "4", "-o", "{out}"], "--max-length"),
     (["score", "--model", "similarity:", "--bench", "{pool}", "-o", "{out}"], "--model"),
     (["score", "--model", "vllm:http://127.0.0.1:9", "--bench", "{pool}", "-o", "{out}"], "--model"),

@@ -96,7 +96,8 @@ def one_thread():
 
 def test_two_processes_write_the_scores_file_and_eval_report_of_one(tiny_qwen, tmp_path, one_thread):
     bench = write_bench(tmp_path / "open.jsonl", 14)  # 42 responses: 14 batches of at most 3
-    common = ["--model", str(tiny_qwen), "--bench", str(bench), "--batch-size", "3"]
+    # fp32: under bf16 (auto on a CPU with bf16 units) some of the 42 scores round to the same number
+    common = ["--model", str(tiny_qwen), "--bench", str(bench), "--batch-size", "3", "--dtype", "fp32"]
     outputs = {}
     for n in (1, 2):
         code, out, err = cheems(

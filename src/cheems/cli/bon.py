@@ -61,6 +61,7 @@ def bon(
     cache: scoring.CacheOpt = None,
     no_cache: scoring.NoCacheOpt = False,
     device: scoring.DeviceOpt = None,
+    dtype: scoring.DtypeOpt = "auto",
     no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     skip_invalid: SkipInvalid = False,
     settings: dict,
@@ -90,7 +91,7 @@ def bon(
     else:
         pool_bench, shared = {"pool": read.records}, not no_shared_prefix
         values = scoring.compute_scores(
-            model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection
+            model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection, dtype
         )
         source = model
     if not is_main_process():  # under a launcher rank 0 writes the picks

@@ -236,6 +236,7 @@ def score(
     cache: scoring.CacheOpt = None,
     no_cache: scoring.NoCacheOpt = False,
     device: scoring.DeviceOpt = None,
+    dtype: scoring.DtypeOpt = "auto",
     no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     workers: Workers = None,
     settings: dict,
@@ -253,7 +254,18 @@ def score(
     claim_outputs(inputs=scoring.scoring_inputs(model, bench, cache, no_cache), files=[("--output", output)])
     issues = ReadResult()
     scores = scoring.stream_scores(
-        model, bench, batch_size, max_length, cache, no_cache, device, workers, issues, not no_shared_prefix, connection
+        model,
+        bench,
+        batch_size,
+        max_length,
+        cache,
+        no_cache,
+        device,
+        workers,
+        issues,
+        not no_shared_prefix,
+        connection,
+        dtype,
     )
     if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
         for _ in scores:
@@ -331,6 +343,7 @@ def eval_(
     ] = None,
     no_cache: scoring.NoCacheOpt = False,
     device: scoring.DeviceOpt = None,
+    dtype: scoring.DtypeOpt = "auto",
     no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
     workers: Workers = None,
@@ -386,7 +399,7 @@ def eval_(
         else:
             shared = not no_shared_prefix
             values = scoring.compute_scores(
-                model, records, batch_size, max_length, cache, no_cache, device, shared, connection
+                model, records, batch_size, max_length, cache, no_cache, device, shared, connection, dtype
             )
             source = model
         if not is_main_process():  # under a launcher rank 0 writes the one report

@@ -44,6 +44,13 @@ CacheOpt = Annotated[
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the score cache.")]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="cpu, cuda, cuda:1, ... (default: cuda if available).")]
+DtypeOpt = Annotated[
+    str,
+    typer.Option(
+        help="Precision of a Hugging Face model's forward pass: auto (bf16 where the GPU or CPU has bf16 units, "
+        "else fp32), fp32, bf16 or fp16.",
+    ),
+]
 NoSharedPrefixOpt = Annotated[
     bool,
     typer.Option(
@@ -71,12 +78,13 @@ def compute_scores(
     device: str | None,
     shared_prefix: bool = True,
     connection: ConnectionSettings | None = None,
+    dtype: str = "auto",
 ) -> dict:
     """Score every response of every bench record with one model (cached on disk)."""
     from cheems.evaluate import score_bench
     from cheems.models import ScoreCache
 
-    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection)
+    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection, dtype)
     return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
 
 
@@ -87,6 +95,7 @@ def _load_scorer(
     device: str | None,
     shared_prefix: bool,
     connection: ConnectionSettings | None,
+    dtype: str,
 ) -> Scorer:
     """``load_scorer`` from the scoring options; an error of the spec names ``--model`` as its place (one with
     a place of its own, a model folder or ``--batch-size``, keeps it)."""
@@ -98,6 +107,7 @@ def _load_scorer(
             batch_size=batch_size,
             max_length=max_length,
             device=device,
+            dtype=dtype,
             shared_prefix=shared_prefix,
             connection=connection,
         )
@@ -117,6 +127,7 @@ def stream_scores(
     issues: ReadResult,
     shared_prefix: bool = True,
     connection: ConnectionSettings | None = None,
+    dtype: str = "auto",
 ) -> Iterator[tuple[ScoreKey, float]]:
     """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
     stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
@@ -125,7 +136,7 @@ def stream_scores(
     from cheems.evaluate.bench import score_stream, stream_bench
     from cheems.models import ScoreCache
 
-    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection)
+    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection, dtype)
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)
     return score_stream(records, scorer, None if no_cache else ScoreCache(cache))

@@ -54,7 +54,7 @@ def load_scorer(
         )
     if dtype not in DTYPES:
         # no command has a --dtype option: the place is the argument
-        raise InputError(f"unknown dtype '{dtype}'", field="dtype", hint=f"use one of {', '.join(DTYPES)}")
+        raise InputError(f"unknown dtype '{dtype}'", path="--dtype", hint=f"use one of {', '.join(DTYPES)}")
     if spec == "length":
         return LengthScorer()
     if spec.startswith(("vllm:", "openrlhf:")):
