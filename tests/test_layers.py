@@ -9,7 +9,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cheems"
 LAYERS = [
-    {"__init__", "errors", "runtime", "cachedb"},  # below everything
+    {"__init__", "errors", "runtime", "cachedb", "registries"},  # below everything
     {"data"},
     {"ranking"},
     {"annotate"},

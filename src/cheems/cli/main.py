@@ -16,6 +16,7 @@ from cheems.cli.console import console, err, report_skipped, report_warnings, ru
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.errors import CheemsWarning, InputError
+from cheems.evaluate.benchmarks import METRICS
 from cheems.runtime import is_main_process
 
 app = typer.Typer(
@@ -309,8 +310,7 @@ def eval_(
         str,
         typer.Option(
             "--metric",
-            help="cheems (CheemsBench: accuracy and exact match), rmbench (RM-Bench hard/normal/easy), bon (a prompt "
-            "is right iff its best response beats every other) or pairwise (share of pairs right).",
+            help=f"{METRICS.help_text()}.",
         ),
     ] = "cheems",
     output_json: Annotated[
@@ -448,10 +448,7 @@ def write_cheems_eval(
 
 def check_metric(metric: str, report: Path | None) -> None:
     """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
-    from cheems.evaluate.benchmarks import METRICS
-
-    if metric not in METRICS:
-        raise InputError(f"unknown metric {metric!r}", path="--metric", hint=f"use one of {', '.join(METRICS)}")
+    METRICS.get(metric)
     if metric != "cheems" and report is not None:
         raise InputError(
             f"--report writes the CheemsBench report; --metric {metric} has none",

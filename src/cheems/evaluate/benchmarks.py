@@ -1,5 +1,9 @@
 """The metrics of other reward-model benchmarks (``cheems eval --metric rmbench|bon|pairwise``).
 
+A metric is one function of a subset's judged pairs registered with :func:`register_metric`
+(``cheems eval --metric`` lists and dispatches :data:`METRICS`); ``cheems`` is CheemsBench's own
+(:class:`cheems.evaluate.bench.EvalReport`: intervals, the HTML report).
+
 They read the same judged pairs as CheemsBench's metric (``EvalReport.outcomes``: every ranked pair
 of every prompt, from a scorer's scores or a judge's verdicts); records come from
 ``cheems.data.bench_importers`` (better responses rank 1, worse rank 2).
@@ -37,18 +41,48 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from cheems.data.bench_importers import RMBENCH_STYLES
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.bench import EvalReport
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
+from cheems.registries import Registry
 
-METRICS = ("cheems", "rmbench", "bon", "pairwise")
+if TYPE_CHECKING:  # numpy and the runner load with the first metric computed: the CLI lists METRICS at start-up
+    import numpy as np
+
+    from cheems.evaluate.bench import EvalReport
+    from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
+
+SubsetMetric: TypeAlias = "Callable[[list[PromptOutcome], list[Record], str], dict]"
+"""A metric of one subset (bench file): its judged pairs, its records and its name -> the subset's JSON."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A registered metric: its tables' title, and its function (None for CheemsBench's, which ``EvalReport`` is)."""
+
+    title: str
+    subset: SubsetMetric | None
+
+
+METRICS: Registry[Metric] = Registry("metric", "--metric")
+METRICS.add("cheems", Metric("CheemsBench", None), "CheemsBench: accuracy and exact match")
+
+
+def register_metric(name: str, *, title: str, help: str) -> Callable[[SubsetMetric], SubsetMetric]:
+    """Decorator: make a subset metric ``cheems eval --metric NAME``; ``title`` heads its table, ``help`` is
+    its ``--help`` line. The function returns the subset's JSON: ``accuracy``, ``pooled_accuracy``, ``n_prompts``,
+    ``n_pairs`` and ``categories`` (each with ``accuracy``, ``n_prompts``, ``n_pairs``), the columns of its table."""
+
+    def add(fn: SubsetMetric) -> SubsetMetric:
+        METRICS.add(name, Metric(title, fn), help)
+        return fn
+
+    return add
 
 
 def pair_right(pair: PairOutcome) -> bool:
@@ -116,18 +150,10 @@ def _hits_subset(outcomes: list[PromptOutcome], hits: Callable[[PromptOutcome], 
     }
 
 
-def pairwise_subset(outcomes: list[PromptOutcome]) -> dict:
-    """The ``pairwise`` metric of one subset: every pair counts once."""
-    return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
-
-
-def bon_subset(outcomes: list[PromptOutcome]) -> dict:
-    """The ``bon`` metric of one subset: a prompt is right iff all its pairs are."""
-    return _hits_subset(outcomes, lambda o: [all(pair_right(p) for p in o.pairs)])
-
-
 def _triangles(matrix: np.ndarray) -> dict:
     """hard / normal / easy of an RM-Bench matrix, as upstream computes them."""
+    import numpy as np
+
     n = len(matrix)
     hard = float(np.sum(np.triu(matrix, 1)) / (n * (n - 1) / 2))
     normal = float(np.mean(np.diag(matrix)))
@@ -137,6 +163,8 @@ def _triangles(matrix: np.ndarray) -> dict:
 
 def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -> np.ndarray:
     """One prompt's 3×3 hits: row = the chosen response's style, column = the rejected one's."""
+    import numpy as np
+
     index = {s: i for i, s in enumerate(RMBENCH_STYLES)}
     matrix = np.zeros((len(RMBENCH_STYLES), len(RMBENCH_STYLES)))
     seen = set()
@@ -156,8 +184,11 @@ def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -
     return matrix
 
 
+@register_metric("rmbench", title="RM-Bench", help="RM-Bench hard/normal/easy")
 def rmbench_subset(outcomes: list[PromptOutcome], records: list[Record], name: str = "") -> dict:
     """The ``rmbench`` metric of one subset: per domain the style matrix and hard / normal / easy, then their means."""
+    import numpy as np
+
     styles = {r.id: {x.id: getattr(x, "style", None) for x in r.responses} for r in records}
     categories = {}
     for category, group in _by_category(outcomes).items():
@@ -168,23 +199,31 @@ def rmbench_subset(outcomes: list[PromptOutcome], records: list[Record], name: s
     return {**_triangles(matrix), "matrix": matrix.tolist(), "n_prompts": n_prompts, "categories": categories}
 
 
+@register_metric("bon", title="best-of-N", help="a prompt is right iff its best response beats every other")
+def bon_subset(outcomes: list[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+    """The ``bon`` metric of one subset: a prompt is right iff all its pairs are."""
+    return _hits_subset(outcomes, lambda o: [all(pair_right(p) for p in o.pairs)])
+
+
+@register_metric("pairwise", title="pairwise", help="share of pairs right")
+def pairwise_subset(outcomes: list[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+    """The ``pairwise`` metric of one subset: every pair counts once."""
+    return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
+
+
 def benchmark_report(metric: str, bench: dict[str, list[Record]], report: EvalReport) -> BenchmarkReport:
-    """``metric`` (rmbench, bon or pairwise) of every subset of an evaluation's judged pairs."""
-    if metric == "rmbench":
-        subsets = {name: rmbench_subset(outcomes, bench[name], name) for name, outcomes in report.outcomes.items()}
-    elif metric in ("bon", "pairwise"):
-        subset = bon_subset if metric == "bon" else pairwise_subset
-        subsets = {name: subset(outcomes) for name, outcomes in report.outcomes.items()}
-    else:
-        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS[1:])}")
+    """``metric`` (a registered one, not ``cheems``) of every subset of an evaluation's judged pairs."""
+    subset = METRICS.get(metric).subset
+    if subset is None:
+        raise InputError(
+            f"--metric {metric} is not one of the other benchmarks' metrics", path="--metric", hint=METRICS.hint()
+        )
+    subsets = {name: subset(outcomes, bench[name], name) for name, outcomes in report.outcomes.items()}
     for name, outcomes in report.outcomes.items():
         # the keys every eval JSON has, so that cheems leaderboard and cheems correlate read this one too
         exact = bon_subset(outcomes)["accuracy"]
         subsets[name] |= {"exact_match": exact, "n_pairs": sum(len(o.pairs) for o in outcomes)}
     return BenchmarkReport(metric, subsets, report.scorer, report.without_pairs, report.judge)
-
-
-_TITLES = {"rmbench": "RM-Bench", "bon": "best-of-N", "pairwise": "pairwise"}
 
 
 def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
@@ -193,7 +232,7 @@ def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
     columns = ["subset", "category", "hard", "normal", "easy", "accuracy", "prompts"] if rm else []
     columns = columns or ["subset", "category", "accuracy", "pooled", "prompts", "pairs"]
     caption = "overall = mean over subsets of accuracy"
-    table = Table(title=title or f"{_TITLES[report.metric]} metrics", caption=caption)
+    table = Table(title=title or f"{METRICS.get(report.metric).title} metrics", caption=caption)
     for col in columns:  # as eval's CheemsBench table: a long category folds, never cut
         table.add_column(col, justify="left" if col in ("subset", "category") else "right", overflow="fold")
 
@@ -225,7 +264,7 @@ def style_matrix_table(matrix: list[list[float]], title: str) -> Table:
 def print_benchmark(report: BenchmarkReport, console: Console | None = None) -> None:
     """Print the table, and for RM-Bench each subset's 3×3 matrix (rows: chosen style, columns: rejected style)."""
     console = console or Console()
-    console.print(benchmark_table(report, f"{_TITLES[report.metric]} metrics: {report.scorer}"))
+    console.print(benchmark_table(report, f"{METRICS.get(report.metric).title} metrics: {report.scorer}"))
     if report.metric == "rmbench":
         for name, subset in report.subsets.items():
             console.print(style_matrix_table(subset["matrix"], f"{name}: accuracy by style (mean of domains)"))

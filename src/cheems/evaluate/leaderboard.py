@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich import box
 from rich.markup import escape
 from rich.table import Table
@@ -47,7 +47,7 @@ class _Group(BaseModel):
 class _EvalJson(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
     # JSONs written before eval recorded its metric are CheemsBench's: other metrics always wrote theirs
-    metric: Literal[METRICS] = "cheems"
+    metric: str = "cheems"
     subsets: Annotated[dict[str, _Group], Field(min_length=1)]
     overall: Share
     overall_ci: Interval | None = None
@@ -55,6 +55,13 @@ class _EvalJson(BaseModel):
     scorer: str | None = None
     judge: dict[str, Any] | None = None
     bootstrap: dict[str, Any] | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _registered(cls, metric: str) -> str:
+        if metric not in METRICS:  # pydantic's error names the file and the field
+            raise ValueError(f"unknown metric {metric!r}, {METRICS.hint()}")
+        return metric
 
 
 @dataclass
