@@ -81,7 +81,8 @@ def _similarity(spec: str, options: ScorerOptions) -> Scorer:
     )
 
 
-@register_scorer("openrlhf", form="openrlhf:URL", help="an OpenRLHF RM server")  # decorators apply bottom-up: vllm is listed first
+# decorators apply bottom-up: vllm is listed first
+@register_scorer("openrlhf", form="openrlhf:URL", help="an OpenRLHF RM server")
 @register_scorer("vllm", form="vllm:URL#MODEL", help="a vLLM RM server")
 def _server(spec: str, options: ScorerOptions) -> Scorer:
     if ":" not in spec:
