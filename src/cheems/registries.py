@@ -52,8 +52,12 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
-    def __iter__(self) -> Iterator[Entry[T]]:
-        return iter(list(self._entries.values()))
+    def __iter__(self) -> Iterator[str]:
+        """The names, in registration order (as a dict's keys)."""
+        return iter(tuple(self._entries))
+
+    def entries(self) -> tuple[Entry[T], ...]:
+        return tuple(self._entries.values())
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._entries)

@@ -15,6 +15,7 @@ from cheems.cli import scoring
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
+from cheems.data.importers import FORMATS
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
 from cheems.runtime import is_main_process
@@ -99,8 +100,7 @@ def import_(
         list[str],
         typer.Argument(
             metavar="[FORMAT] IN",
-            help="FORMAT is pairwise, ranked, ratings or official (guessed when left out), or a benchmark's files: "
-            "rmbench, rmb (a file or a folder), rewardbench2, judgebench.",
+            help=f"FORMAT, guessed when left out (never another benchmark's): {FORMATS.help_text()}.",
         ),
     ],
     output: Output,
@@ -109,7 +109,7 @@ def import_(
     workers: Workers = None,
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
-    from cheems.data.importers import FORMATS, import_records
+    from cheems.data.importers import import_records
     from cheems.data.io import ReadResult, record_line, write_lines
     from cheems.data.outputs import claim_outputs
 

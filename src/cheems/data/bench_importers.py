@@ -24,16 +24,27 @@ is kept in extra keys. ``cheems eval --metric`` (``cheems.evaluate.benchmarks``)
   the source when it differs (``["mmlu-pro", "mmlu-pro-law"]``).
 
 ``rmbench`` and ``rmb`` also read a folder (every ``*.json`` below it, in path order), as the
-benchmarks ship one file per domain or scenario.
+benchmarks ship one file per domain or scenario. A new layout is one row function and one
+:func:`register_benchmark` line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from cheems.data.importers import _as_input, _check_row, _guard, _messages, _string, _validate, _Where
+from cheems.data.importers import (
+    ImportJob,
+    _as_input,
+    _check_row,
+    _guard,
+    _messages,
+    _string,
+    _validate,
+    _Where,
+    register_format,
+)
 from cheems.data.io import ReadResult, load_rows
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -82,13 +93,28 @@ def _grouped(name: str, groups: tuple[str, ...]) -> list[str]:
 # ---------------------------------------------------------------- one row of each benchmark
 
 
-def rmbench_row(row: dict[str, Any], where: _Where, domain: str) -> Record:
-    """One RM-Bench prompt: 3 chosen and 3 rejected style variants; ``domain`` (a file's name) when the row
-    names none."""
+RowConverter = Callable[[dict[str, Any], _Where], Record]
+"""One row of a benchmark's file (``where``: its file and line) -> its record."""
+
+
+def register_benchmark(name: str, *, help: str, folder: bool = False) -> Callable[[RowConverter], RowConverter]:
+    """Decorator: make a row converter the format ``cheems import NAME`` (``folder``: it also reads every
+    ``*.json`` below a folder); a prompt id seen twice is an error (or skipped with ``--skip-invalid``)."""
+
+    def add(convert: RowConverter) -> RowConverter:
+        register_format(name, help=help)(lambda job: _import_benchmark(job, convert, folder))
+        return convert
+
+    return add
+
+
+@register_benchmark("rmbench", help="RM-Bench's data files, a file or a folder", folder=True)
+def rmbench_row(row: dict[str, Any], where: _Where) -> Record:
+    """One RM-Bench prompt: 3 chosen and 3 rejected style variants; the domain is the row's ``domain``, else
+    the file's name."""
     prompt = _text(row, "prompt", where)
     given = row.get("domain")
-    if given is not None:
-        domain = _string(given, "domain", where)
+    domain = _rmbench_domain(Path(where.path)) if given is None else _string(given, "domain", where)
     if not any(domain == d or domain.startswith(f"{d}-") for d in _RMBENCH_DOMAINS):
         whence = "" if given is not None else f" (from the file name {Path(where.path).name})"
         raise where.error(
@@ -112,6 +138,7 @@ def _rmb_answer(value: Any, field: str, where: _Where) -> tuple[str, str | None]
     return _string(value["answer"], f"{field}.answer", where), model if isinstance(model, str) else None
 
 
+@register_benchmark("rmb", help="RMB's Pairwise_set or BoN_set, a file or a folder", folder=True)
 def rmb_row(row: dict[str, Any], where: _Where) -> Record:
     """One RMB row: a pairwise row (``chosen`` / ``reject``) or a best-of-N row (``bon_best`` / ``loser_list``)."""
     prompt = _as_input(_messages(row.get("conversation_input"), "conversation_input", where))
@@ -137,6 +164,7 @@ def rmb_row(row: dict[str, Any], where: _Where) -> Record:
     return _record(prompt, pid, category, responses, where)
 
 
+@register_benchmark("rewardbench2", help="RewardBench 2 as JSON Lines")
 def rewardbench2_row(row: dict[str, Any], where: _Where) -> Record:
     """One RewardBench 2 prompt: the correct completion(s), then the incorrect ones (``models`` in that order)."""
     chosen, rejected = _text_list(row, "chosen", where), _text_list(row, "rejected", where)
@@ -151,6 +179,7 @@ def rewardbench2_row(row: dict[str, Any], where: _Where) -> Record:
     return _record(_text(row, "prompt", where), _uid(row, "id", where), category, responses, where)
 
 
+@register_benchmark("judgebench", help="JudgeBench's JSON Lines")
 def judgebench_row(row: dict[str, Any], where: _Where) -> Record:
     """One JudgeBench pair: ``label`` ``A>B`` or ``B>A`` names the correct response."""
     label = row.get("label")
@@ -187,24 +216,20 @@ def _files(path: Path) -> list[Path]:
     return files
 
 
-def import_benchmark(path: str | Path, fmt: str, skip_invalid: bool = False) -> ReadResult:
-    """Import an RM-Bench, RMB, RewardBench 2 or JudgeBench file (``fmt`` = rmbench, rmb, rewardbench2,
-    judgebench) as canonical records; a prompt id seen twice is an error (or skipped with ``skip_invalid``)."""
+def _import_benchmark(job: ImportJob, convert: RowConverter, folder: bool) -> Iterator[Any]:
+    """``job.fn`` of the records of a benchmark's file (or, with ``folder``, folder), all read first."""
     result = ReadResult()
     seen: dict[str, str] = {}
-    for file in _files(Path(path)) if fmt in ("rmbench", "rmb") else [Path(path)]:
-        convert: Callable[[dict[str, Any], _Where], Record] = {
-            "rmbench": lambda row, where, file=file: rmbench_row(row, where, _rmbench_domain(file)),
-            "rmb": rmb_row,
-            "rewardbench2": rewardbench2_row,
-            "judgebench": judgebench_row,
-        }[fmt]
-        for line, row in load_rows(file, skip_invalid, result.skipped):
+    for file in _files(Path(job.path)) if folder else [Path(job.path)]:
+        for line, row in load_rows(file, job.skip_invalid, result.skipped):
             where = _Where(str(file), line)
-            record = _guard(lambda: _unique(convert(_check_row(row, where), where), seen, where), result, skip_invalid)
+            record = _guard(
+                lambda: _unique(convert(_check_row(row, where), where), seen, where), result, job.skip_invalid
+            )
             if record is not None:
                 result.records.append(record)
-    return result
+    job.issues.skipped.extend(result.skipped)
+    return map(job.fn, result.records)
 
 
 def _unique(record: Record, seen: dict[str, str], where: _Where) -> Record:

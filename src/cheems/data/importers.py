@@ -1,6 +1,7 @@
 """Importers: the preference formats people actually have -> canonical ``Record``s.
 
-Four preference formats, and four benchmark layouts (``FORMATS``):
+Four preference formats, and four benchmark layouts: :data:`FORMATS`, a registry (a new format is one
+function of an :class:`ImportJob` and one ``@register_format`` line; ``cheems import`` lists it):
 
 - ``pairwise``: one chosen/rejected pair per row (TRL, LLaMA-Factory alpaca/ShareGPT, DPO, JADE CSV);
   rows with the same prompt are grouped into one record with one comparison per row.
@@ -21,11 +22,11 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
@@ -33,11 +34,37 @@ from cheems.data.io import ReadResult, iter_rows, validation_error
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import same_record, stream_records
 from cheems.errors import InputError
+from cheems.registries import Registry
 
 T = TypeVar("T")
 
-BENCHMARK_FORMATS = ("rmbench", "rmb", "rewardbench2", "judgebench")
-FORMATS = ("pairwise", "ranked", "ratings", "official", *BENCHMARK_FORMATS)
+
+@dataclass
+class ImportJob:
+    """One file's import, as every importer gets it: the file, the options, and its rows as read."""
+
+    path: str | Path
+    issues: ReadResult  # skipped rows go to issues.skipped
+    fn: Callable[[Record], Any]  # what to yield of each record
+    skip_invalid: bool
+    lower_is_better: bool  # ratings: a lower score is better
+    workers: int | None
+    rows: Iterator[tuple[int, Any]]  # (line, row); the first one was read already when the format was guessed
+    reading: Generator[tuple[int, Any], None, None]  # the reader under ``rows``
+    before: int  # len(issues.skipped) before the reader started
+
+    def drop_rows(self) -> None:
+        """For an importer that reads the file itself: stop the row reader and forget the lines it skipped."""
+        self.reading.close()
+        del self.issues.skipped[self.before :]
+
+
+Importer: TypeAlias = Callable[[ImportJob], Iterator[Any]]
+"""A registered format: an import job -> ``job.fn`` of each record of the file."""
+
+FORMATS: Registry[Importer] = Registry("format", "FORMAT")
+register_format = FORMATS.register
+"""Decorator: ``@register_format("name", help="what a row holds")`` makes an importer ``cheems import name``."""
 
 Prompt = str | list[dict[str, str]]  # a plain prompt or a chat list of {role, content}
 
@@ -549,18 +576,10 @@ def import_records(
     canonical records, ranked and ratings rows stream (``workers`` processes check official records);
     pairwise rows and the other benchmarks' files are grouped in memory.
     """
-    if fmt is not None and fmt not in FORMATS:
-        raise InputError(f"unknown format {fmt!r}", path=str(path), hint=f"use one of {', '.join(FORMATS)}")
-    if fmt in BENCHMARK_FORMATS:
-        # imported here: that module builds on this one's row helpers
-        from cheems.data.bench_importers import import_benchmark
-
-        found = import_benchmark(path, fmt, skip_invalid)
-        issues.skipped.extend(found.skipped)
-        yield from map(fn, found.records)
-        return
+    if fmt is not None:
+        FORMATS.get(fmt, path=str(path))  # an unknown format fails before anything is read
     before = len(issues.skipped)
-    reading = iter_rows(path, skip_invalid, issues.skipped)
+    reading = iter_rows(path, skip_invalid, issues.skipped)  # a generator: reads nothing until asked
     rows: Iterator[tuple[int, Any]] = reading
     if fmt is None:
         first = next(reading, None)
@@ -571,13 +590,33 @@ def import_records(
         except InputError as e:
             raise e.located(str(path), first[0]) from None
         rows = itertools.chain([first], reading)
-    if fmt == "official":
-        reading.close()  # read again by the record reader, with its checks (and its own skipped lines)
-        del issues.skipped[before:]
-        checked = functools.partial(_distinct_then, fn)
-        yield from stream_records(path, checked, skip_invalid=skip_invalid, issues=issues, workers=workers)
-    elif fmt == "pairwise":
-        yield from map(fn, _import_pairwise(rows, str(path), issues, skip_invalid))
-    else:
-        normalise = _ranked_row if fmt == "ranked" else _ratings_row
-        yield from map(fn, _import_each(rows, str(path), issues, skip_invalid, normalise, lower_is_better))
+    job = ImportJob(path, issues, fn, skip_invalid, lower_is_better, workers, rows, reading, before)
+    yield from FORMATS.get(fmt)(job)
+
+
+@register_format("pairwise", help="a chosen/rejected pair per row")
+def _pairwise(job: ImportJob) -> Iterator[Any]:
+    return map(job.fn, _import_pairwise(job.rows, str(job.path), job.issues, job.skip_invalid))
+
+
+@register_format("ranked", help="a best-first list of responses per row")
+def _ranked(job: ImportJob) -> Iterator[Any]:
+    rows = _import_each(job.rows, str(job.path), job.issues, job.skip_invalid, _ranked_row, job.lower_is_better)
+    return map(job.fn, rows)
+
+
+@register_format("ratings", help="responses with numeric scores")
+def _ratings(job: ImportJob) -> Iterator[Any]:
+    rows = _import_each(job.rows, str(job.path), job.issues, job.skip_invalid, _ratings_row, job.lower_is_better)
+    return map(job.fn, rows)
+
+
+@register_format("official", help="CheemsBench / CheemsPreference files, canonical records")
+def _official(job: ImportJob) -> Iterator[Any]:
+    job.drop_rows()  # read again by the record reader, with its checks (and its own skipped lines)
+    checked = functools.partial(_distinct_then, job.fn)
+    return stream_records(job.path, checked, skip_invalid=job.skip_invalid, issues=job.issues, workers=job.workers)
+
+
+# The other benchmarks' layouts register themselves; imported last, as that module builds on the helpers above.
+from cheems.data import bench_importers  # noqa: E402, F401

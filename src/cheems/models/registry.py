@@ -113,12 +113,12 @@ _HF = (
 
 def spec_hint() -> str:
     """``use 'length', 'similarity:MODEL', …, a model folder or a hub id``: every spec form, from the registry."""
-    return f"use {', '.join(repr(e.value.form) for e in SCORERS)}, 'm3e-small', a model folder or a hub id"
+    return f"use {', '.join(repr(e.value.form) for e in SCORERS.entries())}, 'm3e-small', a model folder or a hub id"
 
 
 def scorers_help() -> str:
     """The ``--model`` help: every registered form with its help, then the Hugging Face models."""
-    return f"{', '.join(f'{e.value.form!r} ({e.help})' for e in SCORERS)}, or {_HF}."
+    return f"{', '.join(f'{e.value.form!r} ({e.help})' for e in SCORERS.entries())}, or {_HF}."
 
 
 def scorer_factory(spec: str) -> ScorerFactory:
