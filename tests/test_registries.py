@@ -246,3 +246,14 @@ def test_an_unknown_format_is_one_line_listing_them(tmp_path, monkeypatch, capsy
     proc = run_main("import", "qa", source, "-o", tmp_path / "out.jsonl", monkeypatch=monkeypatch, capsys=capsys)
     assert_user_error(proc, "expected '[FORMAT] IN'", "FORMAT is one of pairwise, ranked, ratings, official, rmbench")
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# ---------------------------------------------------------------- the docs
+
+
+def test_the_docs_name_every_registered_metric_and_scorer():
+    root = Path(__file__).resolve().parents[1]
+    readme, formats = (root / "README.md").read_text(), (root / "docs" / "formats.md").read_text()
+    assert f"[--metric {'|'.join(METRICS)}]" in readme
+    assert all(f"`--metric {name}`" in formats for name in METRICS)  # the import formats: test_docs.py
+    assert all(f"`{entry.value.form}`" in readme for entry in SCORERS.entries())
