@@ -14,7 +14,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -462,7 +462,9 @@ def load_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputE
     return list(iter_rows(path, skip_invalid, skipped))
 
 
-def iter_rows(path: str | Path, skip_invalid: bool = False, skipped: list[InputError] | None = None) -> Iterator[Row]:
+def iter_rows(
+    path: str | Path, skip_invalid: bool = False, skipped: list[InputError] | None = None
+) -> Generator[Row, None, None]:
     """The rows of :func:`load_rows` as they are read: a JSON Lines file a line at a time, other formats parsed
     whole first. A file with no rows at all (and none skipped) is refused at its end."""
     path = Path(path)

@@ -221,7 +221,7 @@ def benchmark_report(metric: str, bench: dict[str, list[Record]], report: EvalRe
     subsets = {name: subset(outcomes, bench[name], name) for name, outcomes in report.outcomes.items()}
     for name, outcomes in report.outcomes.items():
         # the keys every eval JSON has, so that cheems leaderboard and cheems correlate read this one too
-        exact = bon_subset(outcomes)["accuracy"]
+        exact = bon_subset(outcomes, bench[name], name)["accuracy"]
         subsets[name] |= {"exact_match": exact, "n_pairs": sum(len(o.pairs) for o in outcomes)}
     return BenchmarkReport(metric, subsets, report.scorer, report.without_pairs, report.judge)
 
