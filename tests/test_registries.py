@@ -12,19 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from cheems.data.importers import FORMATS, ImportJob, import_file, register_format
-from cheems.data.schema import Record
+from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
 from cheems.evaluate import evaluate, load_bench
-from cheems.evaluate.benchmarks import METRICS, benchmark_report, pair_right, register_metric
-from cheems.models.registry import SCORERS, load_scorer, register_scorer, scorers_help, spec_hint
+from cheems.evaluate.benchmarks import METRICS, benchmark_report
+from cheems.models.registry import SCORERS, load_scorer, scorers_help, spec_hint
 from cheems.registries import Registry
 from helpers import assert_user_error, run_main, write_jsonl
 
-# A plugin as a user writes one: one function and one decorator line per entry, then the command.
-PLUGIN = """
-import sys
-
+# A plugin as a user writes one: one function and one decorator line per entry.
+ENTRIES = """
 from cheems.data.importers import register_format
 from cheems.data.schema import Record
 from cheems.evaluate.benchmarks import pair_right, register_metric
@@ -63,18 +60,23 @@ def qa(job):
         yield job.fn(Record.model_validate({"id": f"q{line}", "input": row["q"], "responses": [
             {"id": "good", "content": row["good"]}, {"id": "bad", "content": row["bad"]}],
             "rank": {"good": 1, "bad": 2}}))
-
-
-from cheems.cli.main import main
-
-main()
 """
 
 
+@pytest.fixture
+def entries():
+    """The plugin's entries registered in this process, and removed after the test."""
+    exec(ENTRIES, {"__name__": "plugin"})
+    yield
+    SCORERS.remove("constant")
+    METRICS.remove("first-pair")
+    FORMATS.remove("qa")
+
+
 def plugin(tmp_path: Path, *args: object) -> subprocess.CompletedProcess:
-    """``cheems ARGS`` in a fresh process that registered the plugin's scorer, metric and format first."""
+    """``cheems ARGS`` in a fresh process that registered the plugin's entries first (the help lists them)."""
     script = tmp_path / "plugin.py"
-    script.write_text(PLUGIN, encoding="utf-8")
+    script.write_text(ENTRIES + "\nfrom cheems.cli.main import main\n\nmain()\n", encoding="utf-8")
     return subprocess.run(
         [sys.executable, str(script), *map(str, args)],
         capture_output=True,
@@ -119,20 +121,7 @@ def test_a_registry_lists_its_entries_in_order_and_refuses_an_unknown_or_doubled
 # ---------------------------------------------------------------- metrics
 
 
-@pytest.fixture
-def first_pair_metric():
-    @register_metric("first-pair", title="first pair", help="share of prompts whose first pair is right")
-    def first_pair(outcomes, records, name):
-        hits = [pair_right(o.pairs[0]) for o in outcomes if o.pairs]
-        share = sum(hits) / len(hits)
-        n = len(hits)
-        return {"accuracy": share, "pooled_accuracy": share, "n_prompts": n, "n_pairs": n, "categories": {}}
-
-    yield
-    METRICS.remove("first-pair")
-
-
-def test_a_registered_metric_is_computed_and_listed(tmp_path, first_pair_metric):
+def test_a_registered_metric_is_computed_and_listed(tmp_path, entries):
     records = load_bench([bench(tmp_path)])
     result = evaluate(records, {("p1", "a"): 1.0, ("p1", "b"): 0.0, ("p2", "a"): 0.0, ("p2", "b"): 1.0}, "s")
     report = benchmark_report("first-pair", records, result).to_dict()
@@ -160,32 +149,12 @@ def test_an_unknown_metric_is_one_line_listing_them(tmp_path, monkeypatch, capsy
 # ---------------------------------------------------------------- scorers
 
 
-class _Constant:
-    name = "constant"
-
-    def __init__(self, value: float) -> None:
-        self.value = value
-
-    def fingerprint(self) -> str:
-        return f"constant-{self.value}"
-
-    def score(self, items):
-        return [self.value for _ in items]
-
-
-@pytest.fixture
-def constant_scorer():
-    @register_scorer("constant", form="constant:VALUE", help="VALUE for every response")
-    def constant(spec, options):
-        return _Constant(float(spec.partition(":")[2]))
-
-    yield
-    SCORERS.remove("constant")
-
-
-def test_a_registered_scorer_is_loaded_and_listed(constant_scorer):
-    assert load_scorer("constant:2.5").score([("问", "答")]) == [2.5]
-    assert "'constant:VALUE'" in spec_hint() and "'constant:VALUE' (VALUE for every response)" in scorers_help()
+def test_a_registered_scorer_is_loaded_and_listed(entries):
+    assert load_scorer("constant:2.5").score([("问", "好"), ("问", "不")]) == [2.5, 0.0]
+    assert (
+        "'constant:VALUE'" in spec_hint()
+        and "'constant:VALUE' (VALUE for a response with 好, else 0)" in scorers_help()
+    )
 
 
 def test_a_plugin_scorer_runs_through_cheems_score_and_its_help(tmp_path):
@@ -207,20 +176,7 @@ def test_an_unknown_scorer_is_one_line_listing_them(tmp_path, monkeypatch, capsy
 # ---------------------------------------------------------------- import formats
 
 
-@pytest.fixture
-def qa_format():
-    @register_format("qa", help="{q, good, bad} rows")
-    def qa(job: ImportJob):
-        for line, row in job.rows:
-            responses = [{"id": "good", "content": row["good"]}, {"id": "bad", "content": row["bad"]}]
-            record = {"id": f"q{line}", "input": row["q"], "responses": responses, "rank": {"good": 1, "bad": 2}}
-            yield job.fn(Record.model_validate(record))
-
-    yield
-    FORMATS.remove("qa")
-
-
-def test_a_registered_format_imports_and_is_listed(tmp_path, qa_format):
+def test_a_registered_format_imports_and_is_listed(tmp_path, entries):
     source = write_jsonl(tmp_path / "qa.jsonl", [{"q": "问", "good": "好", "bad": "不好"}])
     (record,) = import_file(source, "qa").records
     assert (record.id, record.rank) == ("q1", {"good": 1, "bad": 2})
