@@ -1,6 +1,7 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
 --device, --no-shared-prefix; for an RM server :data:`cheems.cli.options.CONNECTION_OPTIONS`) and the
-helpers that act on them: ``load_model``, ``score_cache``, ``stream_scores``, ``connection_settings`` and ``scoring_inputs``.
+helpers that act on them: ``load_model``, ``score_cache``, ``stream_scores``, ``connection_settings`` and
+``scoring_inputs``.
 
 Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`), which warn alike
 about scores of no response they know (``warn_unmatched``).
@@ -123,6 +124,7 @@ def stream_scores(
     launcher every process reads the files and takes its share of each chunk's batches."""
     from cheems.data.stream import same_record
     from cheems.evaluate.bench import score_stream, stream_bench
+
     scorer = load_model(model, batch_size, max_length, device, shared_prefix, connection, dtype)
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)
