@@ -7,7 +7,7 @@ Registered in :mod:`cheems.cli.main` as ``app.command()(bon)``. The picking and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 
@@ -17,6 +17,12 @@ from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid, settings_options
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cheems.data.io import ScoreKey
+    from cheems.models.base import Scorer
 
 
 @settings_options(
@@ -87,9 +93,10 @@ def bon(
     read = read_records(pool, skip_invalid=skip_invalid)
     report_skipped(read.skipped)
     report_warnings(read.warnings)
+    by: Mapping[ScoreKey, float] | Scorer
     if scores is not None:
         by, source = read_scores(scores), str(scores)
-    else:
+    elif model is not None:
         by = scoring.load_model(model, batch_size, max_length, device, not no_shared_prefix, connection, dtype)
         source = model
     cache_of = None if scores is not None else scoring.score_cache(cache, no_cache)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.text import Text
@@ -17,6 +17,12 @@ from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
 from cheems.errors import CheemsWarning, InputError
 from cheems.runtime import is_main_process
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cheems.data.io import ScoreKey
+    from cheems.models.base import Scorer
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -393,14 +399,15 @@ def eval_(
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
-    if judge:
-        by, source = judge_cfg, None
-    elif scores is not None:
+    by: Mapping[ScoreKey, float] | Scorer | JudgeSettings
+    if scores is not None:
         by, source = read_scores(scores), str(scores)
-    else:
+    elif model is not None:
         shared = not no_shared_prefix
         by = scoring.load_model(model, batch_size, max_length, device, shared, connection, dtype)
         source = model
+    else:
+        by, source = judge_cfg, judge_cfg.judge_model
     drawn = resamples if metric == "cheems" else 0  # another metric's report has no intervals
     cache_of = None if judge or scores is not None else scoring.score_cache(cache, no_cache)
     result = evaluate(
