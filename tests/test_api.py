@@ -142,3 +142,22 @@ def test_train_refuses_a_bad_setting_before_any_work(tmp_path):
         with pytest.raises(cheems.InputError, match="epochs"):
             cheems.train(given, **settings)
     assert not list(tmp_path.iterdir())
+
+
+def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monkeypatch):
+    """A real loopback OpenAI-compatible judge (tests/fault_server.py), each run with its own judgement cache."""
+    from fault_server import FakeJudgeServer
+    from test_evaluate_judge import KEY_ENV, write_bench
+
+    bench, out = write_bench(tmp_path / "open.jsonl"), tmp_path / "eval.json"
+    monkeypatch.setenv("OPENAI_API_KEY", KEY_ENV["OPENAI_API_KEY"])
+    with FakeJudgeServer() as server:
+        given = ["--judge-model", "fake-judge", "--base-url", server.url, "--max-retries", "1", "--no-progress"]
+        proc = run_cheems("eval", "--bench", bench, *given, "--cache", tmp_path / "cli.sqlite", "--output-json", out)
+        assert proc.returncode == 0, proc.stderr
+        settings = cheems.JudgeSettings(
+            judge_model="fake-judge", base_url=server.url, max_retries=1, cache=tmp_path / "api.sqlite"
+        )
+        report = cheems.evaluate(cheems.load_bench([bench]), settings, progress=False)
+    same_file(tmp_path, report.to_dict(), out)
+    assert report.to_dict()["judge"]["questions"] == 9
