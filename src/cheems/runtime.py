@@ -262,7 +262,7 @@ def folder_files(folder: Path) -> dict[str, list[int]]:
 
 def lazy_exports(package: str, exports: dict[str, str]) -> Any:
     """A module ``__getattr__`` (PEP 562) for ``package``: ``exports`` maps each public name to the
-    submodule holding it, imported on first use.
+    submodule holding it, imported on first use (``"module:attr"`` when the submodule's name for it differs).
 
     Importing one submodule (the CLI reads the settings models at start-up) then costs that module
     alone, not every sibling the package re-exports (networkx, the judge, torch).
@@ -272,6 +272,7 @@ def lazy_exports(package: str, exports: dict[str, str]) -> Any:
     def __getattr__(name: str) -> Any:
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+        module, _, attr = exports[name].partition(":")
+        return getattr(importlib.import_module(f"{package}.{module}"), attr or name)
 
     return __getattr__

@@ -7,7 +7,7 @@ Registered in :mod:`cheems.cli.main` as ``app.command()(bon)``. The picking and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 
@@ -17,6 +17,12 @@ from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid, settings_options
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cheems.data.io import ScoreKey
+    from cheems.models.base import Scorer
 
 
 @settings_options(
@@ -69,7 +75,8 @@ def bon(
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
     from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
     from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate.bon import best_of_n, curve_png
+    from cheems.evaluate.bon import curve_png
+    from cheems.evaluate.evaluation import bon as best_of
 
     if output is None or (model is None) == (scores is None):
         raise InputError(
@@ -86,17 +93,16 @@ def bon(
     read = read_records(pool, skip_invalid=skip_invalid)
     report_skipped(read.skipped)
     report_warnings(read.warnings)
+    by: Mapping[ScoreKey, float] | Scorer
     if scores is not None:
-        values, source = read_scores(scores), str(scores)
-    else:
-        pool_bench, shared = {"pool": read.records}, not no_shared_prefix
-        values = scoring.compute_scores(
-            model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection, dtype
-        )
+        by, source = read_scores(scores), str(scores)
+    elif model is not None:
+        by = scoring.load_model(model, batch_size, max_length, device, not no_shared_prefix, connection, dtype)
         source = model
+    cache_of = None if scores is not None else scoring.score_cache(cache, no_cache)
+    result = best_of(read.records, by, n=n, sample=sample, seed=seed, source=source, cache=cache_of)
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return
-    result = best_of_n(read.records, values, n=n, sample=sample, seed=seed, scorer=source)
     report_gaps(result, source)
     scoring.warn_unmatched(result.unmatched_scores, source, "the pool")
     if plot is not None and not result.curve:

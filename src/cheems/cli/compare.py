@@ -1,7 +1,7 @@
 """``cheems compare D1.jsonl D2.jsonl``: is one scorer better than another on the same bench, and is it significant?
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(compare)``. The statistics live in
-:func:`cheems.evaluate.stats.compare_details`; this module parses and prints.
+:func:`cheems.compare` (:func:`cheems.evaluate.stats.compare_details`); this module parses and prints.
 """
 
 from __future__ import annotations
@@ -38,11 +38,10 @@ def compare(
     """Paired difference of two scorers on one bench: A - B with bootstrap CI and p-value, and McNemar's test."""
     from cheems.data.io import write_json
     from cheems.data.outputs import claim_outputs
-    from cheems.evaluate.details import read_details
-    from cheems.evaluate.stats import compare_details
+    from cheems.evaluate.evaluation import compare as compare_runs
 
     claim_outputs(inputs=[("D1", first), ("D2", second)], files=[("--output-json", output_json)])
-    result = compare_details(read_details(first), read_details(second), resamples, seed, level)
+    result = compare_runs(first, second, resamples=resamples, seed=seed, level=level)
     print_comparison(result, console)
     if output_json:
         write_json(output_json, result.to_dict())

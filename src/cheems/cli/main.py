@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.text import Text
@@ -19,6 +19,12 @@ from cheems.data.importers import FORMATS
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
 from cheems.runtime import is_main_process
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from cheems.data.io import ScoreKey
+    from cheems.models.base import Scorer
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -353,10 +359,12 @@ def eval_(
     from cheems.data.io import read_scores, write_json
     from cheems.data.keytable import read_score_table
     from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate import load_bench
     from cheems.evaluate.bench import evaluate_stream
     from cheems.evaluate.details import bench_fingerprint, write_details
+    from cheems.evaluate.evaluation import evaluate
     from cheems.evaluate.report import REPORT_FILES
+    from cheems.evaluate.stats import add_intervals
 
     judge = settings.get("judge_model")
     if not bench or sum(x is not None for x in (scores, model, judge)) != 1:
@@ -384,27 +392,30 @@ def eval_(
         )
         report_warnings(warnings)
         scoring.warn_unmatched(result.unmatched_scores, str(scores), "the bench")
-        write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+        if resamples:
+            add_intervals(result, resamples, bootstrap_seed)
+        write_cheems_eval(result, output_json, report, details, fingerprint)
         return
     warnings: list[InputError] = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
-    if judge:
-        from cheems.evaluate.judge import judge_bench
-
-        result = judge_bench(records, judge_cfg, progress=not no_progress)
+    by: Mapping[ScoreKey, float] | Scorer | JudgeSettings
+    if scores is not None:
+        by, source = read_scores(scores), str(scores)
+    elif model is not None:
+        shared = not no_shared_prefix
+        by = scoring.load_model(model, batch_size, max_length, device, shared, connection, dtype)
+        source = model
     else:
-        if scores is not None:
-            values, source = read_scores(scores), str(scores)
-        else:
-            shared = not no_shared_prefix
-            values = scoring.compute_scores(
-                model, records, batch_size, max_length, cache, no_cache, device, shared, connection, dtype
-            )
-            source = model
-        if not is_main_process():  # under a launcher rank 0 writes the one report
-            return
-        result = evaluate(records, values, source)
+        by, source = judge_cfg, judge_cfg.judge_model
+    drawn = resamples if metric == "cheems" else 0  # another metric's report has no intervals
+    cache_of = None if judge or scores is not None else scoring.score_cache(cache, no_cache)
+    result = evaluate(
+        records, by, source=source, resamples=drawn, seed=bootstrap_seed, cache=cache_of, progress=not no_progress
+    )
+    if not is_main_process():  # under a launcher rank 0 writes the one report
+        return
+    if not judge:
         scoring.warn_unmatched(result.unmatched_scores, source, "the bench")
     if metric != "cheems":
         data = other_metric(metric, records, result)
@@ -415,27 +426,22 @@ def eval_(
                 write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
         return
     fingerprint = bench_fingerprint(records) if details else None
-    write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
+    write_cheems_eval(result, output_json, report, details, fingerprint)
 
 
 def write_cheems_eval(
     result,
-    resamples: int,
-    seed: int,
     output_json: Path | None,
     report: Path | None,
     details: Path | None,
     fingerprint: str | None,
 ) -> None:
-    """CheemsBench's metrics of an evaluation: intervals drawn, the table printed, the files written."""
+    """CheemsBench's metrics of an evaluation: the table printed, the files written."""
     from cheems.data.io import write_json
     from cheems.data.outputs import together
     from cheems.evaluate.details import write_details
     from cheems.evaluate.report import print_report, write_report
-    from cheems.evaluate.stats import add_intervals
 
-    if resamples:
-        add_intervals(result, resamples, seed)
     print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
     with together():
         if output_json:

@@ -1,6 +1,7 @@
 """The options every scoring command shares (--model, --batch-size, --max-length, --cache, --no-cache,
 --device, --no-shared-prefix; for an RM server :data:`cheems.cli.options.CONNECTION_OPTIONS`) and the
-helpers that act on them: ``compute_scores``, ``stream_scores``, ``connection_settings`` and ``scoring_inputs``.
+helpers that act on them: ``load_model``, ``score_cache``, ``stream_scores``, ``connection_settings`` and
+``scoring_inputs``.
 
 Used by ``score`` and ``eval`` (:mod:`cheems.cli.main`) and ``bon`` (:mod:`cheems.cli.bon`), which warn alike
 about scores of no response they know (``warn_unmatched``).
@@ -24,6 +25,7 @@ from cheems.models.registry import scorers_help
 if TYPE_CHECKING:
     from cheems.annotate.settings import ConnectionSettings
     from cheems.models.base import Scorer
+    from cheems.models.cache import ScoreCache
 
 ModelOpt = Annotated[
     Optional[str],
@@ -66,27 +68,15 @@ def connection_settings(given: Mapping[str, Any]) -> ConnectionSettings:
     return from_options(ConnectionSettings, {k: v for k, v in given.items() if k in ConnectionSettings.model_fields})
 
 
-def compute_scores(
-    model: str,
-    bench: dict,
-    batch_size: int,
-    max_length: int,
-    cache: Path | None,
-    no_cache: bool,
-    device: str | None,
-    shared_prefix: bool = True,
-    connection: ConnectionSettings | None = None,
-    dtype: str = "auto",
-) -> dict:
-    """Score every response of every bench record with one model (cached on disk)."""
-    from cheems.evaluate import score_bench
+def score_cache(cache: Path | None, no_cache: bool) -> ScoreCache | None:
+    """The score cache ``--cache`` / ``--no-cache`` name: None with ``--no-cache``, else the file (default
+    $CHEEMS_CACHE_DIR/scores.sqlite)."""
     from cheems.models import ScoreCache
 
-    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection, dtype)
-    return score_bench(bench, scorer, None if no_cache else ScoreCache(cache))
+    return None if no_cache else ScoreCache(cache)
 
 
-def _load_scorer(
+def load_model(
     model: str,
     batch_size: int,
     max_length: int,
@@ -127,17 +117,16 @@ def stream_scores(
     connection: ConnectionSettings | None = None,
     dtype: str = "auto",
 ) -> Iterator[tuple[ScoreKey, float]]:
-    """``compute_scores`` a chunk of the bench files at a time, in their order, with a progress bar: memory
+    """:func:`cheems.score` a chunk of the bench files at a time, in their order, with a progress bar: memory
     stays bounded by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a
     launcher every process reads the files and takes its share of each chunk's batches."""
     from cheems.data.stream import same_record
     from cheems.evaluate.bench import score_stream, stream_bench
-    from cheems.models import ScoreCache
 
-    scorer = _load_scorer(model, batch_size, max_length, device, shared_prefix, connection, dtype)
+    scorer = load_model(model, batch_size, max_length, device, shared_prefix, connection, dtype)
     files = stream_bench(bench, same_record, issues, workers=workers, progress="scoring")
     records = (r for _, file_records in files for r in file_records)
-    return score_stream(records, scorer, None if no_cache else ScoreCache(cache))
+    return score_stream(records, scorer, score_cache(cache, no_cache))
 
 
 def scoring_inputs(

@@ -113,6 +113,24 @@ class _Run:
 
 
 # ---------------------------------------------------------------------- train
+def train(config: TrainConfig | str | Path | None = None, /, **settings: Any) -> Path:
+    """Train a reward model; returns the Hugging Face folder it was saved to (``output``).
+
+    ``config``: a :class:`TrainConfig`, or a YAML config file as ``cheems train --config`` reads it;
+    ``settings``: :class:`TrainConfig` fields (``data``, ``output``, ``model``, ``epochs``, ...), over the
+    file's, as ``cheems train``'s options are. ``cheems.train(data=["train.jsonl"], output="rm")`` is
+    ``cheems train --data train.jsonl --output rm``. A bad setting raises ``InputError``.
+    """
+    from cheems.data.yamlfile import validate_config
+    from cheems.train.config import load_config
+
+    if isinstance(config, TrainConfig):
+        config = validate_config({**config.to_dict(), **settings}, TrainConfig)
+    else:
+        config = load_config(config, settings)
+    return train_reward_model(config).output_dir
+
+
 def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResult:
     """Train a reward model as ``config`` says; save it to ``config.output`` as a Hugging Face folder.
 
