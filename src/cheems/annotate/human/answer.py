@@ -196,7 +196,7 @@ def check_answer(answer: Answer, keys: Sequence[str], texts: Mapping[str, str] |
             f"ranking {answer.ranking!r} puts {x} (score {answer.scores[x]}) below {y} (score {answer.scores[y]})"
             ' — fix the ranking or the scores, or confirm it with "override": true'
         )
-    for key, flags in answer.flags.items():
+    for key in answer.flags:
         if key not in keys:
             raise AnswerError(f"flags name {key!r}, which is not a response of this task — use {', '.join(keys)}")
     for i, span in enumerate(answer.spans):
