@@ -194,7 +194,7 @@ def import_benchmark(path: str | Path, fmt: str, skip_invalid: bool = False) -> 
     seen: dict[str, str] = {}
     for file in _files(Path(path)) if fmt in ("rmbench", "rmb") else [Path(path)]:
         convert: Callable[[dict[str, Any], _Where], Record] = {
-            "rmbench": lambda row, where, file=file: rmbench_row(row, where, _rmbench_domain(file)),
+            "rmbench": lambda row, where: rmbench_row(row, where, _rmbench_domain(file)),
             "rmb": rmb_row,
             "rewardbench2": rewardbench2_row,
             "judgebench": judgebench_row,
