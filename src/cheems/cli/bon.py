@@ -89,6 +89,7 @@ def bon(
     if scores is not None:
         values, source = read_scores(scores), str(scores)
     else:
+        assert model is not None  # exactly one of --scores and --model (checked above)
         pool_bench, shared = {"pool": read.records}, not no_shared_prefix
         values = scoring.compute_scores(
             model, pool_bench, batch_size, max_length, cache, no_cache, device, shared, connection, dtype

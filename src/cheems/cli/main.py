@@ -386,7 +386,7 @@ def eval_(
         scoring.warn_unmatched(result.unmatched_scores, str(scores), "the bench")
         write_cheems_eval(result, resamples, bootstrap_seed, output_json, report, details, fingerprint)
         return
-    warnings: list[InputError] = []
+    warnings = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
     if judge:
@@ -397,6 +397,7 @@ def eval_(
         if scores is not None:
             values, source = read_scores(scores), str(scores)
         else:
+            assert model is not None  # exactly one of --scores, --model and --judge-model (checked above)
             shared = not no_shared_prefix
             values = scoring.compute_scores(
                 model, records, batch_size, max_length, cache, no_cache, device, shared, connection, dtype
@@ -443,6 +444,7 @@ def write_cheems_eval(
         if report:
             write_report(result, report, title=result.scorer)
         if details:
+            assert fingerprint is not None  # made whenever --details is given
             write_details(details, result.outcomes, result.scorer, fingerprint)
 
 

@@ -35,7 +35,7 @@ prompts with every pair right, mean over main categories: ``bon``'s accuracy) an
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,7 +84,7 @@ class BenchmarkReport:
         return out
 
 
-def _by_category(outcomes: list[PromptOutcome]) -> dict[str, list[PromptOutcome]]:
+def _by_category(outcomes: Sequence[PromptOutcome]) -> dict[str, list[PromptOutcome]]:
     groups: dict[str, list[PromptOutcome]] = defaultdict(list)
     for o in outcomes:
         if o.pairs:
@@ -96,7 +96,7 @@ def _share(hits: list[bool]) -> float:
     return sum(hits) / len(hits)
 
 
-def _hits_subset(outcomes: list[PromptOutcome], hits: Callable[[PromptOutcome], list[bool]]) -> dict:
+def _hits_subset(outcomes: Sequence[PromptOutcome], hits: Callable[[PromptOutcome], list[bool]]) -> dict:
     """Accuracy of each main category over its units (``hits`` of each prompt), their mean, and the pooled share."""
     categories = {
         name: {
@@ -116,12 +116,12 @@ def _hits_subset(outcomes: list[PromptOutcome], hits: Callable[[PromptOutcome], 
     }
 
 
-def pairwise_subset(outcomes: list[PromptOutcome]) -> dict:
+def pairwise_subset(outcomes: Sequence[PromptOutcome]) -> dict:
     """The ``pairwise`` metric of one subset: every pair counts once."""
     return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
 
 
-def bon_subset(outcomes: list[PromptOutcome]) -> dict:
+def bon_subset(outcomes: Sequence[PromptOutcome]) -> dict:
     """The ``bon`` metric of one subset: a prompt is right iff all its pairs are."""
     return _hits_subset(outcomes, lambda o: [all(pair_right(p) for p in o.pairs)])
 
@@ -135,9 +135,9 @@ def _triangles(matrix: np.ndarray) -> dict:
     return {"accuracy": (hard + normal + easy) / 3, "hard": hard, "normal": normal, "easy": easy}
 
 
-def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -> np.ndarray:
+def _style_matrix(outcome: PromptOutcome, styles: Mapping[str, str | None], subset: str) -> np.ndarray:
     """One prompt's 3×3 hits: row = the chosen response's style, column = the rejected one's."""
-    index = {s: i for i, s in enumerate(RMBENCH_STYLES)}
+    index: dict[str | None, int] = {s: i for i, s in enumerate(RMBENCH_STYLES)}
     matrix = np.zeros((len(RMBENCH_STYLES), len(RMBENCH_STYLES)))
     seen = set()
     for p in outcome.pairs:
@@ -156,7 +156,7 @@ def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -
     return matrix
 
 
-def rmbench_subset(outcomes: list[PromptOutcome], records: list[Record], name: str = "") -> dict:
+def rmbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
     """The ``rmbench`` metric of one subset: per domain the style matrix and hard / normal / easy, then their means."""
     styles = {r.id: {x.id: getattr(x, "style", None) for x in r.responses} for r in records}
     categories = {}

@@ -47,7 +47,7 @@ class _Group(BaseModel):
 class _EvalJson(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
     # JSONs written before eval recorded its metric are CheemsBench's: other metrics always wrote theirs
-    metric: Literal[METRICS] = "cheems"
+    metric: Literal[METRICS] = "cheems"  # type: ignore[valid-type]  # the metrics' names, known at run time
     subsets: Annotated[dict[str, _Group], Field(min_length=1)]
     overall: Share
     overall_ci: Interval | None = None
