@@ -20,9 +20,12 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/cheems demo
 
-# ruff (line length 120, pyproject.toml) first: a lint error fails fast, before the 5-minute suite.
+# ruff (line length 120, pyproject.toml), the format check and mypy ([tool.mypy]) first: each fails fast,
+# before the 5-minute suite.
 test: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 # The benchmarks need TRL for the training comparison; each script's docstring has its options.

@@ -117,7 +117,7 @@ def main() -> None:
         naive_model = AutoModelForSequenceClassification.from_pretrained(
             scorer.source.location, num_labels=1, dtype=torch.float32
         ).eval()
-    scorer.model  # load outside the timings, as the naive model is
+    scorer.model  # noqa: B018 - load outside the timings, as the naive model is
 
     cache = ScoreCache(Path(tempfile.mkdtemp(prefix="cheems-bench-")) / "scores.sqlite")
     shards = [records[i :: args.rounds] for i in range(args.rounds)]
@@ -155,7 +155,7 @@ def main() -> None:
         bf16 = load_scorer(args.model, batch_size=args.batch_size, max_length=args.max_length, dtype="bf16")
         sample_items = [(r.input, x.content) for r in sample for x in r.responses]
         sample_tokens = sum(len(ids) for ids, _ in bf16.encode(sample_items))
-        bf16.model  # load outside the timing
+        bf16.model  # noqa: B018 - load outside the timing
         start = time.perf_counter()
         score_records(sample, bf16, progress=False)
         bf16_row = (len(sample_items), sample_tokens / (time.perf_counter() - start))

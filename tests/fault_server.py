@@ -203,7 +203,7 @@ class FakeJudgeServer:
                 self.connection.close()
                 self.close_connection = True
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if server.dead:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import SafetensorError
 from tokenizers import processors
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
 
@@ -217,7 +218,7 @@ def test_fingerprint_reads_no_weights_and_tracks_settings_and_files(bert, tmp_pa
     assert fp != load_scorer(str(folder), dtype="fp32").fingerprint()
     assert fp != load_scorer(str(bert)).fingerprint()  # different weight file
     assert fp != load_scorer(f"similarity:{folder}").fingerprint()
-    with pytest.raises(Exception):
+    with pytest.raises(SafetensorError):
         scorer.score([MEDIUM])
 
 

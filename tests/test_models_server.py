@@ -79,7 +79,7 @@ class RMServer:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            def do_POST(self) -> None:  # the http.server name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer.lock:
                     dies = outer.die_after is not None and len(outer.requests) >= outer.die_after

@@ -163,7 +163,8 @@ class ProgressBar:
         completed: int = 0,
         console: Any = None,
     ) -> None:
-        self.total, self.label, self.done = total, label, completed
+        self.total, self.label = total, label
+        self.done: float = completed  # a scorer on one of k processes advances by 1/k of its items
         self.enabled = enabled and total > 0 and is_main_process()
         self.after_s, self.transient, self.console = after_s, transient, console
         self.terminal_only = terminal_only
@@ -203,7 +204,7 @@ class ProgressBar:
         self.bar.start()
         self.task = self.bar.add_task(self.label, total=self.total, completed=self.done, stats=self.stats)
 
-    def advance(self, n: int = 1, stats: str | None = None) -> None:
+    def advance(self, n: float = 1, stats: str | None = None) -> None:
         """``n`` more done; ``stats`` (e.g. ``loss 0.41 acc 0.72``) replaces the text after the bar."""
         self.done += n
         if stats is not None:

@@ -221,7 +221,7 @@ class ChatClient:
         def target() -> None:
             try:
                 context.run(asyncio.run, self._run(jobs, handle))
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as e:  # re-raised in the caller's thread
                 errors.append(e)
 
         thread = threading.Thread(target=target)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cheems.data.schema import Record, Response
+from cheems.data.schema import Message, Record, Response
 from cheems.data.yamlfile import read_yaml_mapping
 from cheems.errors import InputError
 from cheems.runtime import content_hash
@@ -251,7 +251,7 @@ def _contains(name: str, pattern: str) -> bool:
     return pattern in name
 
 
-def _group_name(value: Any, path: str, line: int, category: str) -> str:
+def _group_name(value: Any, path: str, line: int | None, category: str) -> str:
     name = str(value).strip()
     key = GROUP_ALIASES.get(name, GROUP_ALIASES.get(name.lower(), name.lower()))
     if key not in CRITERIA and key != GENERAL:
@@ -305,7 +305,7 @@ def load_criteria_map(path: str | Path | None) -> CriteriaMap:
     return CriteriaMap(tuple(overrides), fallback, source)
 
 
-def render_dialogue(prompt: str | Sequence[Any]) -> str:
+def render_dialogue(prompt: str | Sequence[Message | Mapping[str, Any]]) -> str:
     """The prompt as the judge reads it: plain text, or a multi-turn dialogue with the last user turn marked."""
     if isinstance(prompt, str):
         return prompt
@@ -428,7 +428,7 @@ def load_template(path: str | Path | None, default: PromptTemplate) -> PromptTem
             line=lines.get((unknown[0],)),
             hint="a template has system, user and name",
         )
-    values = {
+    values: dict[str, Any] = {
         key: data.get(key, default_value)
         for key, default_value in (("system", default.system), ("user", None), ("name", Path(source).stem))
     }

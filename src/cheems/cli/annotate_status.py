@@ -53,8 +53,9 @@ def print_status(report: dict, console: Any) -> None:
     console.print(summary)
 
     categories = Table(title="by category")
-    for name, justify in (("category", "left"), ("tasks", "right"), ("done", "right"), ("share", "right")):
-        categories.add_column(name, justify=justify)
+    categories.add_column("category", justify="left")
+    for name in ("tasks", "done", "share"):
+        categories.add_column(name, justify="right")
     for name, c in progress["by_category"].items():
         categories.add_row(name, str(c["tasks"]), str(c["done"]), _share(c["share_done"]))
     console.print(categories)
@@ -84,8 +85,8 @@ def _people_tables(people: dict[str, dict], gold: dict[str, dict]) -> list[Any]:
     for name, p in people.items():
         accuracy = _gold_cell(gold.get(name))
         if p["role"] == "annotator":
-            row = (p["assigned"], p["done"], p["open"], p["returned"], p["today"])
-            annotators.add_row(name, *map(str, row), accuracy)
+            counts = (p["assigned"], p["done"], p["open"], p["returned"], p["today"])
+            annotators.add_row(name, *map(str, counts), accuracy)
         else:
             row = (p["reviews_done"], p["reviews_open"], p["adjudications_open"], p["today"])
             reviewers.add_row(name, p["role"], *map(str, row), accuracy)

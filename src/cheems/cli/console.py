@@ -16,7 +16,7 @@ from rich.text import Text
 try:  # typer 0.2x carries its own copy of click; older ones use click itself
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - older typer
-    from click import exceptions as click_errors
+    from click import exceptions as click_errors  # type: ignore[no-redef]  # the same module, elsewhere
 
 from cheems.errors import InputError
 from cheems.runtime import is_main_process

@@ -7,7 +7,7 @@ each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
@@ -80,7 +80,7 @@ class _Source:
         report_skipped(self.issues.skipped)
 
 
-def _table(title: str, rows: list[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
+def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
     from rich.table import Table
 
     table = Table(title=title)

@@ -396,7 +396,7 @@ def eval_(
             add_intervals(result, resamples, bootstrap_seed)
         write_cheems_eval(result, output_json, report, details, fingerprint)
         return
-    warnings: list[InputError] = []
+    warnings = []
     records = load_bench(bench, warnings)
     report_warnings(warnings)
     by: Mapping[ScoreKey, float] | Scorer | JudgeSettings
@@ -449,6 +449,7 @@ def write_cheems_eval(
         if report:
             write_report(result, report, title=result.scorer)
         if details:
+            assert fingerprint is not None  # made whenever --details is given
             write_details(details, result.outcomes, result.scorer, fingerprint)
 
 

@@ -136,7 +136,7 @@ def scoring_inputs(
     the score cache (an output must replace none of them)."""
     from cheems.models.cache import default_cache_path
 
-    local = [("--model", model)] if model and os.path.exists(model) else []
+    local: list[tuple[str, str | Path]] = [("--model", model)] if model and os.path.exists(model) else []
     return local + [("--bench", b) for b in bench] + ([] if no_cache else [("--cache", cache or default_cache_path())])
 
 

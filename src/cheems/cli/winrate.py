@@ -74,7 +74,7 @@ def winrate(
 ) -> None:
     """Win rate of best-of-N picks against a baseline: wins, losses, ties, (wins + ties/2)/n with a 95% CI."""
     from cheems.data.io import read_records, write_json
-    from cheems.data.outputs import claim_outputs
+    from cheems.data.outputs import Named, claim_outputs
     from cheems.evaluate.winrate import build_matchups
 
     judge = settings.get("judge_model")
@@ -88,7 +88,7 @@ def winrate(
     if annotate is not None and people is None:
         raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
     cfg = None
-    inputs = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
+    inputs: list[Named] = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
     if judge:
         cfg = endpoint_settings(JudgeSettings, settings)
         inputs += judge_inputs(cfg)
@@ -98,6 +98,7 @@ def winrate(
     matchups, skipped = build_matchups(picks, read.records, pool, baseline_field, skip_missing)
     report_skipped(skipped)
     if annotate is not None:
+        assert people is not None  # refused above without --people
         make_project(annotate, people, overlap, matchups, picks, pool, baseline_field)
         return
     if cfg is not None:
@@ -107,6 +108,7 @@ def winrate(
     else:
         from cheems.evaluate.winrate import human_winrate
 
+        assert from_export is not None  # the one left of the three
         exported = read_records(from_export)
         result = human_winrate(matchups, exported.records, from_export, resamples, bootstrap_seed)
     print_winrate(result, judge or f"people ({from_export})")

@@ -301,20 +301,20 @@ def run_recipe(
 
     if recipe.distant is not None:
         scores, scores_path = _distant_scores(recipe.distant, records, score, out)
-        records, rep = distant_supervision(
+        records, distant_report = distant_supervision(
             records,
             scores,
             recipe.distant.margin,
             None if recipe.distant.all_sources else recipe.distant.sources,
             scores_path=scores_path,
         )
-        summary.stages.append(_stage("distant", records, write("distant", records), rep.to_dict()))
+        summary.stages.append(_stage("distant", records, write("distant", records), distant_report.to_dict()))
     else:
         summary.skipped.append("distant")
 
     if recipe.debias is not None:
-        records, rep = length_debias(records, recipe.debias.seed, recipe.debias.unit, recipe.debias.tokenizer)
-        summary.stages.append(_stage("debias", records, write("debias", records), rep.to_dict()))
+        records, debias_report = length_debias(records, recipe.debias.seed, recipe.debias.unit, recipe.debias.tokenizer)
+        summary.stages.append(_stage("debias", records, write("debias", records), debias_report.to_dict()))
     else:
         summary.skipped.append("debias")
 

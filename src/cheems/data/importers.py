@@ -432,7 +432,8 @@ def _ranked_row(row: dict[str, Any], where: _Where, lower_is_better: bool = Fals
     if not items:
         raise where.error("is empty", key, "give at least one response")
     prompt, used = _require_prompt(row, where)
-    responses, rank = [], {}
+    responses: list[dict[str, str]] = []
+    rank: dict[str, int] = {}
     for level, item in enumerate(items, start=1):
         if isinstance(item, str):
             group, fields = [item], [f"{key}[{level - 1}]"]
@@ -562,7 +563,7 @@ def import_records(
     path: str | Path,
     fmt: str | None,
     issues: ReadResult,
-    fn: Callable[[Record], T] = same_record,
+    fn: Callable[[Record], T] = same_record,  # type: ignore[assignment]  # a TypeVar default: python/mypy#3737
     *,
     skip_invalid: bool = False,
     lower_is_better: bool = False,

@@ -143,6 +143,15 @@ MAX_DEPTH = 100
 
 _WS = re.compile(r"[ \t\r\n]*")  # JSON's own whitespace
 _ARRAY_GAP = re.compile(r"[ \t\r\n,]*")
+
+
+def _gap_end(gap: re.Pattern[str], text: str, pos: int = 0) -> int:
+    """Where ``gap`` (``_WS`` or ``_ARRAY_GAP``, which match the empty string too) ends, from ``pos``."""
+    match = gap.match(text, pos)
+    assert match is not None  # a pattern of only `[...]*` always matches
+    return match.end()
+
+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # a valid escaped pair decodes to one character outside this range
 
@@ -268,14 +277,14 @@ def _json_rows(path: Path, text: str, skip_invalid: bool, skipped: list[InputErr
     is refused with its line, never ignored.
     """
     decoder = Decoder(path)
-    pos = _WS.match(text).end()
+    pos = _gap_end(_WS, text)
     first_line = _line_of(text, pos)
     is_array = text[pos] == "["
     if is_array:
         rows, end = _array_items(decoder, text, pos, first_line, skip_invalid, skipped)
     else:
         value, end = decoder.decode(text, pos, first_line)
-    after = _WS.match(text, end).end()
+    after = _gap_end(_WS, text, end)
     if after < len(text):
         next_line = _line_of(text, after)
         if not is_array and text[pos] == "{" and _line_of(text, end) == first_line < next_line:
@@ -305,7 +314,7 @@ def _array_items(
     pos += 1
     counted_to = pos
     while True:
-        pos = _ARRAY_GAP.match(text, pos).end()
+        pos = _gap_end(_ARRAY_GAP, text, pos)
         if pos >= len(text):
             raise InputError(
                 "JSON array is not closed", path=decoder.path, line=_line_of(text, pos), hint="add the closing ']'"
@@ -352,7 +361,7 @@ def _text_lines(text: str) -> Iterator[tuple[int, str]]:
 
 
 def decode_jsonl_line(decoder: Decoder, raw: str, n: int) -> Any:
-    start = _WS.match(raw).end()
+    start = _gap_end(_WS, raw)
     looks_indented = n == 1 and raw.strip() in ("[", "{")
     value, end = decoder.decode(
         raw,
@@ -363,7 +372,7 @@ def decode_jsonl_line(decoder: Decoder, raw: str, n: int) -> Any:
         if looks_indented
         else "each line must be one JSON object",
     )
-    if _WS.match(raw, end).end() != len(raw):
+    if _gap_end(_WS, raw, end) != len(raw):
         raise InputError(
             f"more text after the JSON value (column {end + 1})",
             path=decoder.path,

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, WrapValidator
 from pydantic_core import PydanticCustomError
 
 from cheems.data.yamlfile import located_validation_error
 
+if TYPE_CHECKING:  # the name pydantic keeps private; at run time it is what BaseModel's type is
+    from pydantic._internal._model_construction import ModelMetaclass as _ModelType
+else:
+    _ModelType = type(BaseModel)
 
-class _SettingsType(type(BaseModel)):  # type: ignore[misc]  # pydantic's model metaclass
+
+class _SettingsType(_ModelType):
     """Calling a settings class with a bad value raises one ``InputError`` naming the key.
 
     Positional values fill the fields in order, as with the dataclasses the settings once were
@@ -37,7 +42,7 @@ class _SettingsType(type(BaseModel)):  # type: ignore[misc]  # pydantic's model 
     """
 
     def __call__(cls, /, *values: Any, **data: Any) -> Any:
-        names = list(cls.model_fields)
+        names = list(cast(type[BaseModel], cls).model_fields)
         if len(values) > len(names):
             raise TypeError(f"{cls.__name__}() takes at most {len(names)} positional values, got {len(values)}")
         for name, value in zip(names, values):

@@ -20,7 +20,7 @@ import json
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -316,7 +316,9 @@ def _receive(conn: Any, tasks: Any) -> None:
             os._exit(0)
 
 
-def _in_order(tasks: Iterator[tuple[Callable[..., list[tuple]], tuple]], workers: int) -> Iterator[list[tuple]]:
+def _in_order(
+    tasks: Iterator[tuple[Callable[..., list[tuple]], tuple]], workers: int
+) -> Generator[list[tuple], None, None]:
     """Run ``(function, args)`` tasks on ``workers`` processes, at most two each in flight; results in order."""
     if workers <= 1:
         for fn, args in tasks:
@@ -360,7 +362,7 @@ class _Progress:
 
 def stream_records(
     paths: str | Path | Iterable[str | Path],
-    fn: Callable[[Record], T] = same_record,
+    fn: Callable[[Record], T] = same_record,  # type: ignore[assignment]  # a TypeVar default: python/mypy#3737
     *,
     skip_invalid: bool = False,
     issues: ReadResult | None = None,

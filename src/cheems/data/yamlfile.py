@@ -103,6 +103,7 @@ def _check_events(text: str, source: str, what: str) -> None:
     events: Iterator[yaml.Event] = yaml.parse(text, Loader=_Loader)
     try:
         for event in events:
+            assert event.start_mark is not None  # the parser marks every event it makes
             line = event.start_mark.line + 1
             anchor = getattr(event, "anchor", None)
             if anchor is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ few enough that a chunk's records are a few MB."""
 
 
 def load_bench(
-    paths: list[str | Path], warnings: list[InputError] | None = None, *, require_pairs: bool = True
+    paths: Sequence[str | Path], warnings: list[InputError] | None = None, *, require_pairs: bool = True
 ) -> dict[str, list[Record]]:
     """Read bench files into ``{subset name: records}``; records without ``rank`` are resolved.
 
@@ -76,7 +76,7 @@ def _no_pair_warning(name: str, path: str | Path) -> InputError:
     )
 
 
-def _no_pair_anywhere(paths: list[str | Path]) -> InputError:
+def _no_pair_anywhere(paths: Sequence[str | Path]) -> InputError:
     return InputError(
         "no prompt in any bench file has a ranked pair (two responses with different ranks)",
         path=", ".join(map(str, paths)),
@@ -95,7 +95,7 @@ def _subset_name(p: str | Path, names: set[str]) -> str:
 
 
 def stream_bench(
-    paths: list[str | Path],
+    paths: Sequence[str | Path],
     fn: Callable[[Record], T],
     issues: ReadResult,
     *,
@@ -237,7 +237,7 @@ def _bench_prompt(record: Record, fingerprint: bool) -> tuple[PromptOutcome, lis
 
 
 def evaluate_stream(
-    paths: list[str | Path], scores: ScoreTable, source: str, *, workers: int | None = 1, fingerprint: bool = False
+    paths: Sequence[str | Path], scores: ScoreTable, source: str, *, workers: int | None = 1, fingerprint: bool = False
 ) -> tuple[EvalReport, str | None, list[InputError]]:
     """:func:`evaluate` of ``load_bench(paths)`` with a scores file, reading the bench a chunk at a time: the
     report, the bench fingerprint (with ``fingerprint``) and the warnings, as the in-memory functions give them.
@@ -255,6 +255,7 @@ def evaluate_stream(
         for outcome, response_ids, left_out, entry in prompts:
             unranked += left_out
             if spool is not None:
+                assert entry is not None  # made whenever there is a spool
                 spool.add(name, entry)
             found = scores.get_many(outcome.prompt_id, response_ids)  # every response's score is used, as in evaluate
             if outcome.pairs and missing is None:  # a missing score is raised after the bench's own errors
@@ -284,7 +285,7 @@ def evaluate_stream(
 
 
 def report_from_outcomes(
-    outcomes: dict[str, Outcomes] | dict[str, list[PromptOutcome]], without_pairs: list[str] = ()
+    outcomes: Mapping[str, Sequence[PromptOutcome]], without_pairs: Sequence[str] = ()
 ) -> EvalReport:
     """The metrics of every subset from its judged pairs (any scorer: a reward model or a judge)."""
     tables = {name: Outcomes.of(prompts) for name, prompts in outcomes.items()}

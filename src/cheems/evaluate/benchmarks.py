@@ -39,7 +39,7 @@ prompts with every pair right, mean over main categories: ``bon``'s accuracy) an
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # numpy and the runner load with the first metric computed: t
     from cheems.evaluate.bench import EvalReport
     from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
 
-SubsetMetric: TypeAlias = "Callable[[list[PromptOutcome], list[Record], str], dict]"
+SubsetMetric: TypeAlias = "Callable[[Sequence[PromptOutcome], list[Record], str], dict]"
 """A metric of one subset (bench file): its judged pairs, its records and its name -> the subset's JSON."""
 
 
@@ -118,7 +118,7 @@ class BenchmarkReport:
         return out
 
 
-def _by_category(outcomes: list[PromptOutcome]) -> dict[str, list[PromptOutcome]]:
+def _by_category(outcomes: Sequence[PromptOutcome]) -> dict[str, list[PromptOutcome]]:
     groups: dict[str, list[PromptOutcome]] = defaultdict(list)
     for o in outcomes:
         if o.pairs:
@@ -130,7 +130,7 @@ def _share(hits: list[bool]) -> float:
     return sum(hits) / len(hits)
 
 
-def _hits_subset(outcomes: list[PromptOutcome], hits: Callable[[PromptOutcome], list[bool]]) -> dict:
+def _hits_subset(outcomes: Sequence[PromptOutcome], hits: Callable[[PromptOutcome], list[bool]]) -> dict:
     """Accuracy of each main category over its units (``hits`` of each prompt), their mean, and the pooled share."""
     categories = {
         name: {
@@ -161,11 +161,11 @@ def _triangles(matrix: np.ndarray) -> dict:
     return {"accuracy": (hard + normal + easy) / 3, "hard": hard, "normal": normal, "easy": easy}
 
 
-def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -> np.ndarray:
+def _style_matrix(outcome: PromptOutcome, styles: Mapping[str, str | None], subset: str) -> np.ndarray:
     """One prompt's 3×3 hits: row = the chosen response's style, column = the rejected one's."""
     import numpy as np
 
-    index = {s: i for i, s in enumerate(RMBENCH_STYLES)}
+    index: dict[str | None, int] = {s: i for i, s in enumerate(RMBENCH_STYLES)}
     matrix = np.zeros((len(RMBENCH_STYLES), len(RMBENCH_STYLES)))
     seen = set()
     for p in outcome.pairs:
@@ -185,7 +185,7 @@ def _style_matrix(outcome: PromptOutcome, styles: dict[str, str], subset: str) -
 
 
 @register_metric("rmbench", title="RM-Bench", help="RM-Bench hard/normal/easy")
-def rmbench_subset(outcomes: list[PromptOutcome], records: list[Record], name: str = "") -> dict:
+def rmbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
     """The ``rmbench`` metric of one subset: per domain the style matrix and hard / normal / easy, then their means."""
     import numpy as np
 
@@ -200,13 +200,13 @@ def rmbench_subset(outcomes: list[PromptOutcome], records: list[Record], name: s
 
 
 @register_metric("bon", title="best-of-N", help="a prompt is right iff its best response beats every other")
-def bon_subset(outcomes: list[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+def bon_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
     """The ``bon`` metric of one subset: a prompt is right iff all its pairs are."""
     return _hits_subset(outcomes, lambda o: [all(pair_right(p) for p in o.pairs)])
 
 
 @register_metric("pairwise", title="pairwise", help="share of pairs right")
-def pairwise_subset(outcomes: list[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+def pairwise_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
     """The ``pairwise`` metric of one subset: every pair counts once."""
     return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
 

@@ -299,7 +299,11 @@ class LengthCurve:
 
     def points(self) -> list[tuple[float, float, float, float]]:
         """(x, share, ci low, ci high) over Δ from left to right, mirrored points included."""
-        right = [(b.median, b.wins.share, *b.wins.ci) for b in self.bins if b.wins.ci is not None]
+        right: list[tuple[float, float, float, float]] = []
+        for b in self.bins:
+            share, ci = b.wins.share, b.wins.ci
+            if share is not None and ci is not None:  # both None, or neither: the bin has pairs
+                right.append((b.median, share, *ci))
         if not self.mirrored:
             return right
         left = [(-x, 1 - p, 1 - high, 1 - low) for x, p, low, high in reversed(right)]

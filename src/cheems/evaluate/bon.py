@@ -79,8 +79,9 @@ def response_gold(record: Record, indices: list[int]) -> tuple[list[float] | Non
     if record.rank is not None and all(r.id in record.rank for r in responses):
         return [-float(record.rank[r.id]) for r in responses], "rank"
     values = [(r.model_extra or {}).get("score") for r in responses]
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return [float(v) for v in values], "score"
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) == len(values):
+        return [float(v) for v in numbers], "score"
     return None, None
 
 

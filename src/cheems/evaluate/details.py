@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -137,7 +138,7 @@ def _pair_row(p: PairOutcome) -> dict:
     return row
 
 
-def write_details(path: str | Path, outcomes: dict[str, list[PromptOutcome]], scorer: str, bench: str) -> int:
+def write_details(path: str | Path, outcomes: Mapping[str, Sequence[PromptOutcome]], scorer: str, bench: str) -> int:
     """Write every prompt with at least one judged pair; returns the number of rows."""
     rows = (
         {

@@ -8,6 +8,7 @@ to a paper's supplement as it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -49,7 +50,7 @@ class Section:
     """A heading, an optional paragraph, then tables and figures in order."""
 
     heading: str
-    items: list[HtmlTable | Figure]
+    items: Sequence[HtmlTable | Figure]
     text: str = ""
 
 
@@ -60,7 +61,7 @@ def _environment() -> Any:
     return Environment(loader=PackageLoader("cheems.evaluate", "templates"), autoescape=select_autoescape())
 
 
-def render_page(title: str, sections: list[Section], notes: list[str] = ()) -> str:
+def render_page(title: str, sections: list[Section], notes: Sequence[str] = ()) -> str:
     """The whole page as one HTML string (every text is escaped; charts are inline PNGs)."""
     template = _environment().get_template("page.html")
     return template.render(title=title, notes=list(notes), sections=sections)

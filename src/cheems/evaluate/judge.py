@@ -18,6 +18,7 @@ rerun asks only the missing questions.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cheems.annotate import FAILURE_REASONS, JudgeResult, JudgeSettings, judge_records, reason_text
@@ -89,6 +90,7 @@ def _prompt_outcome(record: Record, verdicts: dict[PairKey, list[ShownVerdict]],
     """The record's ranked pairs; right iff every verdict (one, or two with both orders) names the chosen one."""
     pairs = []
     for a, b in ranked_pairs(record):  # the order of record.ranked_pairs(), as (a, b) was asked
+        assert record.rank is not None  # a record has ranked pairs only when it is ranked
         chosen, rejected = (a, b) if record.rank[a] < record.rank[b] else (b, a)
         got = verdicts.get((record.id, a, b), [])
         pair = PairOutcome(
@@ -104,7 +106,9 @@ def _prompt_outcome(record: Record, verdicts: dict[PairKey, list[ShownVerdict]],
     return PromptOutcome(record.id, record.main_category, pairs)
 
 
-def judge_summary(result: JudgeResult, settings: JudgeSettings, outcomes: dict[str, list[PromptOutcome]]) -> dict:
+def judge_summary(
+    result: JudgeResult, settings: JudgeSettings, outcomes: Mapping[str, Sequence[PromptOutcome]]
+) -> dict:
     """The ``judge`` block of the report: what was asked, what came back, and the position statistics.
 
     ``first_shown_win_share`` is the share of A among A/B verdicts (0.5 = no position preference);
@@ -133,7 +137,10 @@ def judge_summary(result: JudgeResult, settings: JudgeSettings, outcomes: dict[s
         pairs = [p for prompts in outcomes.values() for o in prompts for p in o.pairs]
         # a parse failure agrees with nothing: None never equals a pick
         consistent = sum(
-            len(p.verdicts or ()) == 2 and p.picked(p.verdicts[0]) == p.picked(p.verdicts[1]) is not None for p in pairs
+            p.verdicts is not None
+            and len(p.verdicts) == 2
+            and p.picked(p.verdicts[0]) == p.picked(p.verdicts[1]) is not None
+            for p in pairs
         )
         out["position_consistency"] = {
             "pairs": len(pairs),

@@ -12,6 +12,7 @@ import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -199,7 +200,11 @@ class Outcomes(Sequence[PromptOutcome]):
     def __len__(self) -> int:
         return len(self._prompt_ends) - 1
 
-    def __getitem__(self, index):  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> PromptOutcome: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[PromptOutcome]: ...
+    def __getitem__(self, index: int | slice) -> PromptOutcome | list[PromptOutcome]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         index = range(len(self))[index]  # negative indices, IndexError

@@ -58,8 +58,9 @@ def report_page(
     sections = [metrics_section(data), categories_section(data)]
     if data.get("judge") is not None:
         sections.append(judge_section(data["judge"]))
-    scores = {name: Outcomes.of(prompts).scores() for name, prompts in outcomes.items()}
-    if scores and all(s is not None for s in scores.values()):
+    pairs = {name: Outcomes.of(prompts).scores() for name, prompts in outcomes.items()}
+    scores = {name: s for name, s in pairs.items() if s is not None}
+    if scores and len(scores) == len(pairs):  # a judge's subsets have no scores
         sections += [scores_section(scores), calibration_section(data, scores)]
     sections.append(length_section(data))
     return render_page(title, sections, [_summary(data), *notes])  # notes say how intervals were made

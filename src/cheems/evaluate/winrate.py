@@ -192,6 +192,8 @@ def build_matchups(
 def matchup_record(record: Record, response_id: str, field_name: str) -> Record:
     """The two-response record ``pick`` vs ``baseline`` of one prompt (no comparisons, no rank)."""
     picked = record.response(response_id)
+    baseline = baseline_text(record, field_name)
+    assert baseline is not None  # build_matchups makes a matchup only of a record with a baseline
     return Record(
         id=record.id,
         input=record.input,
@@ -199,8 +201,9 @@ def matchup_record(record: Record, response_id: str, field_name: str) -> Record:
         sys_prompt=record.sys_prompt,
         reference=None if field_name == "reference" else record.reference,
         responses=[
-            Response(id=PICK, content=picked.content, model=picked.model, pool_id=response_id),
-            Response(id=BASELINE, content=baseline_text(record, field_name), model=f"baseline:{field_name}"),
+            # pool_id: an extra key, which Response allows (extra="allow") and its typed signature does not show
+            Response(id=PICK, content=picked.content, model=picked.model, pool_id=response_id),  # type: ignore[call-arg]
+            Response(id=BASELINE, content=baseline, model=f"baseline:{field_name}"),
         ],
     )
 

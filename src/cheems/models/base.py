@@ -84,8 +84,9 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> 
 
 
 # Progress reporting without widening the Scorer protocol: ``score_records`` installs a hook
-# for the duration of one ``score`` call and model scorers call ``advance`` after each batch.
-_progress_hook: ContextVar[Callable[[int], None] | None] = ContextVar("cheems_progress_hook", default=None)
+# for the duration of one ``score`` call and model scorers call ``advance`` after each batch; the hook
+# takes a float, as ``scaled_progress`` hands on a share of each batch.
+_progress_hook: ContextVar[Callable[[float], None] | None] = ContextVar("cheems_progress_hook", default=None)
 
 
 def advance(n: int) -> None:
@@ -105,7 +106,7 @@ def _routed(var: ContextVar[T | None], hook: T) -> Iterator[None]:
         var.reset(token)
 
 
-def progress_hook(hook: Callable[[int], None]) -> AbstractContextManager[None]:
+def progress_hook(hook: Callable[[float], None]) -> AbstractContextManager[None]:
     """Route ``advance`` calls made inside this block to ``hook``."""
     return _routed(_progress_hook, hook)
 

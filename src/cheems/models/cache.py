@@ -131,6 +131,7 @@ class _Keeper:
             self.flush()
             if not self.saved:
                 raise
+            assert self.cache is not None  # only a cache saves scores
             from cheems.annotate.judge import with_saved_note  # lazy: only this path needs the judge's module
 
             note = f"{self.saved} score(s) of this run are saved in {self.cache.path}: a rerun asks only for the rest"

@@ -203,7 +203,8 @@ class HFRewardScorer:
         import torch
 
         model = self.model
-        dev = self._device  # known once the model is loaded
+        dev = self._device
+        assert dev is not None  # known once the model is loaded
         encoded = self.encode(items)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
@@ -212,14 +213,14 @@ class HFRewardScorer:
             return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
 
         def run(batches: Sequence[Sequence[int]]) -> list[float]:
-            with torch.inference_mode(), autocast(self._device, self._amp):
+            with torch.inference_mode(), autocast(dev, self._amp):
                 scores = batched_rewards(forward, encoded, [b for b in batches if b[0] not in by_first], pad_id, dev)
                 for group in (by_first[b[0]] for b in batches if b[0] in by_first):
                     for i, value in prefix_rewards(model, encoded, group, pad_id, dev, self.batch_size, budget).items():
                         scores[i] = value
                 return scores
 
-        budget = batch_token_budget(self._device, self.batch_size, self.max_length)
+        budget = batch_token_budget(dev, self.batch_size, self.max_length)
         groups, plain = self.prefix_plan(items, encoded)
         self.prefix_counts["plain"] += len(plain)
         self.prefix_counts["shared"] += len(items) - len(plain)

@@ -43,7 +43,7 @@ from cheems.annotate.openai_client import ChatClient
 from cheems.annotate.settings import ConnectionSettings, EndpointSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.data.schema import prompt_messages
 from cheems.errors import InputError
-from cheems.models.base import SCORING_VERSION, ScoreItem, finished, prompt_text
+from cheems.models.base import SCORING_VERSION, ScoreItem, Scorer, finished, prompt_text
 from cheems.runtime import content_hash
 
 API_KEY_ENV = "CHEEMS_RM_API_KEY"
@@ -196,7 +196,7 @@ class OpenRLHFRewardScorer(_ServerScorer):
         return self._request_all(jobs, "/get_reward", openrlhf_rewards)
 
 
-def server_scorer(spec: str, batch_size: int, connection: ConnectionSettings | None = None) -> _ServerScorer:
+def server_scorer(spec: str, batch_size: int, connection: ConnectionSettings | None = None) -> Scorer:
     """The scorer of a ``vllm:URL#MODEL`` or ``openrlhf:URL`` spec, trying as hard as ``connection`` says
     (default: the judge's defaults); InputError for a malformed spec."""
     kind, _, rest = spec.partition(":")

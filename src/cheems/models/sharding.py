@@ -99,7 +99,7 @@ def on_main(fn: Callable[[], T]) -> T:
     join_process_group()
     import torch.distributed as dist
 
-    box = [outcome]
+    box: list[Any] = [outcome]  # rank 0 sends its outcome, the others receive it here
     dist.broadcast_object_list(box, src=0)
     _raise_failure([box[0]], error)
     return box[0][1]

@@ -79,16 +79,17 @@ class SimilarityScorer:
 
         if self._model is None:
             self._load()
-        tok = self._tokenizer
+        tok, dev = self._tokenizer, self._device
+        assert dev is not None  # known once the model is loaded
         limit = effective_max_length(self.max_length, tok, self.source.config)
         enc = tok(list(texts), truncation=True, max_length=limit)
         rows = [(ids, None) for ids in enc["input_ids"]]
         out = torch.empty((len(texts), self._model.config.hidden_size))
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-        budget = batch_token_budget(self._device, self.batch_size, limit)
-        with torch.inference_mode(), autocast(self._device, self._amp):
+        budget = batch_token_budget(dev, self.batch_size, limit)
+        with torch.inference_mode(), autocast(dev, self._amp):
             for batch in length_batches([len(r[0]) for r in rows], self.batch_size, budget):
-                inputs = collate([rows[i] for i in batch], pad_id, self._device)
+                inputs = collate([rows[i] for i in batch], pad_id, dev)
                 hidden = self._model(**inputs).last_hidden_state.float()
                 mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)

@@ -205,7 +205,7 @@ def resume(accelerator: Any, output: Path, config: Any, data: str, say: Callable
         )
     try:
         accelerator.load_state(str(checkpoint))
-    except Exception as e:  # noqa: BLE001 - torch, safetensors and accelerate each fail on a cut file in their own way
+    except Exception as e:  # torch, safetensors and accelerate each fail on a cut file in their own way
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise InputError(
             f"cannot be loaded, it is incomplete or damaged ({reason})",

@@ -215,7 +215,7 @@ def _is_encoder(model: str) -> bool:
 
     try:
         return is_encoder_config(locate_model(model).config)
-    except Exception:  # noqa: BLE001 - a guess for defaults only; loading reports real errors
+    except Exception:  # a guess for defaults only; loading reports real errors
         return False
 
 

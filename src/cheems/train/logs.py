@@ -65,7 +65,7 @@ class TrainLogger:
             return
         with path.open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
-            fields = rows and list(rows[0].keys())
+            fields = list(rows[0].keys()) if rows else []
         with path.open("w", newline="", encoding="utf-8") as f:
             if fields:
                 w = csv.DictWriter(f, fieldnames=fields)

@@ -87,7 +87,7 @@ class RewardModel(nn.Module):
                 )
 
     @property
-    def hf(self) -> nn.Module:
+    def hf(self) -> Any:  # a transformers model: its attributes (config, base_model_prefix) are its class's
         """The Hugging Face ``*ForSequenceClassification`` model (inside PEFT when LoRA is on)."""
         return _unwrap_peft(self.model)
 
@@ -133,7 +133,7 @@ class RewardModel(nn.Module):
         return self._head()(pooled)[:, 0].float()
 
 
-def _set_pad_token(model: nn.Module, tokenizer: Any) -> None:
+def _set_pad_token(model: Any, tokenizer: Any) -> None:
     if tokenizer.pad_token is None:
         for fallback in (tokenizer.eos_token, tokenizer.unk_token):
             if fallback is not None:
@@ -220,10 +220,11 @@ def _add_lora(model: nn.Module, lora: Any) -> nn.Module:
     return peft.get_peft_model(model, config)
 
 
-def merged_hf_model(model: RewardModel) -> nn.Module:
+def merged_hf_model(model: RewardModel) -> Any:
     """The plain ``*ForSequenceClassification`` model: LoRA adapters merged in (in place) when present."""
-    if hasattr(model.model, "merge_and_unload"):
-        model.model = model.model.merge_and_unload()
+    merge = getattr(model.model, "merge_and_unload", None)
+    if merge is not None:
+        model.model = merge()
     return model.model
 
 

@@ -303,12 +303,13 @@ def _load_bench(paths: list[str]) -> Any:
 
 def _optimizer(model: RewardModel, config: TrainConfig, total_steps: int, deepspeed: bool) -> tuple[Any, Any]:
     """AdamW (no weight decay on biases and norms) and linear warm-up then cosine decay over ``total_steps``."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         if p.requires_grad:
             (no_decay if p.ndim < 2 or "norm" in name.lower() else decay).append(p)
     # fused AdamW: one kernel for all parameters (20x faster than the default on a CPU)
-    fused = {} if deepspeed else {"fused": True}
+    fused: dict[str, Any] = {} if deepspeed else {"fused": True}
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,

@@ -196,7 +196,7 @@ def check_answer(answer: Answer, keys: Sequence[str], texts: Mapping[str, str] |
             f"ranking {answer.ranking!r} puts {x} (score {answer.scores[x]}) below {y} (score {answer.scores[y]})"
             ' — fix the ranking or the scores, or confirm it with "override": true'
         )
-    for key, flags in answer.flags.items():
+    for key in answer.flags:
         if key not in keys:
             raise AnswerError(f"flags name {key!r}, which is not a response of this task — use {', '.join(keys)}")
     for i, span in enumerate(answer.spans):
@@ -244,10 +244,12 @@ def rank_levels(rank: dict[str, int], order: Sequence[str]) -> list[list[str]]:
     return [[r for r in ranked if rank[r] == v] for v in sorted({rank[r] for r in ranked})]
 
 
-def pair_labels(levels: Sequence[Sequence[str]], order: Sequence[str]) -> dict[tuple[str, str], str]:
+def pair_labels(
+    levels: Sequence[Sequence[str]], order: Sequence[str]
+) -> dict[tuple[str, str], Literal["a", "b", "tie"]]:
     """``a``/``b``/``tie`` for every pair (a, b) of ``order`` with a before b, as the levels imply."""
     level_of = {r: i for i, level in enumerate(levels) for r in level}
-    labels = {}
+    labels: dict[tuple[str, str], Literal["a", "b", "tie"]] = {}
     for a, b in combinations(order, 2):
         la, lb = level_of[a], level_of[b]
         labels[(a, b)] = "tie" if la == lb else ("a" if la < lb else "b")

@@ -23,7 +23,7 @@ _ALLOWED_URL = re.compile(r"(?:https?://|mailto:)", re.IGNORECASE)
 
 
 class _SafeMarkdown(MarkdownIt):
-    def validateLink(self, url: str) -> bool:  # noqa: N802 (markdown-it's name)
+    def validateLink(self, url: str) -> bool:  # markdown-it's name
         """Only absolute http(s) and mailto URLs become links or images."""
         return _ALLOWED_URL.match(url) is not None
 

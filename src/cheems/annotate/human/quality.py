@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, tzinfo
 from itertools import combinations, islice
+from typing import Any
 
 import krippendorff
 import networkx as nx
@@ -230,7 +231,7 @@ def agreement(snapshot: Snapshot) -> dict:
     }
 
 
-def ordinal_alpha(units: Iterable[dict[Hashable, int]]) -> float | None:
+def ordinal_alpha(units: Iterable[Mapping[Any, int]]) -> float | None:
     """Krippendorff's alpha for ordinal data (the ``krippendorff`` package) over units of coder -> value.
 
     None when it is undefined: no unit with values from 2+ coders, or one single value over all
@@ -339,7 +340,7 @@ def conflicts(snapshot: Snapshot) -> dict:
     """
     standing = standing_answers(snapshot)
     tasks_of = _tasks_by_prompt(snapshot)
-    by_prompt = []
+    by_prompt: list[dict[str, Any]] = []
     for pid, record in snapshot.prompts.items():
         comparisons = prompt_comparisons(record, tasks_of[pid], standing)
         if not comparisons:

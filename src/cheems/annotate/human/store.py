@@ -730,7 +730,8 @@ class Project:
         ).fetchone()
         if row is None:
             raise _Damaged(f"item '{item_id}' is answered, but its answer is missing")
-        return dict(_stored(f"answer {row['id']}", _ANSWER, row["body"]))
+        answer: StoredAnswer = _stored(f"answer {row['id']}", _ANSWER, row["body"])
+        return dict(answer)
 
     def _item(self, db: sqlite3.Connection, row: sqlite3.Row) -> Item:
         task = self._task(db, row["task_id"])
@@ -766,7 +767,8 @@ class Project:
         """Every row, read in one transaction (for the dashboard and the export)."""
         with self._read() as db:
             people = [_person(r) for r in db.execute("SELECT * FROM people ORDER BY position")]
-            prompts, gold = {}, {}
+            prompts: dict[str, Record] = {}
+            gold: dict[str, Record] = {}
             for r in db.execute("SELECT * FROM prompts ORDER BY gold, position"):
                 (gold if r["gold"] else prompts)[r["id"]] = _stored(f"prompt '{r['id']}'", _RECORD, r["record"])
             tasks = [_task_row(r) for r in db.execute("SELECT * FROM tasks ORDER BY rowid")]
