@@ -41,12 +41,20 @@ def test_import_cheems_loads_neither_torch_nor_the_readers():
     assert out.strip() == "[]"
 
 
-def test_a_subpackage_import_leaves_the_function_of_its_name():
-    import cheems.evaluate.bench
-    from cheems.train import config  # noqa: F401
+def test_evaluate_and_train_are_packages_a_script_calls():
+    import cheems.evaluate.stats as stats  # a submodule imports as ever
+    from cheems.train import config
 
-    assert callable(cheems.evaluate) and cheems.evaluate.__name__ == "evaluate"
-    assert callable(cheems.train) and cheems.train.__name__ == "train"
+    assert cheems.evaluate.__name__ == "cheems.evaluate" and cheems.train.__name__ == "cheems.train"
+    assert stats.__name__ == "cheems.evaluate.stats" and config.TrainConfig is cheems.TrainConfig
+    assert callable(cheems.evaluate) and callable(cheems.train)
+    report = cheems.evaluate(cheems.load_bench(BENCH), cheems.load_scorer("length"), resamples=0)
+    assert (
+        report.overall
+        == cheems.evaluate.evaluation.evaluate(
+            cheems.load_bench(BENCH), cheems.load_scorer("length"), resamples=0
+        ).overall
+    )
 
 
 def same_file(tmp_path: Path, data: dict, cli_file: Path) -> None:

@@ -598,3 +598,11 @@ def test_two_process_run_ends_cleanly_when_its_last_step_was_evaluated(tiny_bert
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-4000:])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["global_step"] == 4 and [e["step"] for e in metrics["evals"]] == [2, 4]
+
+
+def test_one_process_trains_in_bf16_then_in_fp32(tiny_bert, data, tmp_path):
+    """A notebook that trains twice with another precision: accelerate's per-process state would refuse the
+    second run ("AcceleratorState has already been initialized"); each run starts afresh."""
+    for bf16 in (True, False):
+        result = train_reward_model(config(tiny_bert, data, tmp_path / f"rm-{bf16}", bf16=bf16))
+        assert (result.output_dir / "config.json").is_file()

@@ -12,10 +12,6 @@ Names are imported on first use (:func:`cheems.runtime.lazy_exports`): ``import 
 neither torch nor the readers.
 """
 
-import sys
-import types
-from typing import Any
-
 from cheems.runtime import lazy_exports
 
 __version__ = "0.1.0"
@@ -51,27 +47,13 @@ _EXPORTS = {
     "EvalReport": "evaluate.bench",
     "load_bench": "evaluate.bench",
     "score": "evaluate.evaluation",
-    "evaluate": "evaluate.evaluation",
+    "evaluate": "evaluate:",  # the package, callable: cheems.evaluate(...) is evaluation.evaluate(...)
     "compare": "evaluate.evaluation",
     "bon": "evaluate.evaluation",
     "leaderboard": "evaluate.leaderboard:load_leaderboard",
     # training
     "TrainConfig": "train.config",
-    "train": "train.trainer",
+    "train": "train:",  # the package, callable: cheems.train(...) is trainer.train(...)
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
-
-
-class _Package(types.ModuleType):
-    """``cheems`` itself: importing the subpackage ``cheems.evaluate`` or ``cheems.train`` binds it as an
-    attribute of its parent, which would hide the public function of the same name; those two names stay
-    the functions (``import cheems.train.config`` and ``from cheems.evaluate import X`` work as before)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

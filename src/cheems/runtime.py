@@ -263,7 +263,8 @@ def folder_files(folder: Path) -> dict[str, list[int]]:
 
 def lazy_exports(package: str, exports: dict[str, str]) -> Any:
     """A module ``__getattr__`` (PEP 562) for ``package``: ``exports`` maps each public name to the
-    submodule holding it, imported on first use (``"module:attr"`` when the submodule's name for it differs).
+    submodule holding it, imported on first use (``"module:attr"`` when the submodule's name for it differs,
+    ``"module:"`` for the submodule itself).
 
     Importing one submodule (the CLI reads the settings models at start-up) then costs that module
     alone, not every sibling the package re-exports (networkx, the judge, torch).
@@ -273,7 +274,27 @@ def lazy_exports(package: str, exports: dict[str, str]) -> Any:
     def __getattr__(name: str) -> Any:
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, _, attr = exports[name].partition(":")
-        return getattr(importlib.import_module(f"{package}.{module}"), attr or name)
+        module, itself, attr = exports[name].partition(":")
+        found = importlib.import_module(f"{package}.{module}")
+        return found if itself and not attr else getattr(found, attr or name)
 
     return __getattr__
+
+
+def callable_package(module: Any, target: str) -> None:
+    """Make the package ``module`` callable as ``target`` (``"submodule:function"``, imported on the first call).
+
+    ``cheems.evaluate`` and ``cheems.train`` are both a package and the public function of that name: the
+    package stays the package (``import cheems.evaluate.stats`` and ``from cheems.train import config`` work
+    as ever) and calling it calls the function.
+    """
+    import importlib
+    import types
+
+    submodule, _, name = target.partition(":")
+
+    class _Callable(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)(*args, **kwargs)
+
+    module.__class__ = _Callable

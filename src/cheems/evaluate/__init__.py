@@ -4,7 +4,9 @@ Names are imported on first use (:func:`cheems.runtime.lazy_exports`), so the CL
 ``--metric`` registry (:mod:`cheems.evaluate.benchmarks`) at start-up without numpy and the runner.
 """
 
-from cheems.runtime import lazy_exports
+import sys
+
+from cheems.runtime import callable_package, lazy_exports
 
 _EXPORTS = {
     "EvalReport": "bench",
@@ -17,3 +19,5 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# cheems.evaluate(...) is cheems.evaluate.evaluation.evaluate(...): the package and the public function share the name
+callable_package(sys.modules[__name__], "evaluation:evaluate")

@@ -4,7 +4,9 @@ Names are imported on first use (:func:`cheems.runtime.lazy_exports`): the CLI r
 at start-up, which must not import torch or networkx.
 """
 
-from cheems.runtime import lazy_exports
+import sys
+
+from cheems.runtime import callable_package, lazy_exports
 
 _EXPORTS = {
     "EpochPlan": "batching",
@@ -19,3 +21,5 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# cheems.train(...) is cheems.train.trainer.train(...): the package and the public function share the name
+callable_package(sys.modules[__name__], "trainer:train")

@@ -240,6 +240,12 @@ def _accelerator(config: TrainConfig) -> tuple[Any, Any]:
     bf16 = bf16_wanted(config.bf16, pick_device(cpu=config.cpu))
     # several processes and no GPU: accelerate runs them as a CPU group (gloo) only when told cpu=True
     launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if not launched:
+        # accelerate keeps one state per process and refuses another precision later: a notebook (or a test
+        # session) that trains twice, in bf16 then in fp32, starts each run afresh
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
     ddp = DistributedDataParallelKwargs()  # find_unused_parameters is set once the pooling is known
     accelerator = Accelerator(
         cpu=config.cpu or (launched and not torch.cuda.is_available()),
