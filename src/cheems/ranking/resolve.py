@@ -14,6 +14,7 @@ import networkx as nx
 
 from cheems.data.io import record_line
 from cheems.data.schema import Comparison, Record
+from cheems.data.stats import Counts, record_counts
 
 
 def preference_graph(record: Record) -> nx.DiGraph:
@@ -90,6 +91,12 @@ class ResolveStats:
         """Share of comparisons that disagree with the resolved ranks (0 when there are none)."""
         return self.conflicts / self.comparisons if self.comparisons else 0.0
 
+    def __iadd__(self, other: "ResolveStats") -> "ResolveStats":
+        self.records += other.records
+        self.comparisons += other.comparisons
+        self.conflicts += other.conflicts
+        return self
+
     def to_dict(self) -> dict[str, float | int]:
         return {
             "records": self.records,
@@ -102,6 +109,11 @@ class ResolveStats:
 def conflict_stats(records: list[Record]) -> ResolveStats:
     """The pooled conflict statistics (Table 5) of resolving ``records``, which are left as they are."""
     return resolve_file_records(records)[1]
+
+
+def record_stats(record: Record) -> tuple[Counts, ResolveStats]:
+    """One record's share of a set's statistics: Table 1's counts and Table 5's conflicts (they add up)."""
+    return record_counts(record), conflict_stats([record])
 
 
 def resolved(record: Record) -> tuple[Record, Resolution | None]:
