@@ -15,6 +15,11 @@ Relative paths are resolved against the recipe's folder. Every stage writes its 
 ``04-debiased.jsonl``, ``final.jsonl``) and ``summary.json`` / ``summary.md`` hold, per stage,
 the Table-1 statistics, the conflict ratio (Table 5) and the stage's report.
 
+Each stage streams the file the stage before wrote through the step the single command runs
+(``filter_step``, ``distant_step``, ``debias_step``, ``merge_step`` over
+:class:`~cheems.data.stream.Records`), so a run holds a few chunks of the pool, not the pool; only the
+LLM judge, an RM scorer and the human subset get their records as a list.
+
 The ``judge:`` section is a :class:`~cheems.annotate.settings.JudgeSettings`, checked (file, line
 and key) with the rest of the recipe. The judge and the RM scorer themselves are injected
 (``run_recipe(..., judge=, score=)``), so this package does not import the judge's backends or the
