@@ -1,5 +1,6 @@
-"""The streamed ``cheems curate filter|debias|distant`` (2 worker processes) write exactly what the list
-functions give, byte for byte, with the same report; the compact scores table fails as read_scores does."""
+"""Each curation step over a file (``cheems curate filter|debias|distant``, 2 worker processes) writes exactly
+what the same step gives over a list, byte for byte, with the same report; ``curate run``, streaming each
+stage file, writes what the steps chained over lists give; the compact scores table fails as read_scores does."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typer.testing import CliRunner
 from cheems.cli.main import app
 from cheems.curate.debias import length_debias
 from cheems.curate.distant import distant_supervision
-from cheems.curate.filters import filter_records
+from cheems.curate.filters import FilterConfig, filter_records
+from cheems.curate.merge import merge_subsets
+from cheems.curate.recipe import load_recipe, run_recipe
 from cheems.data import stream
 from cheems.data.io import read_records, read_scores, write_records
 from cheems.data.keytable import read_score_table
@@ -120,6 +123,45 @@ def test_distant_streamed_is_the_list_function(rows, data, tmp_path, pooled) -> 
     )
     args = ["distant", str(source), "--scores", str(scores_file), "--margin", str(margin)]
     assert _run(tmp_path, *args, *(["--all-sources"] if every else [])) == _expected(tmp_path, kept, report.to_dict())
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=records(), data=st.data())
+def test_the_recipe_streamed_is_the_steps_chained_over_lists(rows, data, tmp_path) -> None:
+    """In this process (the steps on worker processes are the tests above)."""
+    source = _write(tmp_path / "in.jsonl", rows)
+    human = _write(tmp_path / "human.jsonl", rows[: data.draw(st.integers(1, 2))])
+    scores = _write(
+        tmp_path / "s.jsonl",
+        [_row(r["id"], x["id"], data.draw(st.sampled_from([0, 1.5]))) for r in rows for x in r["responses"]],
+    )
+    out = tmp_path / "out"
+    recipe_file = tmp_path / f"recipe{data.draw(st.integers(0, 10**9))}.yaml"
+    folder = out / recipe_file.stem
+    recipe_file.write_text(
+        f"output_dir: {folder}\njudge_input: {source}\nhuman: {human}\nfilter: {{}}\n"
+        f"distant: {{scores: {scores}, all_sources: true}}\ndebias: {{seed: 3}}\n",
+        encoding="utf-8",
+    )
+    filtered, _ = filter_records(read_records(source).records, FilterConfig())
+    if not any(r.comparisons for r in filtered):
+        with pytest.raises(InputError, match="judge_input has no comparisons"):
+            run_recipe(load_recipe(recipe_file), workers=2)
+        return
+    distant, _ = distant_supervision(filtered, read_scores(scores), 0.0, None, scores_path=str(scores))
+    debiased, report = length_debias(distant, seed=3)
+    final, merged = merge_subsets(read_records(human).records, debiased)
+    summary = run_recipe(load_recipe(recipe_file), workers=2)
+    for name, records in [
+        ("01-filtered", filtered),
+        ("03-distant", distant),
+        ("04-debiased", debiased),
+        ("final", final),
+    ]:
+        write_records(tmp_path / "expected.jsonl", records)
+        assert (folder / f"{name}.jsonl").read_bytes() == (tmp_path / "expected.jsonl").read_bytes()
+    assert summary.stage("debias").report == report.to_dict()
+    assert summary.stage("final").report == merged.to_dict()
 
 
 def test_debias_in_tokens_streamed(tmp_path, qwen2_tokenizer_dir) -> None:

@@ -6,10 +6,9 @@ each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -18,8 +17,6 @@ from cheems.cli.options import SkipInvalid, Workers, finite, from_options, setti
 from cheems.curate.filters import FilterConfig
 from cheems.data.io import write_lines_and_report
 from cheems.errors import InputError
-
-T = TypeVar("T")
 
 curate_app = typer.Typer(
     help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",
@@ -52,32 +49,11 @@ def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: t
     claim_outputs(inputs=[("IN", source), *more_inputs], files=[("--output", output), ("--report-json", report_json)])
 
 
-class _Source:
-    """The records of IN as a stream of ``fn(record)`` on ``workers`` processes, in input order; each call
-    reads the file again (debias reads it twice), and :meth:`report_skipped` lists the last pass's skips."""
+def _records(path: Path, skip_invalid: bool, workers: int | None, label: str) -> Any:
+    """IN as :class:`~cheems.data.stream.Records`: streamed a chunk at a time on ``workers`` processes."""
+    from cheems.data.stream import Records
 
-    def __init__(self, path: Path, skip_invalid: bool, workers: int | None, label: str) -> None:
-        from cheems.data.io import ReadResult
-
-        self.path, self.skip_invalid, self.workers, self.label = path, skip_invalid, workers, label
-        self.issues = ReadResult()
-
-    def __call__(self, fn: Callable[[Any], T]) -> Iterator[T]:
-        from cheems.data.io import ReadResult
-        from cheems.data.stream import stream_records
-
-        self.issues = ReadResult()
-        return stream_records(
-            self.path,
-            fn,
-            skip_invalid=self.skip_invalid,
-            issues=self.issues,
-            workers=self.workers,
-            progress=f"curate {self.label}",
-        )
-
-    def report_skipped(self) -> None:
-        report_skipped(self.issues.skipped)
+    return Records([path], skip_invalid=skip_invalid, workers=workers, label=f"curate {label}")
 
 
 def _table(title: str, rows: Sequence[tuple[str, ...]], columns: tuple[str, ...]) -> Any:
@@ -117,18 +93,16 @@ def filter_(
     settings: dict[str, Any],
 ) -> None:
     """Drop empty, over-long, non-Chinese, truncated and repetitive responses (with a report)."""
-    from cheems.curate.filters import FilterReport, filter_line, filter_lines
+    from cheems.curate.filters import FilterReport, filter_step
     from cheems.data.yamlfile import load_yaml_model
 
     _claim(source, output, report_json, ("--config", config))
     in_file = load_yaml_model(config, FilterConfig)[0].model_dump() if config else {}
     cfg = from_options(FilterConfig, settings, in_file)
     report = FilterReport()
-    records = _Source(source, skip_invalid, workers, "filter")
-    write_lines_and_report(
-        output, filter_lines(records(functools.partial(filter_line, cfg)), report), report_json, report.to_dict
-    )
-    records.report_skipped()
+    records = _records(source, skip_invalid, workers, "filter")
+    write_lines_and_report(output, filter_step(records, cfg, report), report_json, report.to_dict)
+    report_skipped(records.issues.skipped)
     console = _console()
     rows = [
         (
@@ -179,7 +153,7 @@ def distant(
     workers: Workers = None,
 ) -> None:
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
-    from cheems.curate.distant import distant_lines, distant_supervision
+    from cheems.curate.distant import distant_step, distant_supervision
     from cheems.data.io import record_line
     from cheems.workflows.curation import rm_scores
 
@@ -191,10 +165,10 @@ def distant(
     _claim(source, output, report_json, ("--scores", scores))
     sources = None if all_sources else (source_name or ["judge"])
     if scores is not None:
-        records = _Source(source, skip_invalid, workers, "distant")
-        lines, report = distant_lines(records, scores, margin, sources)
+        records = _records(source, skip_invalid, workers, "distant")
+        lines, report = distant_step(records, scores, margin, sources)
         write_lines_and_report(output, lines, report_json, report.to_dict)
-        records.report_skipped()
+        report_skipped(records.issues.skipped)
     else:  # the scorer scores every record at once: they are in memory
         loaded = _read(source, skip_invalid)
         try:
@@ -243,13 +217,13 @@ def debias(
     workers: Workers = None,
 ) -> None:
     """Downsample chosen-longer or chosen-shorter pairs so both groups are the same size."""
-    from cheems.curate.debias import GROUPS, DebiasReport, debias_lines
+    from cheems.curate.debias import GROUPS, DebiasReport, debias_step
 
     _claim(source, output, report_json)
     report = DebiasReport(seed=seed, unit="tokens" if tokenizer else "chars")
-    records = _Source(source, skip_invalid, workers, "debias")
-    write_lines_and_report(output, debias_lines(records, report, tokenizer), report_json, report.to_dict)
-    records.report_skipped()
+    records = _records(source, skip_invalid, workers, "debias")
+    write_lines_and_report(output, debias_step(records, report, tokenizer), report_json, report.to_dict)
+    report_skipped(records.issues.skipped)
     rows = [(g, str(report.before[g]), str(report.after[g])) for g in GROUPS]
     console = _console()
     console.print(_table(f"pairs by length ({report.unit}, seed {seed})", rows, ("group", "before", "after")))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -148,29 +147,17 @@ def resolve(
     workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import ReadResult, write_lines_and_report
+    from cheems.data.io import write_lines_and_report
     from cheems.data.outputs import claim_outputs
-    from cheems.data.stream import stream_records
+    from cheems.data.stream import Records
     from cheems.ranking import ResolveStats
-    from cheems.ranking.resolve import resolved_line
+    from cheems.ranking.resolve import resolve_step
 
     claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
-    issues, stats = ReadResult(), ResolveStats()
-    warnings: list[tuple[str, list[str]]] = []
-
-    def lines() -> Iterator[str]:
-        for pid, line, comparisons, conflicts, unmentioned in stream_records(
-            source, resolved_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="resolving"
-        ):
-            stats.records += 1
-            stats.comparisons += comparisons
-            stats.conflicts += conflicts
-            if unmentioned:
-                warnings.append((pid, unmentioned))
-            yield line
-
-    write_lines_and_report(output, lines(), stats_json, stats.to_dict)
-    report_skipped(issues.skipped)
+    stats, warnings = ResolveStats(), list[tuple[str, list[str]]]()
+    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="resolving")
+    write_lines_and_report(output, resolve_step(records, stats, warnings), stats_json, stats.to_dict)
+    report_skipped(records.issues.skipped)
     for pid, unmentioned in warnings:
         err.print(
             Text.assemble(

@@ -14,10 +14,9 @@ it as ``a`` would falsify); a pair that came from a rank becomes ``{"a": chosen,
 "label": "a", "source": "rank"}``. A record left with no pair is left out (counted). As Algorithm 1
 ranks it, a response that no surviving pair mentions sits at rank 1.
 
-:func:`length_debias` works on a list; :func:`debias_lines` gives the same output over a stream,
-reading it twice (pass 1: one byte per pair, its group; pass 2: the records rebuilt in the worker
-processes), so memory does not grow with the file's text. Both use the same per-record functions
-(:func:`record_pairs`, :func:`debiased_record`) and the same draw (:func:`survivors`).
+:func:`debias_step` runs over :class:`~cheems.data.stream.Records` (a list, or files streamed), reading
+them twice (pass 1: one byte per pair, its group; pass 2: the records rebuilt, in the worker processes
+for files), so memory does not grow with the file's text; :func:`length_debias` is that step over a list.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import functools
 import random
 import tempfile
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -34,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from cheems.data.io import record_line
 from cheems.data.keytable import key_digest, load_table, sort_keys
 from cheems.data.schema import Comparison, Record
+from cheems.data.stream import Records
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
 from cheems.ranking.resolve import resolve_record
@@ -208,30 +207,13 @@ def length_debias(
     """Balance chosen-longer and chosen-shorter pairs by downsampling the larger group (seeded).
 
     ``unit`` is ``chars`` (default) or ``tokens`` (with ``tokenizer``, a tokenizer folder or hub id).
+    This is :func:`debias_step` over the list.
     """
-    length = length_function(unit, tokenizer)
-    report = DebiasReport(seed=seed, unit=unit, records_in=len(records))
-    pairs = [record_pairs(record, length) for record in records]
-    codes = b"".join(group_codes(p) for p in pairs)
-    keep = survivors(codes, seed)
-    count_groups(report, codes, keep)
-    out: list[Record] = []
-    offset = 0
-    for record, mine in zip(records, pairs):
-        flags = keep[offset : offset + len(mine)]
-        offset += len(mine)
-        kept = [p for p, k in zip(mine, flags) if k]
-        if not kept:
-            note_emptied(report, record.id)
-            continue
-        out.append(debiased_record(record, kept))
-    report.records_out = len(out)
-    return out, report
+    report = DebiasReport(seed=seed, unit=unit)
+    return list(debias_step(Records(records), report, None if tokenizer is None else str(tokenizer))), report
 
 
-# ---------------------------------------------------------------- streamed, in two passes
-
-Stream = Callable[[Callable[[Record], Any]], Iterable[Any]]
+# ---------------------------------------------------------------- the step, in two passes
 
 
 @lru_cache(maxsize=2)
@@ -245,26 +227,27 @@ def pair_codes(unit: str, tokenizer: str | None, record: Record) -> tuple[bytes,
     return key_digest(record.id), group_codes(record_pairs(record, _length(unit, tokenizer)))
 
 
-def debias_line(folder: str, unit: str, tokenizer: str | None, record: Record) -> tuple[str, str | None]:
-    """Pass 2, per record: its id and output line (None: no pair left), from the survivors saved in ``folder``."""
+def debias_record(folder: str, unit: str, tokenizer: str | None, record: Record) -> tuple[Record | None, str]:
+    """Pass 2, per record: the record rebuilt from its survivors saved in ``folder`` (None: no pair left),
+    and its id."""
     table, arrays = load_table(folder)
     pairs = record_pairs(record, _length(unit, tokenizer))
     offset = table.get((record.id,))
     kept = [p for p, k in zip(pairs, arrays["keep"][offset : offset + len(pairs)]) if k]
-    return record.id, (record_line(debiased_record(record, kept)) if kept else None)
+    return (debiased_record(record, kept) if kept else None), record.id
 
 
-def debias_lines(stream: Stream, report: DebiasReport, tokenizer: str | None = None) -> Iterator[str]:
-    """:func:`length_debias` over a stream of records that can be read twice, with bounded memory.
+def debias_step(records: Records, report: DebiasReport, tokenizer: str | None = None) -> Iterator[Any]:
+    """Length debias over ``records`` (a list, or files read twice), in bounded memory: the output records
+    (their lines when streamed from files).
 
-    ``stream(fn)`` yields ``fn(record)`` for every record in input order (e.g. a ``functools.partial``
-    of :func:`cheems.data.stream.stream_records`). Pass 1 keeps one byte per pair (its group) and
-    the offset of each record's pairs by id; the survivors are drawn as :func:`length_debias` draws
-    them; pass 2 rebuilds the records. ``report`` (its seed and unit set) is filled in as the lines pass.
+    Pass 1 keeps one byte per pair (its group) and the offset of each record's pairs by id; the
+    survivors are drawn (:func:`survivors`); pass 2 rebuilds the records. ``report`` (its seed and unit
+    set) is filled in as the outputs pass.
     """
     _length(report.unit, tokenizer)  # a bad unit or tokenizer fails here, before any record is read
     codes, ids, offsets = bytearray(), bytearray(), array("q")
-    for digest, mine in stream(functools.partial(pair_codes, report.unit, tokenizer)):
+    for digest, mine in records.map(functools.partial(pair_codes, report.unit, tokenizer)):
         ids += digest
         offsets.append(len(codes))
         codes += mine
@@ -278,9 +261,9 @@ def debias_lines(stream: Stream, report: DebiasReport, tokenizer: str | None = N
     with tempfile.TemporaryDirectory(prefix="cheems-debias-") as folder:
         table.save(folder, keep=keep)
         del table, keep
-        for record_id, line in stream(functools.partial(debias_line, folder, report.unit, tokenizer)):
-            if line is None:
+        for out, record_id in records.step(functools.partial(debias_record, folder, report.unit, tokenizer)):
+            if out is None:
                 note_emptied(report, record_id)
                 continue
             report.records_out += 1
-            yield line
+            yield out

@@ -20,27 +20,29 @@ A record that loses a comparison (or has none and no rank yet) gets ``rank`` re-
 Algorithm 1; a record whose comparisons all survive keeps the rank it has. A record left with no
 comparison at all has nothing to train on and is left out of the output (counted in the report).
 
-:func:`distant_supervision` works on a list; :func:`distant_lines` gives the same output over a
-stream of records, with the scores in a compact :class:`~cheems.data.keytable.KeyTable`; both use
-:func:`distant_record` per record.
+:func:`distant_step` runs :func:`distant_record` over :class:`~cheems.data.stream.Records` (a list, or
+files streamed, with a scores file in a compact :class:`~cheems.data.keytable.KeyTable`);
+:func:`distant_supervision` is that step over a list.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
 import networkx as nx
 
-from cheems.data.io import ScoreKey, record_line
+from cheems.data.io import ScoreKey
 from cheems.data.keytable import KeyTable, load_table, read_score_table
 from cheems.data.schema import Comparison, Record
+from cheems.data.stream import Records
 from cheems.errors import InputError
 from cheems.ranking.resolve import ResolveStats, conflict_stats, resolve_record
 
@@ -197,12 +199,6 @@ def distant_record(
     return new, RecordDistant(record.id, by_source, before, conflict_stats([new]), cyclic)
 
 
-def _add_stats(total: ResolveStats, part: ResolveStats) -> None:
-    total.records += part.records
-    total.comparisons += part.comparisons
-    total.conflicts += part.conflicts
-
-
 def add_to_report(report: DistantReport, outcome: RecordDistant) -> None:
     """Count one record's outcome (examples in input order)."""
     report.records_in += 1
@@ -210,13 +206,13 @@ def add_to_report(report: DistantReport, outcome: RecordDistant) -> None:
         counts = report.by_source.setdefault(source, SourceCounts())
         counts.before += before
         counts.kept += kept
-    _add_stats(report.conflicts_before, outcome.before)
+    report.conflicts_before += outcome.before
     if outcome.after is None:
         report.records_emptied += 1
         _note(report.records_emptied_examples, outcome.record_id)
         return
     report.records_out += 1
-    _add_stats(report.conflicts_after, outcome.after)
+    report.conflicts_after += outcome.after
     if outcome.cyclic:
         report.records_cyclic += 1
         _note(report.records_cyclic_examples, outcome.record_id)
@@ -237,7 +233,7 @@ def new_report(margin: float, sources: Iterable[str] | None) -> tuple[DistantRep
 
 def distant_supervision(
     records: list[Record],
-    scores: ScoreLookup,
+    scores: ScoreLookup | str | Path,
     margin: float = 0.0,
     sources: Iterable[str] | None = ("judge",),
     *,
@@ -246,67 +242,67 @@ def distant_supervision(
     """Drop the comparisons the RM's ``scores`` disagree with, then resolve ranks (Algorithm 1).
 
     ``scores`` maps ``(prompt_id, response_id)`` to the RM's score (a dict, or a
-    :class:`~cheems.data.keytable.KeyTable`); a missing score for a response named by a filtered
-    comparison is an ``InputError`` (naming ``scores_path``). ``sources=None`` filters comparisons
-    of every source. See the module docstring for the exact keep rules.
+    :class:`~cheems.data.keytable.KeyTable`), or is a scores file; a missing score for a response named
+    by a filtered comparison is an ``InputError`` (naming ``scores_path``). ``sources=None`` filters
+    comparisons of every source. See the module docstring for the exact keep rules. This is
+    :func:`distant_step` over the list.
     """
-    report, wanted = new_report(margin, sources)
-    out: list[Record] = []
-    for record in records:
-        new, outcome = distant_record(record, scores, margin, wanted, scores_path)
-        add_to_report(report, outcome)
-        if new is not None:
-            out.append(new)
-    return out, report
+    out, report = distant_step(Records(records), scores, margin, sources, scores_path=scores_path)
+    return list(out), report
 
 
-def distant_line(
-    folder: str, margin: float, sources: frozenset[str] | None, scores_path: str, record: Record
-) -> tuple[str | None, RecordDistant | InputError]:
-    """:func:`distant_record` with the scores table saved in ``folder`` and the output as a line (run in the
-    workers). A missing score comes back as the error, so that ``--skip-invalid`` cannot skip the record."""
-    try:
-        new, outcome = distant_record(record, load_table(folder)[0], margin, sources, scores_path)
-    except InputError as e:
-        return None, e
-    return (record_line(new) if new is not None else None), outcome
-
-
-def distant_lines(
-    stream: Callable[[Callable[[Record], Any]], Iterable[Any]],
-    scores_file: str | Path,
+def distant_step(
+    records: Records,
+    scores: ScoreLookup | str | Path,
     margin: float = 0.0,
     sources: Iterable[str] | None = ("judge",),
-) -> tuple[Iterator[str], DistantReport]:
-    """:func:`distant_supervision` over a stream of records (``stream(fn)`` yields ``fn(record)`` in input
-    order) with the scores of ``scores_file``: the output lines, and the report they fill in as they pass.
+    *,
+    scores_path: str | None = None,
+) -> tuple[Iterator[Any], DistantReport]:
+    """:func:`distant_record` over ``records``: the kept records (their lines when streamed from files), and
+    the report they fill in as they pass.
 
-    The scores are read first (every error of a scores file comes before any record is read) into a
-    compact table that the worker processes map from a temporary folder.
+    A scores file is read first (every error of a scores file comes before any record is read) into a
+    compact table, which the worker processes map from a temporary folder.
     """
     report, wanted = new_report(margin, sources)
-    table = read_score_table(scores_file)
-    return _distant_lines(stream, table, report, margin, wanted, str(scores_file)), report
+    if isinstance(scores, (str, Path)):
+        scores_path, scores = str(scores), read_score_table(scores)
+    return _distant_outputs(records, scores, report, margin, wanted, scores_path), report
 
 
-def _distant_lines(
-    stream: Callable[[Callable[[Record], Any]], Iterable[Any]],
-    table: KeyTable,
+def distant_or_error(
+    scores: ScoreLookup | str, margin: float, sources: frozenset[str] | None, scores_path: str | None, record: Record
+) -> tuple[Record | None, RecordDistant | InputError]:
+    """:func:`distant_record` with ``scores`` (or the table saved in that folder, in the workers). A missing
+    score comes back as the error, so that ``--skip-invalid`` cannot skip the record."""
+    lookup = load_table(scores)[0] if isinstance(scores, str) else scores
+    try:
+        return distant_record(record, lookup, margin, sources, scores_path)
+    except InputError as e:
+        return None, e
+
+
+def _distant_outputs(
+    records: Records,
+    scores: ScoreLookup,
     report: DistantReport,
     margin: float,
     sources: frozenset[str] | None,
-    scores_path: str,
-) -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="cheems-distant-") as folder:
-        table.save(folder)
-        del table
-        fn = functools.partial(distant_line, folder, margin, sources, scores_path)
-        for line, outcome in stream(fn):
+    scores_path: str | None,
+) -> Iterator[Any]:
+    with contextlib.ExitStack() as stack:
+        lookup: ScoreLookup | str = scores
+        if isinstance(scores, KeyTable):  # mapped by the workers, not pickled to them
+            lookup = stack.enter_context(tempfile.TemporaryDirectory(prefix="cheems-distant-"))
+            scores.save(lookup)
+        del scores
+        for out, outcome in records.step(functools.partial(distant_or_error, lookup, margin, sources, scores_path)):
             if isinstance(outcome, InputError):
                 raise outcome
             add_to_report(report, outcome)
-            if line is not None:
-                yield line
+            if out is not None:
+                yield out
 
 
 def source_counts(records: Iterable[Record]) -> Counter[str]:

@@ -27,18 +27,19 @@ cannot give a pair and is dropped.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from cheems.data.io import record_line
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.settings import Settings
+from cheems.data.stream import Records
 
 EMPTY = "empty"
 TOO_LONG = "too_long"
@@ -423,12 +424,6 @@ def filter_record(record: Record, config: FilterConfig) -> tuple[Record | None, 
     return (kept if len(kept.responses) >= 2 else None), outcome
 
 
-def filter_line(config: FilterConfig, record: Record) -> tuple[str | None, RecordFiltered]:
-    """:func:`filter_record` with the kept record as its output line (what a worker process sends back)."""
-    kept, outcome = filter_record(record, config)
-    return (record_line(kept) if kept is not None else None), outcome
-
-
 def add_to_report(report: FilterReport, outcome: RecordFiltered, max_examples: int = 3) -> None:
     """Count one record's outcome; examples are the first ``max_examples`` in input order."""
     report.records_in += 1
@@ -451,23 +446,16 @@ def add_to_report(report: FilterReport, outcome: RecordFiltered, max_examples: i
 def filter_records(
     records: list[Record], config: FilterConfig | None = None, max_examples: int = 3
 ) -> tuple[list[Record], FilterReport]:
-    """Drop bad responses (and records left with fewer than two); return kept records and the report."""
-    config = config or FilterConfig()
+    """Drop bad responses (and records left with fewer than two); return kept records and the report
+    (:func:`filter_step` over the list)."""
     report = FilterReport()
-    out: list[Record] = []
-    for record in records:
-        kept, outcome = filter_record(record, config)
+    return list(filter_step(Records(records), config or FilterConfig(), report, max_examples)), report
+
+
+def filter_step(records: Records, config: FilterConfig, report: FilterReport, max_examples: int = 3) -> Iterator[Any]:
+    """:func:`filter_record` over ``records``: the kept records (their lines when streamed from files),
+    counting each record into ``report`` as it passes."""
+    for kept, outcome in records.step(functools.partial(filter_record, config=config)):
         add_to_report(report, outcome, max_examples)
         if kept is not None:
-            out.append(kept)
-    return out, report
-
-
-def filter_lines(
-    results: Iterable[tuple[str | None, RecordFiltered]], report: FilterReport, max_examples: int = 3
-) -> Iterator[str]:
-    """The output lines of a stream of :func:`filter_line` results, counting each into ``report`` as it passes."""
-    for line, outcome in results:
-        add_to_report(report, outcome, max_examples)
-        if line is not None:
-            yield line
+            yield kept

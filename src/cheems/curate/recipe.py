@@ -15,6 +15,11 @@ Relative paths are resolved against the recipe's folder. Every stage writes its 
 ``04-debiased.jsonl``, ``final.jsonl``) and ``summary.json`` / ``summary.md`` hold, per stage,
 the Table-1 statistics, the conflict ratio (Table 5) and the stage's report.
 
+Each stage streams the file the stage before wrote through the step the single command runs
+(``filter_step``, ``distant_step``, ``debias_step``, ``merge_step`` over
+:class:`~cheems.data.stream.Records`), so a run holds a few chunks of the pool, not the pool; only the
+LLM judge, an RM scorer and the human subset get their records as a list.
+
 The ``judge:`` section is a :class:`~cheems.annotate.settings.JudgeSettings`, checked (file, line
 and key) with the rest of the recipe. The judge and the RM scorer themselves are injected
 (``run_recipe(..., judge=, score=)``), so this package does not import the judge's backends or the
@@ -24,7 +29,7 @@ model or training packages.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,18 +37,19 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from cheems.annotate.settings import JudgeSettings
-from cheems.curate.debias import length_debias
-from cheems.curate.distant import distant_supervision, source_counts
-from cheems.curate.filters import FilterConfig, filter_records
-from cheems.curate.merge import merge_subsets
-from cheems.data.io import ScoreKey, read_records, read_scores, write_json, write_records, write_scores, write_text
+from cheems.curate.debias import DebiasReport, debias_step
+from cheems.curate.distant import distant_step, source_counts
+from cheems.curate.filters import FilterConfig, FilterReport, filter_step
+from cheems.curate.merge import MergeReport, merge_step
+from cheems.data.io import ScoreKey, record_line, write_json, write_lines, write_scores, write_text
 from cheems.data.outputs import claim_outputs
 from cheems.data.schema import Record
 from cheems.data.settings import Settings, invalid
-from cheems.data.stats import dataset_stats
+from cheems.data.stats import Counts
+from cheems.data.stream import Records, same_record
 from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
 from cheems.errors import InputError
-from cheems.ranking import conflict_stats
+from cheems.ranking.resolve import ResolveStats, record_stats
 
 JudgeFn = Callable[[list[Record], JudgeSettings], list[Record]]
 ScoreFn = Callable[[list[Record], str], dict[ScoreKey, float]]
@@ -249,8 +255,17 @@ class RecipeSummary:
         return "\n".join(lines) + "\n"
 
 
-def _stage(name: str, records: list[Record], file: str | None, report: dict[str, Any] | None = None) -> StageSummary:
-    return StageSummary(name, file, dataset_stats(records).to_dict(), conflict_stats(records).to_dict(), report)
+def _stage(name: str, records: Records, file: str | None, report: dict[str, Any] | None = None) -> StageSummary:
+    """A stage's summary, its statistics summed record by record (files are streamed)."""
+    counts, conflicts = Counts(), ResolveStats()
+    for mine, theirs in records.map(record_stats):
+        counts += mine
+        conflicts += theirs
+    return StageSummary(name, file, counts.stats().to_dict(), conflicts.to_dict(), report)
+
+
+def _line(out: Record | str) -> str:
+    return out if isinstance(out, str) else record_line(out)
 
 
 def run_recipe(
@@ -260,9 +275,13 @@ def run_recipe(
     score: ScoreFn | None = None,
     skip_invalid: bool = False,
     log: Callable[[str], None] | None = None,
+    workers: int | None = None,
 ) -> RecipeSummary:
     """Run the recipe's stages in order, writing every intermediate file and the summary.
 
+    Each stage streams the previous stage's file through its step (:class:`~cheems.data.stream.Records`
+    on ``workers`` processes, ``None``: every core), so memory stays bounded by a few chunks, except
+    where a stage needs every record at once: the judge and an RM scorer, which get a list.
     ``judge(records, settings)`` runs the LLM judge (needed when the recipe has ``judge:``);
     ``score(records, model)`` scores every response with an RM (needed for ``distant: {model: …}``).
     With ``skip_invalid``, bad input lines are skipped and listed in the summary.
@@ -271,28 +290,33 @@ def run_recipe(
     out = recipe.output_dir  # created by the first write: a run that fails before it leaves no folder
     summary = RecipeSummary(output_dir=str(out))
 
-    def write(stage: str, records: list[Record]) -> str:
-        write_records(out / FILES[stage], records)
-        say(f"{stage}: {len(records)} records -> {out / FILES[stage]}")
-        return FILES[stage]
+    def files(path: Path, label: str, skip: bool = False) -> Records:
+        return Records([path], skip_invalid=skip, workers=workers, label=f"curate run: {label}")
 
-    pool = _read(recipe.judge_input, skip_invalid, summary, "input", say)
-    records = pool
+    def write(stage: str, outputs: Iterable[Record | str], report: Callable[[], dict[str, Any]]) -> Records:
+        n = write_lines(out / FILES[stage], map(_line, outputs))
+        say(f"{stage}: {n} records -> {out / FILES[stage]}")
+        written = files(out / FILES[stage], stage) if n else Records([])  # an empty file is not a record file
+        summary.stages.append(_stage(stage, written, FILES[stage], report()))
+        return written
+
+    records = _read(files(recipe.judge_input, "input", skip_invalid), summary, "input", say)
     if recipe.filter is not None:
-        records, rep = filter_records(records, recipe.filter)
-        summary.stages.append(_stage("filter", records, write("filter", records), rep.to_dict()))
+        filtered = FilterReport()
+        records = write("filter", filter_step(records, recipe.filter, filtered), filtered.to_dict)
     else:
         summary.skipped.append("filter")
 
     if recipe.judge is not None:
         if judge is None:
             raise InputError("the recipe has a 'judge' stage but no judge was given", field="judge")
-        records = judge(records, recipe.judge)
-        counts = dict(source_counts(records))
-        summary.stages.append(_stage("judge", records, write("judge", records), {"comparisons_by_source": counts}))
+        judged = judge(list(records.map(same_record)), recipe.judge)
+        counts = dict(source_counts(judged))
+        records = write("judge", judged, lambda: {"comparisons_by_source": counts})
+        del judged
     else:
         summary.skipped.append("judge")
-        if not any(r.comparisons for r in records):
+        if not summary.stages[-1].conflicts["comparisons"]:
             raise InputError(
                 "judge_input has no comparisons and the recipe has no 'judge' stage",
                 path=str(recipe.judge_input),
@@ -300,32 +324,32 @@ def run_recipe(
             )
 
     if recipe.distant is not None:
-        scores, scores_path = _distant_scores(recipe.distant, records, score, out)
-        records, distant_report = distant_supervision(
+        stage = recipe.distant
+        kept, distant_report = distant_step(
             records,
-            scores,
-            recipe.distant.margin,
-            None if recipe.distant.all_sources else recipe.distant.sources,
-            scores_path=scores_path,
+            _distant_scores(stage, records, score, out),
+            stage.margin,
+            None if stage.all_sources else stage.sources,
         )
-        summary.stages.append(_stage("distant", records, write("distant", records), distant_report.to_dict()))
+        records = write("distant", kept, distant_report.to_dict)
     else:
         summary.skipped.append("distant")
 
     if recipe.debias is not None:
-        records, debias_report = length_debias(records, recipe.debias.seed, recipe.debias.unit, recipe.debias.tokenizer)
-        summary.stages.append(_stage("debias", records, write("debias", records), debias_report.to_dict()))
+        debiased = DebiasReport(seed=recipe.debias.seed, unit=recipe.debias.unit)
+        records = write("debias", debias_step(records, debiased, recipe.debias.tokenizer), debiased.to_dict)
     else:
         summary.skipped.append("debias")
 
+    merged = MergeReport()
+    human: list[Record] = []
     if recipe.human is not None:
-        human = _read(recipe.human, skip_invalid, summary, "human", say)
-        records, merge_report = merge_subsets(human, records)
-        summary.stages.append(_stage("final", records, write("final", records), merge_report.to_dict()))
+        human = list(_read(files(recipe.human, "human", skip_invalid), summary, "human", say).map(same_record))
+    final = merge_step(human, records, merged)
+    if recipe.human is not None:
+        write("final", final, merged.to_dict)
     else:
-        summary.stages.append(
-            _stage("final", records, write("final", records), {"note": "no human subset: final = the judge subset"})
-        )
+        write("final", final, lambda: {"note": "no human subset: final = the judge subset"})
 
     json_file, markdown_file = SUMMARY_FILES
     write_json(out / json_file, summary.to_dict())
@@ -334,29 +358,23 @@ def run_recipe(
     return summary
 
 
-def _read(
-    path: Path, skip_invalid: bool, summary: RecipeSummary, name: str, say: Callable[[str], None]
-) -> list[Record]:
-    result = read_records(path, skip_invalid=skip_invalid)
-    for e in result.skipped:  # nothing is dropped silently: each skipped line is logged and kept in the summary
+def _read(records: Records, summary: RecipeSummary, name: str, say: Callable[[str], None]) -> Records:
+    """An input file, summarised as a stage (a first pass over it, which checks every line)."""
+    stage = _stage(name, records, str(records.paths[0]))
+    skipped = records.issues.skipped
+    for e in skipped:  # nothing is dropped silently: each skipped line is logged and kept in the summary
         say(f"skipped {e}")
-    report = {"skipped_lines": [str(e) for e in result.skipped]} if result.skipped else None
-    summary.stages.append(_stage(name, result.records, str(path), report))
-    return result.records
+    stage.report = {"skipped_lines": [str(e) for e in skipped]} if skipped else None
+    summary.stages.append(stage)
+    return records
 
 
-def _distant_scores(
-    stage: DistantStage,
-    records: list[Record],
-    score: ScoreFn | None,
-    out: Path,
-) -> tuple[dict[ScoreKey, float], str]:
-    """The RM's scores: read from the scores file, or computed with the model (and saved as scores.jsonl)."""
+def _distant_scores(stage: DistantStage, records: Records, score: ScoreFn | None, out: Path) -> Path:
+    """The RM's scores file: the recipe's, or the model's scores of every record, saved as scores.jsonl."""
     if stage.scores is not None:
-        return read_scores(stage.scores), str(stage.scores)
+        return stage.scores
     if score is None:
         raise InputError("'distant.model' needs a scorer to be given", field="distant.model")
     assert stage.model is not None  # the model validator promises one of the two
-    scores = score(records, stage.model)
-    write_scores(out / SCORES_FILE, scores)
-    return scores, str(out / SCORES_FILE)
+    write_scores(out / SCORES_FILE, score(list(records.map(same_record)), stage.model))
+    return out / SCORES_FILE

@@ -12,17 +12,22 @@ come in input order, so the output is byte-identical to a single-process run. JS
 streamed; a ``.json`` array or a ``.csv`` file is parsed whole first (its syntax spans lines), then
 streamed the same way. Official pairwise rows (``input/answer1/answer2/preference``) are grouped by
 ``input`` into one record each and come after the file's other records, as they always have.
+
+:class:`Records` is the one step runner: a step is a per-record function returning ``(record or None,
+outcome)``; run over a list it gives the records, run over files (streamed as above) the output
+lines, made in the workers. The same function and the same report either way.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cheems.data.io import (
     Decoder,
@@ -34,6 +39,7 @@ from cheems.data.io import (
     jsonl_lines,
     load_rows,
     parse_record,
+    record_line,
 )
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -411,3 +417,61 @@ def _tasks(
     for chunk in _chunks(jsonl_lines(path), CHUNK_BYTES):
         bar.add(sum(len(raw.encode("utf-8")) + 1 for _, raw in chunk), len(chunk))
         yield _parse_chunk, (path, fn, chunk, True)
+
+
+StepFn = Callable[[Record], tuple[Record | None, Any]]
+"""A data step on one record: its output record (None: left out) and what the step did (its report's part)."""
+
+
+def _as_line(fn: StepFn, record: Record) -> tuple[str | None, Any]:
+    """``fn(record)`` with the output record as its canonical line (run in the workers: a line pickles light)."""
+    out, outcome = fn(record)
+    return (record_line(out) if out is not None else None), outcome
+
+
+class Records:
+    """The records a step runs over: a list in memory, or record files streamed a chunk at a time.
+
+    :meth:`map` runs any per-record function (in the worker processes for large files); :meth:`step`
+    runs a step (:data:`StepFn`) and yields ``(output, outcome)`` in input order, the output being the
+    record over a list and its line over files (None when left out). Files are read again on every
+    call (a two-pass step reads them twice); ``issues`` holds the last pass's skipped lines and warnings.
+    """
+
+    def __init__(
+        self,
+        source: Sequence[Record] | Sequence[str | Path] | str | Path,
+        *,
+        skip_invalid: bool = False,
+        workers: int | None = 1,
+        label: str | None = None,
+    ) -> None:
+        items = [source] if isinstance(source, (str, Path)) else list(source)
+        in_memory = all(isinstance(r, Record) for r in items)  # an empty list too: no records
+        self.records: list[Record] | None = cast("list[Record]", items) if in_memory else None
+        self.paths: list[str | Path] = [] if in_memory else cast("list[str | Path]", items)
+        self.skip_invalid, self.workers, self.label = skip_invalid, workers, label
+        self.issues = ReadResult()
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the records come from files (outputs are then lines)."""
+        return self.records is None
+
+    def map(self, fn: Callable[[Record], T]) -> Iterator[T]:
+        """``fn(record)`` for every record, in input order."""
+        if self.records is not None:
+            return map(fn, self.records)
+        self.issues = ReadResult()
+        return stream_records(
+            self.paths,
+            fn,
+            skip_invalid=self.skip_invalid,
+            issues=self.issues,
+            workers=self.workers,
+            progress=self.label,
+        )
+
+    def step(self, fn: StepFn) -> Iterator[tuple[Any, Any]]:
+        """``fn(record)`` for every record, the output record as a line when the records come from files."""
+        return self.map(fn) if self.records is not None else self.map(functools.partial(_as_line, fn))

@@ -9,6 +9,7 @@ from cheems.ranking.resolve import (
     preference_graph,
     resolve_file_records,
     resolve_record,
+    resolve_step,
 )
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "rank_comparisons",
     "resolve_file_records",
     "resolve_record",
+    "resolve_step",
     "training_pairs",
 ]

@@ -8,12 +8,15 @@ nothing beats). A tie adds edges both ways, so tied responses fall into one comp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
-from cheems.data.io import record_line
 from cheems.data.schema import Comparison, Record
+from cheems.data.stats import Counts, record_counts
+from cheems.data.stream import Records
 
 
 def preference_graph(record: Record) -> nx.DiGraph:
@@ -90,6 +93,19 @@ class ResolveStats:
         """Share of comparisons that disagree with the resolved ranks (0 when there are none)."""
         return self.conflicts / self.comparisons if self.comparisons else 0.0
 
+    def __iadd__(self, other: "ResolveStats") -> "ResolveStats":
+        self.records += other.records
+        self.comparisons += other.comparisons
+        self.conflicts += other.conflicts
+        return self
+
+    def add(self, res: Resolution | None) -> None:
+        """Count one record by its resolution (None: it had nothing to resolve)."""
+        self.records += 1
+        if res is not None:
+            self.comparisons += res.comparisons
+            self.conflicts += res.conflicts
+
     def to_dict(self) -> dict[str, float | int]:
         return {
             "records": self.records,
@@ -101,7 +117,15 @@ class ResolveStats:
 
 def conflict_stats(records: list[Record]) -> ResolveStats:
     """The pooled conflict statistics (Table 5) of resolving ``records``, which are left as they are."""
-    return resolve_file_records(records)[1]
+    stats = ResolveStats()
+    for record in records:
+        stats.add(resolved(record)[1])
+    return stats
+
+
+def record_stats(record: Record) -> tuple[Counts, ResolveStats]:
+    """One record's share of a set's statistics: Table 1's counts and Table 5's conflicts (they add up)."""
+    return record_counts(record), conflict_stats([record])
 
 
 def resolved(record: Record) -> tuple[Record, Resolution | None]:
@@ -116,29 +140,25 @@ def resolved(record: Record) -> tuple[Record, Resolution | None]:
     return record.model_copy(update={"rank": res.rank}), res
 
 
-def resolved_line(record: Record) -> tuple[str, str, int, int, list[str]]:
-    """What ``cheems resolve`` needs of one record as it streams by (in a worker process): (prompt id, output
-    line, comparisons, conflicts, unmentioned response ids)."""
+def resolved_step(record: Record) -> tuple[Record, tuple[str, Resolution | None]]:
+    """:func:`resolved` as a step (:data:`~cheems.data.stream.StepFn`): the record and, as its outcome, its id
+    and resolution."""
     out, res = resolved(record)
-    if res is None:
-        return record.id, record_line(out), 0, 0, []
-    return record.id, record_line(out), res.comparisons, res.conflicts, res.unmentioned
+    return out, (record.id, res)
+
+
+def resolve_step(records: Records, stats: ResolveStats, warnings: list[tuple[str, list[str]]]) -> Iterator[Any]:
+    """:func:`resolved` over ``records``: the records with their ranks (their lines when streamed from files),
+    counting each into ``stats`` and its unmentioned responses into ``warnings`` as it passes."""
+    for out, (record_id, res) in records.step(resolved_step):
+        stats.add(res)
+        if res is not None and res.unmentioned:
+            warnings.append((record_id, res.unmentioned))
+        yield out
 
 
 def resolve_file_records(records: list[Record]) -> tuple[list[Record], ResolveStats, list[tuple[str, list[str]]]]:
     """Add ``rank`` to every record that has comparisons (see :func:`resolved`); return records, pooled stats and
-    warnings, ``(prompt_id, unmentioned response ids)``."""
-    stats = ResolveStats()
-    out: list[Record] = []
-    warnings: list[tuple[str, list[str]]] = []
-    for record in records:
-        new, res = resolved(record)
-        stats.records += 1
-        out.append(new)
-        if res is None:
-            continue
-        stats.comparisons += res.comparisons
-        stats.conflicts += res.conflicts
-        if res.unmentioned:
-            warnings.append((record.id, res.unmentioned))
-    return out, stats, warnings
+    warnings, ``(prompt_id, unmentioned response ids)`` (:func:`resolve_step` over the list)."""
+    stats, warnings = ResolveStats(), list[tuple[str, list[str]]]()
+    return list(resolve_step(Records(records), stats, warnings)), stats, warnings
