@@ -15,7 +15,7 @@ import typer
 
 from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
-from cheems.cli.options import SkipInvalid, from_options, settings_options
+from cheems.cli.options import SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
 
 M = TypeVar("M", bound=EndpointSettings)
@@ -54,19 +54,12 @@ JUDGE_OPTIONS = (
 
 
 def endpoint_settings(model: type[M], given: dict[str, Any]) -> M:
-    """Judge or generation settings from the options given; a missing API key is a user error here,
-    before any file is read."""
-    cfg = from_options(model, given)
+    """Judge or generation settings from those of the options given that are its fields; a missing API key is a
+    user error here, before any file is read."""
+    cfg = settings_of(model, given)
     if cfg.backend == "openai":
         cfg.resolve_api_key()
     return cfg
-
-
-def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
-    """The files a judge run reads (the cache too: an output must not replace it)."""
-    from cheems.annotate.cache import JudgeCache
-
-    return [("--template", cfg.template), ("--criteria", cfg.criteria), ("--cache", JudgeCache(cfg.cache).path)]
 
 
 @settings_options(
@@ -132,7 +125,7 @@ def judge(
     side = failures_path(output)
     cache_path = JudgeCache(cfg.cache).path
     claim_outputs(
-        inputs=[("IN", source), *judge_inputs(cfg)],
+        inputs=[("IN", source), *cfg.inputs()],
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished judgements are in {cache_path}; rerun the same command to resume",
     )

@@ -125,7 +125,23 @@ def option_name(model: type[BaseModel], name: str) -> str:
     return long[0] if long else "--" + name.rpartition(".")[2].replace("_", "-")
 
 
-def setting_option(model: type[BaseModel], name: str, show_default: bool = False) -> inspect.Parameter:
+Models = type[BaseModel] | tuple[type[BaseModel], ...]
+
+
+def owner(models: Models, name: str) -> type[BaseModel]:
+    """The first of ``models`` (one model, or several a command composes) with the setting ``name``."""
+    if not isinstance(models, tuple):
+        return models
+    return next(m for m in models if name.partition(".")[0] in m.model_fields)
+
+
+def settings_of(model: type[M], given: Mapping[str, Any]) -> M:
+    """``model`` from those of the settings ``given`` that are its fields (a command composing several
+    settings models hands each its own); a bad value is one line naming its option."""
+    return from_options(model, {k: v for k, v in given.items() if k in model.model_fields})
+
+
+def setting_option(model: Models, name: str, show_default: bool = False) -> inspect.Parameter:
     """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
 
     The help is the field's ``description``; the type comes from its annotation (a float is
@@ -133,6 +149,7 @@ def setting_option(model: type[BaseModel], name: str, show_default: bool = False
     :class:`Cli` marker says ``flag``. The option's default is None (not given), or the field's
     default with ``show_default`` (a command without a config file shows it in ``--help``).
     """
+    model = owner(model, name)
     info = _field(model, name)
     cli = _cli(info)
     kind = _cli_type(info.annotation, cli.path)
@@ -165,9 +182,11 @@ def given_settings(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def settings_options(
-    model: type[BaseModel], *order: str, show_defaults: bool = False
+    model: Models, *order: str, show_defaults: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the options for some of ``model``'s settings, in one place (as TRL's ``TrlParser``).
+
+    ``model`` may be a tuple of settings models a command composes: a name is the first one's with that field.
 
     ``order`` lists the command's options as ``--help`` shows them: names of ``model``'s fields
     (dotted for a nested one) mixed with the command's own parameters (``config``, ``no_progress``).

@@ -13,7 +13,7 @@ import typer
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
+from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings
 from cheems.cli.options import from_options, settings_options
 from cheems.errors import InputError
 
@@ -91,7 +91,7 @@ def winrate(
     inputs: list[Named] = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
     if judge:
         cfg = endpoint_settings(JudgeSettings, settings)
-        inputs += judge_inputs(cfg)
+        inputs += cfg.inputs()
     claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
     read = read_records(pool)
     report_skipped(read.skipped)
