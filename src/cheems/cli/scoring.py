@@ -25,13 +25,16 @@ SCORING_MODELS = (ScoringSettings, ConnectionSettings)  # the settings a scoring
 SCORING_AND_SERVER = (*SCORING_OPTIONS, *CONNECTION_OPTIONS)
 
 
-def scored_by(settings: dict[str, Any], scores: Path | None, *, ok: bool, needs: str, hint: str) -> ScoredBy:
-    """The one of ``--scores``, ``--model`` and ``--judge-model`` (a judge only where the command lists it)
-    given, with its settings; ``needs`` (the command's other requirements, ``ok`` when met) otherwise."""
+def scored_by(
+    settings: dict[str, Any], scores: Path | None, *, ok: bool, needs: str, hint: str, others: tuple = ()
+) -> ScoredBy:
+    """The one of ``--scores``, ``--model`` and ``--judge-model`` (each only where the command has it) given,
+    with its settings; one line ``needs`` when not exactly one of them and the command's ``others`` (winrate's
+    ``--annotate``, ``--from-export``) is given, or the command's other requirements are not met (not ``ok``)."""
     from cheems.evaluate.evaluation import ScoredBy
 
     judge = settings.get("judge_model")
-    if not ok or sum(x is not None for x in (scores, settings.get("model"), judge)) != 1:
+    if not ok or sum(x is not None for x in (scores, settings.get("model"), judge, *others)) != 1:
         raise InputError(needs, hint=hint)
     if judge:
         if settings.get("no_cache"):

@@ -13,8 +13,9 @@ import typer
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings
+from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import from_options, settings_options
+from cheems.cli.scoring import scored_by
 from cheems.errors import InputError
 
 
@@ -77,21 +78,19 @@ def winrate(
     from cheems.data.outputs import Named, claim_outputs
     from cheems.evaluate.winrate import build_matchups
 
-    judge = settings.get("judge_model")
-    if not pool or not baseline_field or sum(x is not None for x in (judge, annotate, from_export)) != 1:
-        raise InputError(
-            "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or "
-            "--from-export",
-            hint="e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference "
-            "--judge-model NAME --base-url URL",
-        )
+    needs = (
+        "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
+    )
+    hint = (
+        "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"
+    )
+    ok = bool(pool and baseline_field)
+    cfg = scored_by(settings, None, ok=ok, needs=needs, hint=hint, others=(annotate, from_export)).judge
+    assert pool is not None and baseline_field is not None  # refused above without them
     if annotate is not None and people is None:
         raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
-    cfg = None
     inputs: list[Named] = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
-    if judge:
-        cfg = endpoint_settings(JudgeSettings, settings)
-        inputs += cfg.inputs()
+    inputs += cfg.inputs() if cfg is not None else []
     claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
     read = read_records(pool)
     report_skipped(read.skipped)
@@ -111,7 +110,7 @@ def winrate(
         assert from_export is not None  # the one left of the three
         exported = read_records(from_export)
         result = human_winrate(matchups, exported.records, from_export, resamples, bootstrap_seed)
-    print_winrate(result, judge or f"people ({from_export})")
+    print_winrate(result, cfg.judge_model if cfg is not None else f"people ({from_export})")
     if output_json:
         write_json(output_json, result.to_dict())
 
