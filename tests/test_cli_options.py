@@ -245,3 +245,39 @@ def test_library_checks_name_the_option_their_argument_comes_from():
         with pytest.raises(InputError) as e:
             call()
         assert e.value.path == option and str(e.value).startswith(f"{option}: "), str(e.value)
+
+
+def _commands(app: typer.Typer, path: tuple[str, ...] = ()):
+    """(command path, the function typer calls) of every command of ``app`` and its sub-apps."""
+    for info in app.registered_commands:
+        assert info.callback is not None
+        yield (*path, info.name or info.callback.__name__.replace("_", "-")), info.callback
+    for group in app.registered_groups:
+        assert group.typer_instance is not None and group.name is not None
+        yield from _commands(group.typer_instance, (*path, group.name))
+
+
+def test_every_settings_field_of_a_command_has_a_description_shown_in_its_help():
+    """A new setting is one field with a description: the option, its flag and its help come from it."""
+    from cheems.cli.main import app
+    from cheems.cli.options import _field, option_name
+    from cheems.data.settings import Settings
+
+    seen = set()
+    for path, callback in _commands(app):
+        fields = getattr(callback, "settings_fields", [])
+        if not fields:
+            continue
+        seen.add(path)
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "250", "NO_COLOR": "1"})
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        for model, name in fields:
+            assert issubclass(model, Settings)
+            description = _field(model, name).description  # a dotted name: the nested field's
+            assert description, f"cheems {' '.join(path)}: setting {name} of {model.__name__} has no description"
+            flag = option_name(model, name)
+            assert f" {flag} " in text, f"cheems {' '.join(path)} --help does not show {flag}"
+            # rich folds the help: its words, not its line breaks, are compared
+            assert " ".join(description.split()[:6]) in text, f"cheems {' '.join(path)}: {flag} lacks its help"
+    assert {("score",), ("eval",), ("bon",), ("curate", "distant"), ("winrate",), ("train",)} <= seen

@@ -210,6 +210,8 @@ def settings_options(
             return command(**values, settings=given)
 
         with_settings.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads it
+        # the settings behind its options, for the test that each has a description shown in --help
+        with_settings.settings_fields = [(owner(model, n), n) for n in settings.values()]  # type: ignore[attr-defined]
         with_settings.__annotations__ = {p.name: p.annotation for p in params}
         return with_settings
 
