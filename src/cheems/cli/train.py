@@ -58,8 +58,11 @@ def train_command(
     """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""
     from cheems.data.outputs import claim_outputs
 
-    from_options(TrainConfig, settings)  # a bad option value is an error naming the option
-    cfg = load_config(config, settings | ({"progress": False} if no_progress else {}))
+    try:
+        cfg = load_config(config, settings | ({"progress": False} if no_progress else {}))
+    except InputError:
+        from_options(TrainConfig, settings)  # a bad option value is an error naming the option
+        raise
     if not cfg.data:
         raise InputError(
             "cheems train needs training data",
