@@ -11,6 +11,7 @@ A setting is one field: its type and checks validate the YAML file and the optio
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,6 +21,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, fi
 from cheems.data.io import write_text
 from cheems.data.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
 from cheems.data.yamlfile import located_validation_error, read_yaml_mapping, validate_config
+from cheems.errors import InputError
 
 TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
@@ -247,3 +249,33 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     if replaced:  # the merged settings do not hold these file values: checked on their own
         validate_config(replaced, TrainConfig, source, lines)
     return config
+
+
+def check_run(config: TrainConfig, config_path: str | Path | None = None, *, model_given: bool = True) -> None:
+    """What ``cheems train`` checks before any training work: training data is given, the output replaces none
+    of the inputs (the config file, a local model, the data, the eval benches), and the model (when
+    ``model_given``) is found, as an error of ``--model``."""
+    from cheems.data.outputs import claim_outputs
+    from cheems.train.checkpoint import work_folder
+
+    if not config.data:
+        raise InputError(
+            "cheems train needs training data",
+            field="data",
+            hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)",
+        )
+    claim_outputs(
+        inputs=[("--config", config_path), ("--model", config.model if os.path.exists(config.model) else None)]
+        + [("--data", d) for d in config.data]
+        + [("--eval-bench", b) for b in config.eval_bench],
+        replaced=[("--output", config.output)],
+        folders=[("--output", work_folder(config.output), ())],  # the unfinished run, built beside it
+        note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
+    )
+    if model_given:
+        from cheems.models.backbones import locate_model  # reads config.json only: no torch
+
+        try:
+            locate_model(config.model)
+        except InputError as e:
+            raise e.located("--model") from None
