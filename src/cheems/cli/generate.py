@@ -14,14 +14,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.annotate.judge import failures_path, write_run
 from cheems.annotate.settings import GenerateSettings
-from cheems.cli.judge import (
-    add_request_rows,
-    endpoint_settings,
-    failures_path,
-    print_budget_reached,
-    write_run,
-)
+from cheems.cli.judge import add_request_rows, endpoint_settings, print_budget_reached
 from cheems.cli.options import settings_options
 from cheems.errors import InputError
 

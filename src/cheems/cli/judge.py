@@ -13,21 +13,13 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
+from cheems.annotate.judge import failures_path, write_run
 from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
 from cheems.cli.options import SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
 
 M = TypeVar("M", bound=EndpointSettings)
-
-
-def failures_path(output: Path) -> Path:
-    """``OUT.failures.jsonl`` beside the output (``judged.jsonl`` -> ``judged.failures.jsonl``)."""
-    return (
-        output.with_name(output.stem + ".failures.jsonl")
-        if output.suffix
-        else output.with_name(output.name + ".failures.jsonl")
-    )
 
 
 # The judge options of the commands that ask a judge for a number (eval --judge-model, winrate).
@@ -134,26 +126,6 @@ def judge(
     judged = judge_records(result.records, cfg, progress=not no_progress)
     write_run(output, judged.records, judged.failures, side, stats_json, judged.stats.to_dict())
     print_summary(judged.stats, output, side if judged.failures else None)
-
-
-def write_run(
-    output: Path, records: list, failures: list, side: Path, stats_json: Path | None, stats: dict[str, Any]
-) -> None:
-    """A judge or generation run's files, together: the records, the failures list beside them, the statistics.
-
-    With no failures, a failures list left by an earlier run is removed: it would mislead.
-    """
-    from cheems.data.io import write_json, write_jsonl, write_records
-    from cheems.data.outputs import together
-
-    with together():
-        write_records(output, records)
-        if failures:
-            write_jsonl(side, (f.to_dict() for f in failures))
-        if stats_json:
-            write_json(stats_json, stats)
-    if not failures and side.exists():
-        side.unlink()
 
 
 def add_request_rows(table: Any, stats: Any) -> None:

@@ -18,6 +18,9 @@ from cheems.cli.options import from_options, settings_options
 from cheems.cli.scoring import scored_by
 from cheems.errors import InputError
 
+NEEDS = "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
+HINT = "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"
+
 
 @settings_options(
     JudgeSettings,
@@ -77,15 +80,10 @@ def winrate(
     from cheems.data.io import read_records, write_json
     from cheems.data.outputs import Named, claim_outputs
     from cheems.evaluate.winrate import build_matchups
+    from cheems.evaluate.winrate import winrate as winrate_of
 
-    needs = (
-        "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
-    )
-    hint = (
-        "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"
-    )
     ok = bool(pool and baseline_field)
-    cfg = scored_by(settings, None, ok=ok, needs=needs, hint=hint, others=(annotate, from_export)).judge
+    cfg = scored_by(settings, None, ok=ok, needs=NEEDS, hint=HINT, others=(annotate, from_export)).judge
     assert pool is not None and baseline_field is not None  # refused above without them
     if annotate is not None and people is None:
         raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
@@ -100,16 +98,9 @@ def winrate(
         assert people is not None  # refused above without --people
         make_project(annotate, people, overlap, matchups, picks, pool, baseline_field)
         return
-    if cfg is not None:
-        from cheems.evaluate.winrate import judge_winrate
-
-        result = judge_winrate(matchups, cfg, not no_progress, resamples, bootstrap_seed)
-    else:
-        from cheems.evaluate.winrate import human_winrate
-
-        assert from_export is not None  # the one left of the three
-        exported = read_records(from_export)
-        result = human_winrate(matchups, exported.records, from_export, resamples, bootstrap_seed)
+    assert cfg is not None or from_export is not None  # the one left of the three
+    by = cfg if cfg is not None else from_export
+    result = winrate_of(matchups, by, progress=not no_progress, resamples=resamples, seed=bootstrap_seed)
     print_winrate(result, cfg.judge_model if cfg is not None else f"people ({from_export})")
     if output_json:
         write_json(output_json, result.to_dict())
