@@ -7,7 +7,7 @@ numbers, charts and page come from :mod:`cheems.evaluate.bias`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -45,11 +45,9 @@ def bias(
     skip_invalid: SkipInvalid = False,
 ) -> None:
     """P(first shown wins), P(longer wins) and P(A wins) by length difference, per file, source or annotator."""
-    from rich.table import Table
-
     from cheems.data.io import write_json
     from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate.bias import BIAS_FILES, TABLE_COLUMNS, bias_report, load_judgements, table_rows, write_bias
+    from cheems.evaluate.bias import BIAS_FILES, bias_report, load_judgements, write_bias
 
     claim_outputs(
         inputs=[("FILE", f) for f in files],
@@ -60,6 +58,22 @@ def bias(
     report_skipped(loaded.skipped)
     report_warnings(loaded.warnings)
     report = bias_report(loaded, by, bins)
+    print_bias(report, by)
+    with together():
+        if output_json:
+            write_json(output_json, report.to_dict())
+        if out:
+            write_bias(report, out, title=f"bias: {', '.join(f.name for f in files)}")
+    if out:
+        console.print(f"wrote {', '.join(str(out / name) for name in BIAS_FILES)}", soft_wrap=True)
+
+
+def print_bias(report: Any, by: str) -> None:
+    """The bias of each group as a table, then the report's notes."""
+    from rich.table import Table
+
+    from cheems.evaluate.bias import TABLE_COLUMNS, table_rows
+
     table = Table(title=f"position and length bias, by {by}")
     table.add_column(TABLE_COLUMNS[0], overflow="fold")  # a group name is wrapped, never cut
     for col in TABLE_COLUMNS[1:]:
@@ -69,10 +83,3 @@ def bias(
     console.print(table)
     for note in report.notes:
         console.print(f"note: {note}", soft_wrap=True)
-    with together():
-        if output_json:
-            write_json(output_json, report.to_dict())
-        if out:
-            write_bias(report, out, title=f"bias: {', '.join(f.name for f in files)}")
-    if out:
-        console.print(f"wrote {', '.join(str(out / name) for name in BIAS_FILES)}", soft_wrap=True)

@@ -220,6 +220,11 @@ def distant(
             raise e.located("--model") from None
         out, report = distant_supervision(loaded, rm, margin, sources, scores_path=by.source)
         write_lines_and_report(output, map(record_line, out), report_json, report.to_dict)
+    print_distant(report, margin, sources, output)
+
+
+def print_distant(report: Any, margin: float, sources: list[str] | None, output: Path) -> None:
+    """The comparisons kept and dropped by source, and the conflict ratios before and after."""
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(
         (
