@@ -7,19 +7,20 @@ Registered in :mod:`cheems.cli.main` as ``app.command()(bon)``. The picking and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.cli.options import SkipInvalid, settings_options
+from cheems.cli.options import SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
+from cheems.evaluate.bon import BonSettings
 from cheems.runtime import is_main_process
 
 
 @settings_options(
-    scoring.SCORING_MODELS,
+    (*scoring.SCORING_MODELS, BonSettings),
     "output",
     "model",
     "scores",
@@ -42,14 +43,6 @@ def bon(
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Pick by this scores file instead of scoring with --model.")
     ] = None,
-    n: Annotated[
-        Optional[int], typer.Option("-n", min=1, help="Candidates per prompt (N); default: all of each prompt's.")
-    ] = None,
-    sample: Annotated[
-        Literal["first", "random"],
-        typer.Option("--sample", help="first: the first N responses of each prompt; random: a seeded random N."),
-    ] = "first",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample random.")] = 0,
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the counts and the best-of-n curve as JSON.")
     ] = None,
@@ -65,14 +58,13 @@ def bon(
     needs = "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores"
     hint = "e.g. cheems bon pool.jsonl --model length -o picks.jsonl"
     by = scoring.scored_by(settings, scores, ok=output is not None, needs=needs, hint=hint)
+    drawn = settings_of(BonSettings, settings)
     outputs = [("--output", output), ("--output-json", output_json), ("--plot", plot)]
     claim_outputs(inputs=[("POOL", pool), *by.inputs([])], files=outputs)
     read = read_records(pool, skip_invalid=skip_invalid)
     report_skipped(read.skipped)
     report_warnings(read.warnings)
-    result = best_of(
-        read.records, by.scores_or_scorer(), n=n, sample=sample, seed=seed, source=by.source, cache=by.cache()
-    )
+    result = best_of(read.records, by.scores_or_scorer(), **dict(drawn), source=by.source, cache=by.cache())
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return
     report_gaps(result, by.source)

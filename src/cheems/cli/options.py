@@ -119,10 +119,13 @@ def _cli(info: FieldInfo) -> Cli:
 
 
 def option_name(model: type[BaseModel], name: str) -> str:
-    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else
-    its name with ``-`` for ``_`` (``max_length`` -> ``--max-length``)."""
-    long = [n for n in _cli(_field(model, name)).names if n.startswith("--")]
-    return long[0] if long else "--" + name.rpartition(".")[2].replace("_", "-")
+    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker (its short name when
+    it has only that), else its name with ``-`` for ``_`` (``max_length`` -> ``--max-length``)."""
+    names = _cli(_field(model, name)).names
+    long = [n for n in names if n.startswith("--")]
+    if long or names:  # a setting with only a short name (bon's ``-n``) has no long one
+        return (long or list(names))[0]
+    return "--" + name.rpartition(".")[2].replace("_", "-")
 
 
 Models = type[BaseModel] | tuple[type[BaseModel], ...]
@@ -155,7 +158,7 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     kind = _cli_type(info.annotation, cli.path)
     long = option_name(model, name)
     decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
-    decls += [n for n in cli.names if not n.startswith("--")]
+    decls += [n for n in cli.names if not n.startswith("--") and n != long]
     option = typer.Option(*decls, help=info.description, callback=finite() if kind is float else None)
     default = info.get_default(call_default_factory=True) if show_default and not info.is_required() else None
     return inspect.Parameter(
