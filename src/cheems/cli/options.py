@@ -119,13 +119,14 @@ def _cli(info: FieldInfo) -> Cli:
 
 
 def option_name(model: type[BaseModel], name: str) -> str:
-    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker (its short name when
-    it has only that), else its name with ``-`` for ``_`` (``max_length`` -> ``--max-length``)."""
+    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else its name with
+    ``-`` for ``_`` (``max_length`` -> ``--max-length``); a one-letter setting marked ``Cli("-n")`` is ``-n`` alone."""
     names = _cli(_field(model, name)).names
     long = [n for n in names if n.startswith("--")]
-    if long or names:  # a setting with only a short name (bon's ``-n``) has no long one
-        return (long or list(names))[0]
-    return "--" + name.rpartition(".")[2].replace("_", "-")
+    leaf = name.rpartition(".")[2].replace("_", "-")
+    if long:
+        return long[0]
+    return f"-{leaf}" if f"-{leaf}" in names else f"--{leaf}"  # a one-letter setting (bon's -n): its short name
 
 
 Models = type[BaseModel] | tuple[type[BaseModel], ...]
