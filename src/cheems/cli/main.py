@@ -18,6 +18,7 @@ from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settin
 from cheems.data.importers import FORMATS
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
+from cheems.evaluate.evaluation import EvalSettings
 from cheems.models.scoring import ScoringSettings
 from cheems.runtime import is_main_process
 
@@ -259,7 +260,7 @@ def score(
 
 @app.command("eval")
 @settings_options(
-    (ScoringSettings, JudgeSettings),
+    (ScoringSettings, JudgeSettings, EvalSettings),
     "bench",
     "scores",
     "model",
@@ -281,22 +282,12 @@ def eval_(
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
     ] = None,
-    metric: Annotated[str, typer.Option("--metric", help=f"{METRICS.help_text()}.")] = "cheems",
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (docs/formats.md).")
     ] = None,
     details: Annotated[
         Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")
     ] = None,
-    resamples: Annotated[
-        int,
-        typer.Option(
-            "--resamples",
-            min=0,
-            help="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none.",
-        ),
-    ] = 1000,
-    bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
     report: Annotated[
         Optional[Path], typer.Option("--report", help="Folder for report.json, report.md and report.html.")
     ] = None,
@@ -320,15 +311,14 @@ def eval_(
     needs = "cheems eval needs --bench and exactly one of --scores, --model or --judge-model"
     hint = "e.g. cheems eval --bench open.jsonl --model length"
     by = scoring.scored_by({**settings, "cache": cache}, scores, ok=bool(bench), needs=needs, hint=hint)
-    check_metric(metric, report)
+    measure = settings_of(EvalSettings, settings)
+    check_metric(measure.metric, report)
     outputs = [("--output-json", output_json), ("--details", details)]
     claim_outputs(inputs=by.inputs(bench), files=outputs, folders=[("--report", report, REPORT_FILES)])
     if not (by.model or is_main_process()):  # under a launcher only --model has work to share
         return
-    run = evaluate_files(
-        bench, by, metric=metric, resamples=resamples, seed=bootstrap_seed, workers=workers,
-        progress=not no_progress, fingerprint=details is not None,
-    )  # fmt: skip
+    fingerprint = details is not None
+    run = evaluate_files(bench, by, measure, workers=workers, progress=not no_progress, fingerprint=fingerprint)
     if not is_main_process():  # under a launcher rank 0 writes the one report
         return
     report_warnings(run.warnings)

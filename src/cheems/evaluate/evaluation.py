@@ -7,13 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
 
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
+from cheems.data.settings import Settings, rule
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, load_bench, score_bench
 from cheems.evaluate.bench import evaluate as evaluate_scores
+from cheems.evaluate.benchmarks import METRICS
 from cheems.evaluate.bon import BonResult, Sample, best_of_n
 from cheems.evaluate.details import Details, read_details
 from cheems.evaluate.stats import Comparison, add_intervals, compare_details
@@ -26,6 +30,16 @@ if TYPE_CHECKING:
     from cheems.models.cache import ScoreCache
 
 Bench = Mapping[str, list[Record]]
+
+
+class EvalSettings(Settings):
+    """How ``cheems eval`` measures: the metric, and the bootstrap of its intervals (:func:`evaluate_files`)."""
+
+    metric: str = Field("cheems", description=f"{METRICS.help_text()}.")  # checked by METRICS, naming --metric
+    resamples: Annotated[int, rule(lambda n: n >= 0, "must be 0 or more, got {value}")] = Field(
+        1000, description="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none."
+    )
+    bootstrap_seed: int = Field(0, description="Seed of the bootstrap resampling.")
 
 
 def score(bench: Bench, scorer: Scorer, *, cache: ScoreCache | None = None) -> dict[ScoreKey, float]:
@@ -222,21 +236,21 @@ class BenchEvaluation:
 def evaluate_files(
     bench: list[Path],
     by: ScoredBy,
+    settings: EvalSettings | None = None,
     *,
-    metric: str = "cheems",
-    resamples: int = 1000,
-    seed: int = 0,
     workers: int | None = None,
     progress: bool = True,
     fingerprint: bool = False,
 ) -> BenchEvaluation:
     """:func:`evaluate` of bench files, as ``cheems eval`` runs it: a scores file with CheemsBench's metrics a
-    chunk at a time (bounded memory), anything else on the bench in memory; ``metric`` another benchmark's
-    metric of the judged pairs (no intervals); ``fingerprint``: the bench's, for a details file."""
+    chunk at a time (bounded memory), anything else on the bench in memory; another ``settings.metric`` is that
+    benchmark's metric of the judged pairs (no intervals); ``fingerprint``: the bench's, for a details file."""
     from cheems.data.keytable import read_score_table
     from cheems.evaluate.bench import evaluate_stream
     from cheems.evaluate.details import bench_fingerprint
 
+    settings = settings or EvalSettings()
+    metric, resamples, seed = settings.metric, settings.resamples, settings.bootstrap_seed
     if by.scores is not None and metric == "cheems":
         table = read_score_table(by.scores)
         result, printed, issues = evaluate_stream(bench, table, by.source, workers=workers, fingerprint=fingerprint)
