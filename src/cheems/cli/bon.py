@@ -15,7 +15,7 @@ from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings
 from cheems.cli.options import SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
-from cheems.evaluate.bon import BonSettings
+from cheems.evaluate.run_settings import BonSettings
 from cheems.runtime import is_main_process
 
 

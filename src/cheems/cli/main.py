@@ -18,7 +18,7 @@ from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settin
 from cheems.data.importers import FORMATS
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
-from cheems.evaluate.evaluation import EvalSettings
+from cheems.evaluate.run_settings import EvalSettings
 from cheems.models.scoring import ScoringSettings
 from cheems.runtime import is_main_process
 

@@ -17,7 +17,7 @@ from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import from_options, settings_of, settings_options
 from cheems.cli.scoring import scored_by
 from cheems.errors import InputError
-from cheems.evaluate.winrate import WinrateSettings
+from cheems.evaluate.run_settings import WinrateSettings
 
 NEEDS = "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
 HINT = "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"

@@ -36,31 +36,16 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
-from cheems.data.settings import Cli, Settings, rule
 from cheems.errors import InputError
 from cheems.evaluate.bench import unmatched_scores
+from cheems.evaluate.run_settings import Sample
 
-Sample = Literal["first", "random"]
 SAMPLES: tuple[str, ...] = ("first", "random")
 TIE_BREAK = "the candidate looked at first (first: earlier in the pool; random: drawn earlier)"
-
-
-class BonSettings(Settings):
-    """How best-of-N draws each prompt's candidates: :func:`cheems.bon`'s ``n``, ``sample`` and ``seed``."""
-
-    n: Annotated[int | None, Cli("-n"), rule(lambda n: n is None or n >= 1, "must be at least 1, got {value}")] = Field(
-        None, description="Candidates per prompt (N); default: all of each prompt's."
-    )
-    sample: Sample = Field(
-        "first", description="first: the first N responses of each prompt; random: a seeded random N."
-    )
-    seed: int = Field(0, description="Seed of --sample random.")
 
 
 @dataclass

@@ -7,19 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
-from cheems.data.settings import Settings, rule
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, load_bench, score_bench
 from cheems.evaluate.bench import evaluate as evaluate_scores
-from cheems.evaluate.benchmarks import METRICS
-from cheems.evaluate.bon import BonResult, Sample, best_of_n
+from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.details import Details, read_details
+from cheems.evaluate.run_settings import EvalSettings, Sample
 from cheems.evaluate.stats import Comparison, add_intervals, compare_details
 from cheems.models.base import Scorer
 from cheems.models.scoring import ScoringSettings
@@ -30,16 +27,6 @@ if TYPE_CHECKING:
     from cheems.models.cache import ScoreCache
 
 Bench = Mapping[str, list[Record]]
-
-
-class EvalSettings(Settings):
-    """How ``cheems eval`` measures: the metric, and the bootstrap of its intervals (:func:`evaluate_files`)."""
-
-    metric: str = Field("cheems", description=f"{METRICS.help_text()}.")  # checked by METRICS, naming --metric
-    resamples: Annotated[int, rule(lambda n: n >= 0, "must be 0 or more, got {value}")] = Field(
-        1000, description="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none."
-    )
-    bootstrap_seed: int = Field(0, description="Seed of the bootstrap resampling.")
 
 
 def score(bench: Bench, scorer: Scorer, *, cache: ScoreCache | None = None) -> dict[ScoreKey, float]:

@@ -36,38 +36,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from cheems.annotate import JudgeSettings, judge_records
 from cheems.data.io import load_rows, read_scores
 from cheems.data.schema import Record, Response
-from cheems.data.settings import Cli, Settings, rule
 from cheems.errors import InputError
 from cheems.evaluate.judge import require_complete
 
 PICK, BASELINE = "pick", "baseline"
 OUTCOMES = ("win", "loss", "tie")
-
-
-class WinrateSettings(Settings):
-    """How ``cheems winrate`` matches picks with the baseline and measures the win rate."""
-
-    baseline_field: str | None = Field(
-        None, description="Record field with the baseline response: reference or an extra key."
-    )
-    overlap: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
-        1, description="With --annotate: annotators per prompt."
-    )
-    resamples: Annotated[int, rule(lambda n: n >= 0, "must be 0 or more, got {value}")] = Field(
-        1000, description="Bootstrap resamples of the prompts for the interval; 0: none."
-    )
-    bootstrap_seed: int = Field(0, description="Seed of the bootstrap resampling.")
-    skip_missing: Annotated[bool, Cli(flag=True)] = Field(
-        False, description="Leave out (and list) picks whose prompt, response or baseline is missing."
-    )
 
 
 @dataclass(frozen=True)
