@@ -51,3 +51,29 @@ class WinrateSettings(Settings):
     skip_missing: Annotated[bool, Cli(flag=True)] = Field(
         False, description="Leave out (and list) picks whose prompt, response or baseline is missing."
     )
+
+
+class CompareSettings(Settings):
+    """How ``cheems compare`` (:func:`cheems.compare`) tests the difference of two evaluations."""
+
+    resamples: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        1000, description="Paired bootstrap resamples."
+    )
+    seed: int = Field(0, description="Seed of the bootstrap resampling.")
+    level: Annotated[
+        float,
+        rule(
+            lambda x: 0.5 <= x <= 0.999,
+            "must be between 0.5 and 0.999, got {value:g}",
+            "give a number between 0.5 and 0.999",
+        ),
+    ] = Field(0.95, description="Confidence level of the intervals; significant: p < 1 - level.")
+
+
+class CorrelateSettings(Settings):
+    """How ``cheems correlate`` bootstraps the correlations over reward models."""
+
+    resamples: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        1000, description="Bootstrap resamples of the RMs."
+    )
+    seed: int = Field(0, description="Seed of the bootstrap resampling.")
