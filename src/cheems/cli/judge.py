@@ -16,7 +16,7 @@ import typer
 from cheems.annotate.judge import failures_path, write_run
 from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
-from cheems.cli.options import SkipInvalid, settings_of, settings_options
+from cheems.cli.options import NoProgress, SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
 
 M = TypeVar("M", bound=EndpointSettings)
@@ -96,7 +96,7 @@ def judge(
         Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")
     ] = None,
     skip_invalid: SkipInvalid = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""

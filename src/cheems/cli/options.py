@@ -40,6 +40,7 @@ M = TypeVar("M", bound=BaseModel)
 SkipInvalid = Annotated[
     bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
 ]
+NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 # How hard to try with a server: fields of cheems.annotate.settings.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).
 CONNECTION_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")

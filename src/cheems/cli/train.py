@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.cli.options import from_options, settings_options
+from cheems.cli.options import NoProgress, from_options, settings_options
 from cheems.errors import InputError
 from cheems.train.config import TrainConfig, check_run, load_config
 
@@ -50,7 +50,7 @@ def train_command(
     config: Annotated[
         Optional[Path], typer.Option("--config", "-c", help="YAML config; command-line options override it.")
     ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""

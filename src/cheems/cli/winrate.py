@@ -14,7 +14,7 @@ import typer
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped
 from cheems.cli.judge import JUDGE_OPTIONS
-from cheems.cli.options import from_options, settings_of, settings_options
+from cheems.cli.options import NoProgress, from_options, settings_of, settings_options
 from cheems.cli.scoring import scored_by
 from cheems.errors import InputError
 from cheems.evaluate.run_settings import WinrateSettings
@@ -59,7 +59,7 @@ def winrate(
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the numbers and every prompt's outcome as JSON.")
     ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Win rate of best-of-N picks against a baseline: wins, losses, ties, (wins + ties/2)/n with a 95% CI."""
