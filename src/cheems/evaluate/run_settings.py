@@ -77,3 +77,14 @@ class CorrelateSettings(Settings):
         1000, description="Bootstrap resamples of the RMs."
     )
     seed: int = Field(0, description="Seed of the bootstrap resampling.")
+
+
+class BiasSettings(Settings):
+    """How ``cheems analyze bias`` groups the judgements and bins their length differences."""
+
+    by: Literal["file", "source", "annotator"] = Field(
+        "file", description="One group per input file, comparison source, or annotator."
+    )
+    bins: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        10, description="Equal-count bins of the length difference."
+    )
