@@ -10,23 +10,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Annotated
-
-from pydantic import Field
 
 from cheems.data.io import record_line
 from cheems.data.schema import Record
-from cheems.data.settings import Settings, rule
-
-
-class SplitSettings(Settings):
-    """Which prompts ``cheems split`` holds out (:func:`held_out_ids`)."""
-
-    test_fraction: Annotated[
-        float,
-        rule(lambda x: 0.0 <= x <= 1.0, "must be between 0 and 1, got {value:g}", "give a number between 0 and 1"),
-    ] = Field(0.2, description="Share of prompts held out.")
-    seed: int = Field(0, description="Changes which prompts are held out.")
 
 
 def _split_key(seed: int, record_id: str) -> str:
