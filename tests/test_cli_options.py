@@ -16,7 +16,7 @@ from cheems.cli.main import run
 from cheems.cli.options import from_options, given_settings, settings_options
 from cheems.data.settings import Cli, Settings, Text, TextList, invalid, rule
 from cheems.errors import InputError
-from helpers import record, run_main, write_jsonl
+from helpers import assert_user_error, record, run_main, write_jsonl
 
 
 class Inner(Settings):
@@ -245,3 +245,100 @@ def test_library_checks_name_the_option_their_argument_comes_from():
         with pytest.raises(InputError) as e:
             call()
         assert e.value.path == option and str(e.value).startswith(f"{option}: "), str(e.value)
+
+
+def _commands(app: typer.Typer, path: tuple[str, ...] = ()):
+    """(command path, the function typer calls) of every command of ``app`` and its sub-apps."""
+    for info in app.registered_commands:
+        assert info.callback is not None
+        yield (*path, info.name or info.callback.__name__.replace("_", "-")), info.callback
+    for group in app.registered_groups:
+        assert group.typer_instance is not None and group.name is not None
+        yield from _commands(group.typer_instance, (*path, group.name))
+
+
+def test_every_settings_field_of_a_command_has_a_description_shown_in_its_help():
+    """A new setting is one field with a description: the option, its flag and its help come from it."""
+    from cheems.cli.main import app
+    from cheems.cli.options import _field, option_name
+    from cheems.data.settings import Settings
+
+    seen = set()
+    for path, callback in _commands(app):
+        fields = getattr(callback, "settings_fields", [])
+        if not fields:
+            continue
+        seen.add(path)
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "250", "NO_COLOR": "1"})
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        for model, name in fields:
+            assert issubclass(model, Settings)
+            description = _field(model, name).description  # a dotted name: the nested field's
+            assert description, f"cheems {' '.join(path)}: setting {name} of {model.__name__} has no description"
+            flag = option_name(model, name)
+            assert f" {flag} " in text, f"cheems {' '.join(path)} --help does not show {flag}"
+            # rich folds the help: its words, not its line breaks, are compared
+            assert " ".join(description.split()[:6]) in text, f"cheems {' '.join(path)}: {flag} lacks its help"
+    assert {("score",), ("eval",), ("bon",), ("curate", "distant"), ("winrate",), ("train",)} <= seen
+
+
+# the one "exactly one of --scores / --model / --judge-model" decoding (cheems.cli.scoring.scored_by), per command
+NOT_ONE_SOURCE = [
+    (["eval", "--bench", "{pool}", "--model", "length", "--scores", "{pool}"], "cheems eval needs --bench and exactly"),
+    (
+        ["eval", "--bench", "{pool}", "--scores", "{pool}", "--judge-model", "q"],
+        "cheems eval needs --bench and exactly",
+    ),
+    (["eval", "--bench", "{pool}"], "cheems eval needs --bench and exactly"),
+    (["bon", "{pool}", "--model", "length", "--scores", "{pool}", "-o", "{out}"], "cheems bon needs -o PICKS.jsonl"),
+    (["bon", "{pool}", "-o", "{out}"], "cheems bon needs -o PICKS.jsonl"),
+    (["curate", "distant", "{pool}", "--model", "length", "--scores", "{pool}", "-o", "{out}"], "exactly one of"),
+    (["curate", "distant", "{pool}", "-o", "{out}"], "cheems curate distant needs exactly one of --scores or --model"),
+    (
+        [
+            "winrate",
+            "{pool}",
+            "--pool",
+            "{pool}",
+            "--baseline-field",
+            "reference",
+            "--judge-model",
+            "q",
+            "--from-export",
+            "{pool}",
+        ],
+        "cheems winrate needs --pool, --baseline-field and exactly one of",
+    ),  # fmt: skip
+    (["winrate", "{pool}", "--pool", "{pool}", "--baseline-field", "reference"], "cheems winrate needs --pool"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), NOT_ONE_SOURCE, ids=[" ".join(a[:2]) for a, _ in NOT_ONE_SOURCE])
+def test_not_exactly_one_source_of_scores_is_one_line_before_anything_is_read(
+    tmp_path, monkeypatch, capsys, args, message
+):
+    pool = write_jsonl(tmp_path / "pool.jsonl", [record(2, [("r1", "r2", "a")]).model_dump(mode="json")])
+    before = pool.read_bytes()
+    out = tmp_path / "out.jsonl"
+    proc = run_main(*(a.format(pool=pool, out=out) for a in args), monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, message)
+    assert len(proc.stderr.splitlines()) == 1 and pool.read_bytes() == before and not out.exists()
+
+
+# options that became settings fields: a bad value is one line naming the option, before any file is read
+SETTINGS_PLACES = [
+    (["bon", "{missing}", "--model", "length", "-n", "0", "-o", "{out}"], "-n"),
+    (["eval", "--bench", "{missing}", "--model", "length", "--resamples", "-1"], "--resamples"),
+    (["compare", "{missing}", "{missing}", "--level", "0.3"], "--level"),
+    (["correlate", "--bench", "{missing}", "--downstream", "{missing}", "--resamples", "0"], "--resamples"),
+    (["winrate", "{missing}", "--pool", "{missing}", "--baseline-field", "r", "--overlap", "0"], "--overlap"),
+]
+
+
+@pytest.mark.parametrize(("args", "option"), SETTINGS_PLACES, ids=[f"{a[0]} {o}" for a, o in SETTINGS_PLACES])
+def test_a_bad_setting_is_refused_before_any_file_is_read(tmp_path, monkeypatch, capsys, args, option):
+    missing, out = tmp_path / "missing.jsonl", tmp_path / "out.jsonl"
+    proc = run_main(*(a.format(missing=missing, out=out) for a in args), monkeypatch=monkeypatch, capsys=capsys)
+    line = assert_user_error(proc)
+    assert line.startswith(f"error: {option}: ") and not out.exists(), line

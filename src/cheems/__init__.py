@@ -44,12 +44,17 @@ _EXPORTS = {
     "Scorer": "models.base",
     "ScoreCache": "models.cache",
     "load_scorer": "models.registry",
+    "ScoringSettings": "models.scoring",
     "EvalReport": "evaluate.bench",
     "load_bench": "evaluate.bench",
     "score": "evaluate.evaluation",
     "evaluate": "evaluate:",  # the package, callable: cheems.evaluate(...) is evaluation.evaluate(...)
     "compare": "evaluate.evaluation",
     "bon": "evaluate.evaluation",
+    "ScoredBy": "evaluate.evaluation",
+    "EvalSettings": "evaluate.run_settings",
+    "evaluate_files": "evaluate.evaluation",
+    "score_files": "evaluate.evaluation",
     "leaderboard": "evaluate.leaderboard:load_leaderboard",
     # training
     "TrainConfig": "train.config",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cheems.annotate.cache import CachedJudgement, JudgeCache
@@ -332,3 +333,32 @@ def _assemble(
         agree = sum(v["ab"] == v["ba"] for v in both)
         stats.consistency = {"pairs": len(both), "consistent": agree, "rate": agree / len(both) if both else None}
     return JudgeResult(out, stats, failures)
+
+
+def failures_path(output: Path) -> Path:
+    """``OUT.failures.jsonl`` beside the output (``judged.jsonl`` -> ``judged.failures.jsonl``)."""
+    return (
+        output.with_name(output.stem + ".failures.jsonl")
+        if output.suffix
+        else output.with_name(output.name + ".failures.jsonl")
+    )
+
+
+def write_run(
+    output: Path, records: list, failures: list, side: Path, stats_json: Path | None, stats: dict[str, Any]
+) -> None:
+    """A judge or generation run's files, together: the records, the failures list beside them, the statistics.
+
+    With no failures, a failures list left by an earlier run is removed: it would mislead.
+    """
+    from cheems.data.io import write_json, write_jsonl, write_records
+    from cheems.data.outputs import together
+
+    with together():
+        write_records(output, records)
+        if failures:
+            write_jsonl(side, (f.to_dict() for f in failures))
+        if stats_json:
+            write_json(stats_json, stats)
+    if not failures and side.exists():
+        side.unlink()

@@ -209,6 +209,12 @@ class JudgeSettings(EndpointSettings, _JudgeModel):
         False, description="Ask again pairs whose cached verdict failed."
     )
 
+    def inputs(self) -> list[tuple[str, Path | str | None]]:
+        """The files a judge run reads, named by their options (the cache too: an output must not replace it)."""
+        from cheems.annotate.cache import JudgeCache
+
+        return [("--template", self.template), ("--criteria", self.criteria), ("--cache", JudgeCache(self.cache).path)]
+
 
 class GenerateSettings(EndpointSettings):
     """Everything :func:`cheems.annotate.generate.generate_records` needs; the endpoint's fields are

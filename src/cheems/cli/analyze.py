@@ -7,12 +7,13 @@ numbers, charts and page come from :mod:`cheems.evaluate.bias`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.cli.options import SkipInvalid
+from cheems.cli.options import SkipInvalid, settings_of, settings_options
+from cheems.evaluate.run_settings import BiasSettings
 
 analyze_app = typer.Typer(
     help="Analyse labels: position and length bias of annotators and judges (Cheems Figure 15).",
@@ -21,7 +22,9 @@ analyze_app = typer.Typer(
 
 
 @analyze_app.command()
+@settings_options(BiasSettings, "by", "bins", "out", "output_json", "skip_invalid", show_defaults=True)
 def bias(
+    *,
     files: Annotated[
         list[Path],
         typer.Argument(
@@ -30,11 +33,6 @@ def bias(
             "or a judge's cheems eval --details files.",
         ),
     ],
-    by: Annotated[
-        Literal["file", "source", "annotator"],
-        typer.Option("--by", help="One group per input file, comparison source, or annotator."),
-    ] = "file",
-    bins: Annotated[int, typer.Option("--bins", min=1, help="Equal-count bins of the length difference.")] = 10,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Folder for bias.json, position.png, length.png and bias.html."),
@@ -43,14 +41,15 @@ def bias(
         Optional[Path], typer.Option("--output-json", help="Write the numbers as JSON here.")
     ] = None,
     skip_invalid: SkipInvalid = False,
+    settings: dict,
 ) -> None:
     """P(first shown wins), P(longer wins) and P(A wins) by length difference, per file, source or annotator."""
-    from rich.table import Table
-
     from cheems.data.io import write_json
     from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate.bias import BIAS_FILES, TABLE_COLUMNS, bias_report, load_judgements, table_rows, write_bias
+    from cheems.evaluate.bias import BIAS_FILES, bias_report, load_judgements, write_bias
 
+    group = settings_of(BiasSettings, settings)
+    by = group.by
     claim_outputs(
         inputs=[("FILE", f) for f in files],
         files=[("--output-json", output_json)],
@@ -59,7 +58,23 @@ def bias(
     loaded = load_judgements(files, by, skip_invalid=skip_invalid)
     report_skipped(loaded.skipped)
     report_warnings(loaded.warnings)
-    report = bias_report(loaded, by, bins)
+    report = bias_report(loaded, by, group.bins)
+    print_bias(report, by)
+    with together():
+        if output_json:
+            write_json(output_json, report.to_dict())
+        if out:
+            write_bias(report, out, title=f"bias: {', '.join(f.name for f in files)}")
+    if out:
+        console.print(f"wrote {', '.join(str(out / name) for name in BIAS_FILES)}", soft_wrap=True)
+
+
+def print_bias(report: Any, by: str) -> None:
+    """The bias of each group as a table, then the report's notes."""
+    from rich.table import Table
+
+    from cheems.evaluate.bias import TABLE_COLUMNS, table_rows
+
     table = Table(title=f"position and length bias, by {by}")
     table.add_column(TABLE_COLUMNS[0], overflow="fold")  # a group name is wrapped, never cut
     for col in TABLE_COLUMNS[1:]:
@@ -69,10 +84,3 @@ def bias(
     console.print(table)
     for note in report.notes:
         console.print(f"note: {note}", soft_wrap=True)
-    with together():
-        if output_json:
-            write_json(output_json, report.to_dict())
-        if out:
-            write_bias(report, out, title=f"bias: {', '.join(f.name for f in files)}")
-    if out:
-        console.print(f"wrote {', '.join(str(out / name) for name in BIAS_FILES)}", soft_wrap=True)

@@ -39,7 +39,7 @@ def init(
 ) -> None:
     """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""
     from cheems.annotate.human.people import load_people
-    from cheems.annotate.human.store import TOKENS_NAME, Project
+    from cheems.annotate.human.store import Project
     from cheems.data.io import read_records
 
     cfg = from_options(ProjectSettings, settings)
@@ -52,25 +52,7 @@ def init(
         report_skipped(gold_result.skipped)
         gold_records = gold_result.records
     _, _, plan = Project.create(project, result.records, team, gold_records, cfg)
-    for prompt_id in plan.skipped:
-        err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
-    if plan.shared:
-        err.print(
-            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap (up to {plan.wanted})"
-            f" than the {len(team.with_role('annotator'))} annotators: some annotators get two tasks of one prompt"
-            f" (give the team {plan.wanted} annotators, or lower --overlap)"
-        )
-    if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
-        err.print(
-            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
-            " (add a person with role: reviewer)"
-        )
-    console.print(
-        f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"
-        f" ({plan.gold_items} gold), overlap {cfg.overlap}, review rate {cfg.review_rate:g}"
-    )
-    console.print(f"project: {project}   tokens: {project / TOKENS_NAME} (one per person; keep it private)")
-    console.print(f"next: cheems annotate serve {project}")
+    print_plan(plan, team, cfg, records, people, project)
 
 
 @annotate_app.command()
@@ -133,3 +115,29 @@ def status(
     from cheems.cli.annotate_status import print_status
 
     print_status(report, console)
+
+
+def print_plan(plan: Any, team: Any, cfg: ProjectSettings, records: Path, people: Path, project: Path) -> None:
+    """The planned project, its tokens and the next step; warnings for prompts without a task and a team too
+    small or without a reviewer."""
+    from cheems.annotate.human.store import TOKENS_NAME
+
+    for prompt_id in plan.skipped:
+        err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
+    if plan.shared:
+        err.print(
+            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap (up to {plan.wanted})"
+            f" than the {len(team.with_role('annotator'))} annotators: some annotators get two tasks of one prompt"
+            f" (give the team {plan.wanted} annotators, or lower --overlap)"
+        )
+    if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
+        err.print(
+            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
+            " (add a person with role: reviewer)"
+        )
+    console.print(
+        f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"
+        f" ({plan.gold_items} gold), overlap {cfg.overlap}, review rate {cfg.review_rate:g}"
+    )
+    console.print(f"project: {project}   tokens: {project / TOKENS_NAME} (one per person; keep it private)")
+    console.print(f"next: cheems annotate serve {project}")

@@ -7,26 +7,20 @@ Registered in :mod:`cheems.cli.main` as ``app.command()(bon)``. The picking and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from cheems.annotate.settings import ConnectionSettings
 from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.cli.options import SkipInvalid, settings_options
+from cheems.cli.options import SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
+from cheems.evaluate.run_settings import BonSettings
 from cheems.runtime import is_main_process
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from cheems.data.io import ScoreKey
-    from cheems.models.base import Scorer
 
 
 @settings_options(
-    ConnectionSettings,
+    (*scoring.SCORING_MODELS, BonSettings),
     "output",
     "model",
     "scores",
@@ -35,7 +29,7 @@ if TYPE_CHECKING:
     "seed",
     "output_json",
     "plot",
-    *scoring.SCORING_OPTIONS,
+    *scoring.SCORING_AND_SERVER,
     "skip_invalid",
     show_defaults=True,
 )
@@ -46,75 +40,41 @@ def bon(
         Optional[Path],
         typer.Option("--output", "-o", help="PICKS.jsonl: one {prompt_id, response_id, score} per prompt."),
     ] = None,
-    model: scoring.ModelOpt = None,
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Pick by this scores file instead of scoring with --model.")
     ] = None,
-    n: Annotated[
-        Optional[int], typer.Option("-n", min=1, help="Candidates per prompt (N); default: all of each prompt's.")
-    ] = None,
-    sample: Annotated[
-        Literal["first", "random"],
-        typer.Option("--sample", help="first: the first N responses of each prompt; random: a seeded random N."),
-    ] = "first",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample random.")] = 0,
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the counts and the best-of-n curve as JSON.")
     ] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw the best-of-n curve into this PNG.")] = None,
-    batch_size: scoring.BatchOpt = 16,
-    max_length: scoring.MaxLenOpt = 512,
-    cache: scoring.CacheOpt = None,
-    no_cache: scoring.NoCacheOpt = False,
-    device: scoring.DeviceOpt = None,
-    dtype: scoring.DtypeOpt = "auto",
-    no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     skip_invalid: SkipInvalid = False,
     settings: dict,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.data.io import read_records, read_scores, write_bytes, write_json, write_scores
-    from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate.bon import curve_png
+    from cheems.data.io import read_records
+    from cheems.data.outputs import claim_outputs
     from cheems.evaluate.evaluation import bon as best_of
 
-    if output is None or (model is None) == (scores is None):
-        raise InputError(
-            "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores",
-            hint="e.g. cheems bon pool.jsonl --model length -o picks.jsonl",
-        )
-    connection = scoring.connection_settings(settings)
-    inputs = [
-        ("POOL", pool),
-        ("--scores", scores),
-        *scoring.scoring_inputs(model, [], cache, no_cache or scores is not None),
-    ]
-    claim_outputs(inputs=inputs, files=[("--output", output), ("--output-json", output_json), ("--plot", plot)])
+    needs = "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores"
+    hint = "e.g. cheems bon pool.jsonl --model length -o picks.jsonl"
+    by = scoring.scored_by(settings, scores, ok=output is not None, needs=needs, hint=hint)
+    drawn = settings_of(BonSettings, settings)
+    outputs = [("--output", output), ("--output-json", output_json), ("--plot", plot)]
+    claim_outputs(inputs=[("POOL", pool), *by.inputs([])], files=outputs)
     read = read_records(pool, skip_invalid=skip_invalid)
     report_skipped(read.skipped)
     report_warnings(read.warnings)
-    by: Mapping[ScoreKey, float] | Scorer
-    if scores is not None:
-        by, source = read_scores(scores), str(scores)
-    elif model is not None:
-        by = scoring.load_model(model, batch_size, max_length, device, not no_shared_prefix, connection, dtype)
-        source = model
-    cache_of = None if scores is not None else scoring.score_cache(cache, no_cache)
-    result = best_of(read.records, by, n=n, sample=sample, seed=seed, source=source, cache=cache_of)
+    result = best_of(read.records, by.scores_or_scorer(), **dict(drawn), source=by.source, cache=by.cache())
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return
-    report_gaps(result, source)
-    scoring.warn_unmatched(result.unmatched_scores, source, "the pool")
+    report_gaps(result, by.source)
+    scoring.warn_unmatched(result.unmatched_scores, by.source, "the pool")
     if plot is not None and not result.curve:
         raise InputError(
             "--plot needs gold quality in the pool", path=str(pool), hint="give records a rank or responses a score"
         )
-    with together():
-        write_scores(output, result.picks)
-        if output_json:
-            write_json(output_json, result.to_dict())
-        if plot:
-            write_bytes(plot, curve_png({source: result.to_dict()}, title=f"best-of-n: {source}"))
+    assert output is not None  # refused above without -o
+    result.write(output, output_json, plot)
     print_result(result, output)
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from cheems.cli.console import console
-from cheems.cli.options import finite
+from cheems.cli.options import settings_of, settings_options
+from cheems.evaluate.run_settings import CompareSettings
 
 if TYPE_CHECKING:  # imported when run: numpy and scipy load only for this command
     from rich.console import Console
@@ -20,28 +21,22 @@ if TYPE_CHECKING:  # imported when run: numpy and scipy load only for this comma
     from cheems.evaluate.stats import Comparison, Difference
 
 
+@settings_options(CompareSettings, "resamples", "seed", "level", "output_json", show_defaults=True)
 def compare(
+    *,
     first: Annotated[Path, typer.Argument(metavar="D1", help="Details file of scorer A (cheems eval --details).")],
     second: Annotated[Path, typer.Argument(metavar="D2", help="Details file of scorer B, on the same bench.")],
-    resamples: Annotated[int, typer.Option("--resamples", min=1, help="Paired bootstrap resamples.")] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
-    level: Annotated[
-        float,
-        typer.Option(
-            "--level",
-            callback=finite(0.5, 0.999),
-            help="Confidence level of the intervals; significant: p < 1 - level.",
-        ),
-    ] = 0.95,
     output_json: Annotated[Optional[Path], typer.Option("--output-json", help="Write the comparison as JSON.")] = None,
+    settings: dict,
 ) -> None:
     """Paired difference of two scorers on one bench: A - B with bootstrap CI and p-value, and McNemar's test."""
     from cheems.data.io import write_json
     from cheems.data.outputs import claim_outputs
     from cheems.evaluate.evaluation import compare as compare_runs
 
+    test = settings_of(CompareSettings, settings)
     claim_outputs(inputs=[("D1", first), ("D2", second)], files=[("--output-json", output_json)])
-    result = compare_runs(first, second, resamples=resamples, seed=seed, level=level)
+    result = compare_runs(first, second, **dict(test))
     print_comparison(result, console)
     if output_json:
         write_json(output_json, result.to_dict())

@@ -12,12 +12,18 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from cheems.cli.console import console
+from cheems.cli.options import settings_of, settings_options
+from cheems.evaluate.run_settings import CorrelateSettings
 
 if TYPE_CHECKING:  # imported when run: numpy and scipy load only for this command
     from cheems.evaluate.correlate import Correlation
 
 
+@settings_options(
+    CorrelateSettings, "bench", "downstream", "output_json", "output", "resamples", "seed", show_defaults=True
+)
 def correlate(
+    *,
     bench: Annotated[
         list[Path],
         typer.Option("--bench", help="An RM's cheems eval --output-json file, once per RM; its stem names the RM."),
@@ -32,8 +38,7 @@ def correlate(
         Optional[Path],
         typer.Option("--output", "-o", help="Folder for correlate.html, scatter.png (Figure 5) and heatmap.png."),
     ] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples of the RMs.")] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap resampling.")] = 0,
+    settings: dict,
 ) -> None:
     """Pearson, Spearman and Kendall of every benchmark number with every downstream metric, over RMs."""
     from cheems.cli.console import show_warning
@@ -43,6 +48,7 @@ def correlate(
     from cheems.evaluate.correlate import PAGE_FILES, correlate_html, heatmap_chart, load_rm_table, scatter_chart
     from cheems.evaluate.correlate import correlate as correlations_of
 
+    boot = settings_of(CorrelateSettings, settings)
     claim_outputs(
         inputs=[*(("--bench", b) for b in bench), ("--downstream", downstream)],
         files=[("--output-json", output_json)],
@@ -51,7 +57,7 @@ def correlate(
     table = load_rm_table(bench, downstream)
     for note in table.warnings:
         show_warning(note, CheemsWarning)
-    result = correlations_of(table, resamples, seed)
+    result = correlations_of(table, boot.resamples, boot.seed)
     print_correlations(result)
     with together():
         if output_json:

@@ -14,9 +14,11 @@ import typer
 
 from cheems.cli.console import report_skipped
 from cheems.cli.options import SkipInvalid, Workers, finite, from_options, settings_options
+from cheems.cli.scoring import scored_by
 from cheems.curate.filters import FilterConfig
 from cheems.data.io import write_lines_and_report
 from cheems.errors import InputError
+from cheems.models.scoring import ScoringSettings
 
 curate_app = typer.Typer(
     help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",
@@ -121,15 +123,31 @@ def filter_(
 
 
 @curate_app.command()
+@settings_options(
+    ScoringSettings,
+    "output",
+    "scores",
+    "model",
+    "margin",
+    "source_name",
+    "all_sources",
+    "batch_size",
+    "max_length",
+    "device",
+    "dtype",
+    "no_shared_prefix",
+    "report_json",
+    "skip_invalid",
+    "workers",
+    show_defaults=True,
+)
 def distant(
+    *,
     source: InPath,
     output: Output,
     scores: Annotated[
         Optional[Path],
         typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score} of the gold-trained RM."),
-    ] = None,
-    model: Annotated[
-        Optional[str], typer.Option("--model", "-m", help="Or score with this RM (folder or hub id).")
     ] = None,
     margin: Annotated[
         float,
@@ -151,17 +169,16 @@ def distant(
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
+    settings: dict,
 ) -> None:
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
     from cheems.curate.distant import distant_step, distant_supervision
     from cheems.data.io import record_line
     from cheems.workflows.curation import rm_scores
 
-    if (scores is None) == (model is None):
-        raise InputError(
-            "cheems curate distant needs exactly one of --scores or --model",
-            hint="e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl",
-        )
+    needs = "cheems curate distant needs exactly one of --scores or --model"
+    hint = "e.g. cheems curate distant judged.jsonl --scores rm_scores.jsonl -o out.jsonl"
+    by = scored_by(settings, scores, ok=True, needs=needs, hint=hint)
     _claim(source, output, report_json, ("--scores", scores))
     sources = None if all_sources else (source_name or ["judge"])
     if scores is not None:
@@ -172,11 +189,16 @@ def distant(
     else:  # the scorer scores every record at once: they are in memory
         loaded = _read(source, skip_invalid)
         try:
-            rm = rm_scores(loaded, model or "")
+            rm = rm_scores(loaded, by.scoring.scorer())
         except InputError as e:  # the records are read: an error without a place of its own is the model's
             raise e.located("--model") from None
-        out, report = distant_supervision(loaded, rm, margin, sources, scores_path=model)
+        out, report = distant_supervision(loaded, rm, margin, sources, scores_path=by.source)
         write_lines_and_report(output, map(record_line, out), report_json, report.to_dict)
+    print_distant(report, margin, sources, output)
+
+
+def print_distant(report: Any, margin: float, sources: list[str] | None, output: Path) -> None:
+    """The comparisons kept and dropped by source, and the conflict ratios before and after."""
     rows = [(s, str(c.before), str(c.kept), str(c.dropped)) for s, c in sorted(report.by_source.items())]
     rows.append(
         (

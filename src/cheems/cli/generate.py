@@ -14,15 +14,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cheems.annotate.judge import failures_path, write_run
 from cheems.annotate.settings import GenerateSettings
-from cheems.cli.judge import (
-    add_request_rows,
-    endpoint_settings,
-    failures_path,
-    print_budget_reached,
-    write_run,
-)
-from cheems.cli.options import settings_options
+from cheems.cli.judge import add_request_rows, endpoint_settings, print_budget_reached
+from cheems.cli.options import NoProgress, settings_options
 from cheems.errors import InputError
 
 
@@ -65,7 +60,7 @@ def generate(
     stats_json: Annotated[
         Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")
     ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Sample N responses per prompt from a chat model (OpenAI-compatible endpoint or local) into a pool."""

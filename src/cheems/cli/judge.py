@@ -13,21 +13,13 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
+from cheems.annotate.judge import failures_path, write_run
 from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
-from cheems.cli.options import SkipInvalid, from_options, settings_options
+from cheems.cli.options import NoProgress, SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
 
 M = TypeVar("M", bound=EndpointSettings)
-
-
-def failures_path(output: Path) -> Path:
-    """``OUT.failures.jsonl`` beside the output (``judged.jsonl`` -> ``judged.failures.jsonl``)."""
-    return (
-        output.with_name(output.stem + ".failures.jsonl")
-        if output.suffix
-        else output.with_name(output.name + ".failures.jsonl")
-    )
 
 
 # The judge options of the commands that ask a judge for a number (eval --judge-model, winrate).
@@ -54,19 +46,12 @@ JUDGE_OPTIONS = (
 
 
 def endpoint_settings(model: type[M], given: dict[str, Any]) -> M:
-    """Judge or generation settings from the options given; a missing API key is a user error here,
-    before any file is read."""
-    cfg = from_options(model, given)
+    """Judge or generation settings from those of the options given that are its fields; a missing API key is a
+    user error here, before any file is read."""
+    cfg = settings_of(model, given)
     if cfg.backend == "openai":
         cfg.resolve_api_key()
     return cfg
-
-
-def judge_inputs(cfg) -> list[tuple[str, Path | str | None]]:
-    """The files a judge run reads (the cache too: an output must not replace it)."""
-    from cheems.annotate.cache import JudgeCache
-
-    return [("--template", cfg.template), ("--criteria", cfg.criteria), ("--cache", JudgeCache(cfg.cache).path)]
 
 
 @settings_options(
@@ -111,7 +96,7 @@ def judge(
         Optional[Path], typer.Option("--stats-json", help="Write the run's statistics as JSON here.")
     ] = None,
     skip_invalid: SkipInvalid = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
@@ -132,7 +117,7 @@ def judge(
     side = failures_path(output)
     cache_path = JudgeCache(cfg.cache).path
     claim_outputs(
-        inputs=[("IN", source), *judge_inputs(cfg)],
+        inputs=[("IN", source), *cfg.inputs()],
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished judgements are in {cache_path}; rerun the same command to resume",
     )
@@ -141,26 +126,6 @@ def judge(
     judged = judge_records(result.records, cfg, progress=not no_progress)
     write_run(output, judged.records, judged.failures, side, stats_json, judged.stats.to_dict())
     print_summary(judged.stats, output, side if judged.failures else None)
-
-
-def write_run(
-    output: Path, records: list, failures: list, side: Path, stats_json: Path | None, stats: dict[str, Any]
-) -> None:
-    """A judge or generation run's files, together: the records, the failures list beside them, the statistics.
-
-    With no failures, a failures list left by an earlier run is removed: it would mislead.
-    """
-    from cheems.data.io import write_json, write_jsonl, write_records
-    from cheems.data.outputs import together
-
-    with together():
-        write_records(output, records)
-        if failures:
-            write_jsonl(side, (f.to_dict() for f in failures))
-        if stats_json:
-            write_json(stats_json, stats)
-    if not failures and side.exists():
-        side.unlink()
 
 
 def add_request_rows(table: Any, stats: Any) -> None:

@@ -12,18 +12,17 @@ from rich.text import Text
 from cheems.annotate.settings import ConnectionSettings, JudgeSettings
 from cheems.cli import scoring
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
-from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
-from cheems.cli.options import SkipInvalid, Workers, finite, settings_options
+from cheems.cli.judge import JUDGE_OPTIONS
+from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settings_options
 from cheems.data.importers import FORMATS
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
+from cheems.evaluate.run_settings import EvalSettings
+from cheems.models.scoring import ScoringSettings
 from cheems.runtime import is_main_process
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from cheems.data.io import ScoreKey
-    from cheems.models.base import Scorer
+    pass
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -212,55 +211,31 @@ BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); th
 
 @app.command()
 @settings_options(
-    ConnectionSettings,
-    "model",
-    "bench",
-    "output",
-    *scoring.SCORING_OPTIONS,
-    "workers",
-    show_defaults=True,
+    scoring.SCORING_MODELS, "model", "bench", "output", *scoring.SCORING_AND_SERVER, "workers", show_defaults=True
 )
 def score(
     *,
-    model: scoring.ModelOpt = None,
     bench: BenchOpt = [],  # noqa: B006 - typer reads the default
     output: Output = Path("scores.jsonl"),
-    batch_size: scoring.BatchOpt = 16,
-    max_length: scoring.MaxLenOpt = 512,
-    cache: scoring.CacheOpt = None,
-    no_cache: scoring.NoCacheOpt = False,
-    device: scoring.DeviceOpt = None,
-    dtype: scoring.DtypeOpt = "auto",
-    no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     workers: Workers = None,
     settings: dict,
 ) -> None:
     """Score every response of the bench files with a reward model."""
     from cheems.data.io import ReadResult, write_scores
     from cheems.data.outputs import claim_outputs
+    from cheems.evaluate.evaluation import score_files
+    from cheems.models.scoring import ScoringSettings
 
-    if not model or not bench:
+    cfg = settings_of(ScoringSettings, settings)
+    if not cfg.model or not bench:
         raise InputError(
             "cheems score needs --model and at least one --bench",
             hint="e.g. cheems score --model length --bench open.jsonl -o s.jsonl",
         )
-    connection = scoring.connection_settings(settings)
-    claim_outputs(inputs=scoring.scoring_inputs(model, bench, cache, no_cache), files=[("--output", output)])
+    connection = settings_of(ConnectionSettings, settings)
+    claim_outputs(inputs=cfg.inputs(bench), files=[("--output", output)])
     issues = ReadResult()
-    scores = scoring.stream_scores(
-        model,
-        bench,
-        batch_size,
-        max_length,
-        cache,
-        no_cache,
-        device,
-        workers,
-        issues,
-        not no_shared_prefix,
-        connection,
-        dtype,
-    )
+    scores = score_files(bench, cfg, connection, workers=workers, issues=issues)
     if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
         for _ in scores:
             pass
@@ -272,7 +247,7 @@ def score(
 
 @app.command("eval")
 @settings_options(
-    JudgeSettings,
+    (ScoringSettings, JudgeSettings, EvalSettings),
     "bench",
     "scores",
     "model",
@@ -283,11 +258,7 @@ def score(
     "details",
     "resamples",
     "bootstrap_seed",
-    "batch_size",
-    "max_length",
-    "cache",
-    "no_cache",
-    "device",
+    *scoring.SCORING_OPTIONS,
     "no_progress",
     "workers",
     show_defaults=True,
@@ -298,34 +269,15 @@ def eval_(
     scores: Annotated[
         Optional[Path], typer.Option("--scores", help="Scores JSONL {prompt_id, response_id, score}.")
     ] = None,
-    model: scoring.ModelOpt = None,
-    metric: Annotated[
-        str,
-        typer.Option(
-            "--metric",
-            help=f"{METRICS.help_text()}.",
-        ),
-    ] = "cheems",
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the metrics as JSON (docs/formats.md).")
     ] = None,
     details: Annotated[
         Optional[Path], typer.Option("--details", help="Write every prompt's pairs and outcomes (for cheems compare).")
     ] = None,
-    resamples: Annotated[
-        int,
-        typer.Option(
-            "--resamples",
-            min=0,
-            help="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none.",
-        ),
-    ] = 1000,
-    bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
     report: Annotated[
         Optional[Path], typer.Option("--report", help="Folder for report.json, report.md and report.html.")
     ] = None,
-    batch_size: scoring.BatchOpt = 16,
-    max_length: scoring.MaxLenOpt = 512,
     cache: Annotated[
         Optional[Path],
         typer.Option(
@@ -334,110 +286,46 @@ def eval_(
             "judgement cache (default $CHEEMS_CACHE_DIR/judge.sqlite).",
         ),
     ] = None,
-    no_cache: scoring.NoCacheOpt = False,
-    device: scoring.DeviceOpt = None,
-    dtype: scoring.DtypeOpt = "auto",
-    no_shared_prefix: scoring.NoSharedPrefixOpt = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
     workers: Workers = None,
     settings: dict,
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
-    from cheems.data.io import read_scores, write_json
-    from cheems.data.keytable import read_score_table
-    from cheems.data.outputs import claim_outputs, together
-    from cheems.evaluate import load_bench
-    from cheems.evaluate.bench import evaluate_stream
-    from cheems.evaluate.details import bench_fingerprint, write_details
-    from cheems.evaluate.evaluation import evaluate
+    from cheems.data.outputs import claim_outputs
+    from cheems.evaluate.evaluation import evaluate_files
     from cheems.evaluate.report import REPORT_FILES
-    from cheems.evaluate.stats import add_intervals
 
-    judge = settings.get("judge_model")
-    if not bench or sum(x is not None for x in (scores, model, judge)) != 1:
-        raise InputError(
-            "cheems eval needs --bench and exactly one of --scores, --model or --judge-model",
-            hint="e.g. cheems eval --bench open.jsonl --model length",
-        )
-    check_metric(metric, report)
-    if judge:
-        judge_cfg = judge_settings(settings, cache, no_cache, batch_size, device)
-        inputs = [("--bench", b) for b in bench] + judge_inputs(judge_cfg)
-    else:
-        connection = scoring.connection_settings(settings)
-        inputs = [*scoring.scoring_inputs(model, bench, cache, no_cache or scores is not None), ("--scores", scores)]
-    claim_outputs(
-        inputs=inputs,
-        files=[("--output-json", output_json), ("--details", details)],
-        folders=[("--report", report, REPORT_FILES)],
-    )
-    if not (model or is_main_process()):  # under a launcher only --model has work to share
+    needs = "cheems eval needs --bench and exactly one of --scores, --model or --judge-model"
+    hint = "e.g. cheems eval --bench open.jsonl --model length"
+    by = scoring.scored_by({**settings, "cache": cache}, scores, ok=bool(bench), needs=needs, hint=hint)
+    measure = settings_of(EvalSettings, settings)
+    check_metric(measure.metric, report)
+    outputs = [("--output-json", output_json), ("--details", details)]
+    claim_outputs(inputs=by.inputs(bench), files=outputs, folders=[("--report", report, REPORT_FILES)])
+    if not (by.model or is_main_process()):  # under a launcher only --model has work to share
         return
-    if scores is not None and metric == "cheems":  # the bench and the scores a chunk at a time: bounded memory
-        result, fingerprint, warnings = evaluate_stream(
-            bench, read_score_table(scores), str(scores), workers=workers, fingerprint=details is not None
-        )
-        report_warnings(warnings)
-        scoring.warn_unmatched(result.unmatched_scores, str(scores), "the bench")
-        if resamples:
-            add_intervals(result, resamples, bootstrap_seed)
-        write_cheems_eval(result, output_json, report, details, fingerprint)
-        return
-    warnings = []
-    records = load_bench(bench, warnings)
-    report_warnings(warnings)
-    by: Mapping[ScoreKey, float] | Scorer | JudgeSettings
-    if scores is not None:
-        by, source = read_scores(scores), str(scores)
-    elif model is not None:
-        shared = not no_shared_prefix
-        by = scoring.load_model(model, batch_size, max_length, device, shared, connection, dtype)
-        source = model
-    else:
-        by, source = judge_cfg, judge_cfg.judge_model
-    drawn = resamples if metric == "cheems" else 0  # another metric's report has no intervals
-    cache_of = None if judge or scores is not None else scoring.score_cache(cache, no_cache)
-    result = evaluate(
-        records, by, source=source, resamples=drawn, seed=bootstrap_seed, cache=cache_of, progress=not no_progress
-    )
+    fingerprint = details is not None
+    run = evaluate_files(bench, by, measure, workers=workers, progress=not no_progress, fingerprint=fingerprint)
     if not is_main_process():  # under a launcher rank 0 writes the one report
         return
-    if not judge:
-        scoring.warn_unmatched(result.unmatched_scores, source, "the bench")
-    if metric != "cheems":
-        data = other_metric(metric, records, result)
-        with together():
-            if output_json:
-                write_json(output_json, data)
-            if details:
-                write_details(details, result.outcomes, result.scorer, bench_fingerprint(records))
+    report_warnings(run.warnings)
+    if by.judge is None:
+        scoring.warn_unmatched(run.report.unmatched_scores, by.source, "the bench")
+    print_evaluation(run)
+    run.write(output_json, report, details)
+
+
+def print_evaluation(run) -> None:
+    """CheemsBench's metrics as a table, or another benchmark's (with a judge's verdict statistics)."""
+    from cheems.evaluate.benchmarks import print_benchmark
+    from cheems.evaluate.report import judge_lines, print_report
+
+    if run.other is None:
+        print_report(run.report, title=f"CheemsBench metrics: {run.report.scorer}", console=console)
         return
-    fingerprint = bench_fingerprint(records) if details else None
-    write_cheems_eval(result, output_json, report, details, fingerprint)
-
-
-def write_cheems_eval(
-    result,
-    output_json: Path | None,
-    report: Path | None,
-    details: Path | None,
-    fingerprint: str | None,
-) -> None:
-    """CheemsBench's metrics of an evaluation: the table printed, the files written."""
-    from cheems.data.io import write_json
-    from cheems.data.outputs import together
-    from cheems.evaluate.details import write_details
-    from cheems.evaluate.report import print_report, write_report
-
-    print_report(result, title=f"CheemsBench metrics: {result.scorer}", console=console)
-    with together():
-        if output_json:
-            write_json(output_json, result.to_dict())
-        if report:
-            write_report(result, report, title=result.scorer)
-        if details:
-            assert fingerprint is not None  # made whenever --details is given
-            write_details(details, result.outcomes, result.scorer, fingerprint)
+    print_benchmark(run.other, console)
+    for line in judge_lines(run.report):
+        console.print(line, soft_wrap=True, highlight=False)
 
 
 def check_metric(metric: str, report: Path | None) -> None:
@@ -449,29 +337,6 @@ def check_metric(metric: str, report: Path | None) -> None:
             path="--report",
             hint="leave out --report (use --output-json), or --metric",
         )
-
-
-def other_metric(metric: str, records: dict, result) -> dict:
-    """Print another benchmark's metric of the judged pairs (and a judge's verdict statistics); returns its JSON."""
-    from cheems.evaluate.benchmarks import benchmark_report, print_benchmark
-    from cheems.evaluate.report import judge_lines
-
-    other = benchmark_report(metric, records, result)
-    print_benchmark(other, console)
-    for line in judge_lines(result):
-        console.print(line, soft_wrap=True, highlight=False)
-    return other.to_dict()
-
-
-def judge_settings(settings: dict, cache: Path | None, no_cache: bool, batch_size: int, device: str | None):
-    """The judge's settings from eval's options (--cache, --batch-size and --device are shared with scoring)."""
-    if no_cache:
-        raise InputError(
-            "a judge's verdicts are always cached (an interrupted run resumes from them)",
-            path="--no-cache",
-            hint="leave out --no-cache, or give --cache FILE to keep them in another file",
-        )
-    return endpoint_settings(JudgeSettings, {**settings, "cache": cache, "batch_size": batch_size, "device": device})
 
 
 @app.command()

@@ -40,6 +40,7 @@ M = TypeVar("M", bound=BaseModel)
 SkipInvalid = Annotated[
     bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
 ]
+NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 # How hard to try with a server: fields of cheems.annotate.settings.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).
 CONNECTION_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")
@@ -119,13 +120,33 @@ def _cli(info: FieldInfo) -> Cli:
 
 
 def option_name(model: type[BaseModel], name: str) -> str:
-    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else
-    its name with ``-`` for ``_`` (``max_length`` -> ``--max-length``)."""
-    long = [n for n in _cli(_field(model, name)).names if n.startswith("--")]
-    return long[0] if long else "--" + name.rpartition(".")[2].replace("_", "-")
+    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else its name with
+    ``-`` for ``_`` (``max_length`` -> ``--max-length``); a one-letter setting marked ``Cli("-n")`` is ``-n`` alone."""
+    names = _cli(_field(model, name)).names
+    long = [n for n in names if n.startswith("--")]
+    leaf = name.rpartition(".")[2].replace("_", "-")
+    if long:
+        return long[0]
+    return f"-{leaf}" if f"-{leaf}" in names else f"--{leaf}"  # a one-letter setting (bon's -n): its short name
 
 
-def setting_option(model: type[BaseModel], name: str, show_default: bool = False) -> inspect.Parameter:
+Models = type[BaseModel] | tuple[type[BaseModel], ...]
+
+
+def owner(models: Models, name: str) -> type[BaseModel]:
+    """The first of ``models`` (one model, or several a command composes) with the setting ``name``."""
+    if not isinstance(models, tuple):
+        return models
+    return next(m for m in models if name.partition(".")[0] in m.model_fields)
+
+
+def settings_of(model: type[M], given: Mapping[str, Any]) -> M:
+    """``model`` from those of the settings ``given`` that are its fields (a command composing several
+    settings models hands each its own); a bad value is one line naming its option."""
+    return from_options(model, {k: v for k, v in given.items() if k in model.model_fields})
+
+
+def setting_option(model: Models, name: str, show_default: bool = False) -> inspect.Parameter:
     """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
 
     The help is the field's ``description``; the type comes from its annotation (a float is
@@ -133,12 +154,13 @@ def setting_option(model: type[BaseModel], name: str, show_default: bool = False
     :class:`Cli` marker says ``flag``. The option's default is None (not given), or the field's
     default with ``show_default`` (a command without a config file shows it in ``--help``).
     """
+    model = owner(model, name)
     info = _field(model, name)
     cli = _cli(info)
     kind = _cli_type(info.annotation, cli.path)
     long = option_name(model, name)
     decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
-    decls += [n for n in cli.names if not n.startswith("--")]
+    decls += [n for n in cli.names if not n.startswith("--") and n != long]
     option = typer.Option(*decls, help=info.description, callback=finite() if kind is float else None)
     default = info.get_default(call_default_factory=True) if show_default and not info.is_required() else None
     return inspect.Parameter(
@@ -165,9 +187,11 @@ def given_settings(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def settings_options(
-    model: type[BaseModel], *order: str, show_defaults: bool = False
+    model: Models, *order: str, show_defaults: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the options for some of ``model``'s settings, in one place (as TRL's ``TrlParser``).
+
+    ``model`` may be a tuple of settings models a command composes: a name is the first one's with that field.
 
     ``order`` lists the command's options as ``--help`` shows them: names of ``model``'s fields
     (dotted for a nested one) mixed with the command's own parameters (``config``, ``no_progress``).
@@ -191,6 +215,8 @@ def settings_options(
             return command(**values, settings=given)
 
         with_settings.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads it
+        # the settings behind its options, for the test that each has a description shown in --help
+        with_settings.settings_fields = [(owner(model, n), n) for n in settings.values()]  # type: ignore[attr-defined]
         with_settings.__annotations__ = {p.name: p.annotation for p in params}
         return with_settings
 

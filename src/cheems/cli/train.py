@@ -6,16 +6,14 @@ Registered in :mod:`cheems.cli.main` as ``app.command("train")(train_command)``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.cli.options import from_options, settings_options
+from cheems.cli.options import NoProgress, from_options, settings_options
 from cheems.errors import InputError
-from cheems.train.checkpoint import work_folder
-from cheems.train.config import TrainConfig, load_config
+from cheems.train.config import TrainConfig, check_run, load_config
 
 
 @settings_options(
@@ -52,36 +50,17 @@ def train_command(
     config: Annotated[
         Optional[Path], typer.Option("--config", "-c", help="YAML config; command-line options override it.")
     ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Train a reward model on ranked preference records; save a Hugging Face folder to --output."""
-    from cheems.data.outputs import claim_outputs
 
-    from_options(TrainConfig, settings)  # a bad option value is an error naming the option
-    cfg = load_config(config, settings | ({"progress": False} if no_progress else {}))
-    if not cfg.data:
-        raise InputError(
-            "cheems train needs training data",
-            field="data",
-            hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)",
-        )
-    work = work_folder(cfg.output)
-    claim_outputs(
-        inputs=[("--config", config), ("--model", cfg.model if os.path.exists(cfg.model) else None)]
-        + [("--data", d) for d in cfg.data]
-        + [("--eval-bench", b) for b in cfg.eval_bench],
-        replaced=[("--output", cfg.output)],
-        folders=[("--output", work, ())],  # the unfinished run, built beside it
-        note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
-    )
-    if "model" in settings:  # found before any training work, as an error of the option
-        from cheems.models.backbones import locate_model  # reads config.json only: no torch
-
-        try:
-            locate_model(cfg.model)
-        except InputError as e:
-            raise e.located("--model") from None
+    try:
+        cfg = load_config(config, settings | ({"progress": False} if no_progress else {}))
+    except InputError:
+        from_options(TrainConfig, settings)  # a bad option value is an error naming the option
+        raise
+    check_run(cfg, config, model_given="model" in settings)  # before any training work
     from cheems.train.trainer import train_reward_model  # torch: only once the config is known to be good
 
     train_reward_model(cfg)

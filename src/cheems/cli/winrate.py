@@ -13,13 +13,18 @@ import typer
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.judge import JUDGE_OPTIONS, endpoint_settings, judge_inputs
-from cheems.cli.options import from_options, settings_options
+from cheems.cli.judge import JUDGE_OPTIONS
+from cheems.cli.options import NoProgress, from_options, settings_of, settings_options
+from cheems.cli.scoring import scored_by
 from cheems.errors import InputError
+from cheems.evaluate.run_settings import WinrateSettings
+
+NEEDS = "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
+HINT = "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"
 
 
 @settings_options(
-    JudgeSettings,
+    (JudgeSettings, WinrateSettings),
     "pool",
     "baseline_field",
     *JUDGE_OPTIONS,
@@ -43,15 +48,10 @@ def winrate(
         Path, typer.Argument(metavar="PICKS.jsonl", help="Picks {prompt_id, response_id, score}, one per prompt.")
     ],
     pool: Annotated[Optional[Path], typer.Option("--pool", help="The pool the picks come from (records).")] = None,
-    baseline_field: Annotated[
-        Optional[str],
-        typer.Option("--baseline-field", help="Record field with the baseline response: reference or an extra key."),
-    ] = None,
     annotate: Annotated[
         Optional[Path], typer.Option("--annotate", help="Instead of a judge: make a human annotation project here.")
     ] = None,
     people: Annotated[Optional[Path], typer.Option("--people", help="With --annotate: PEOPLE.yaml.")] = None,
-    overlap: Annotated[int, typer.Option("--overlap", min=1, help="With --annotate: annotators per prompt.")] = 1,
     from_export: Annotated[
         Optional[Path],
         typer.Option("--from-export", help="Instead of a judge: the `cheems annotate export` of that project."),
@@ -59,59 +59,36 @@ def winrate(
     output_json: Annotated[
         Optional[Path], typer.Option("--output-json", help="Write the numbers and every prompt's outcome as JSON.")
     ] = None,
-    resamples: Annotated[
-        int, typer.Option("--resamples", min=0, help="Bootstrap resamples of the prompts for the interval; 0: none.")
-    ] = 1000,
-    bootstrap_seed: Annotated[int, typer.Option("--bootstrap-seed", help="Seed of the bootstrap resampling.")] = 0,
-    skip_missing: Annotated[
-        bool,
-        typer.Option(
-            "--skip-missing", help="Leave out (and list) picks whose prompt, response or baseline is missing."
-        ),
-    ] = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    no_progress: NoProgress = False,
     settings: dict[str, Any],
 ) -> None:
     """Win rate of best-of-N picks against a baseline: wins, losses, ties, (wins + ties/2)/n with a 95% CI."""
     from cheems.data.io import read_records, write_json
     from cheems.data.outputs import Named, claim_outputs
     from cheems.evaluate.winrate import build_matchups
+    from cheems.evaluate.winrate import winrate as winrate_of
 
-    judge = settings.get("judge_model")
-    if not pool or not baseline_field or sum(x is not None for x in (judge, annotate, from_export)) != 1:
-        raise InputError(
-            "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or "
-            "--from-export",
-            hint="e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference "
-            "--judge-model NAME --base-url URL",
-        )
+    w = settings_of(WinrateSettings, settings)
+    ok = bool(pool and w.baseline_field)
+    cfg = scored_by(settings, None, ok=ok, needs=NEEDS, hint=HINT, others=(annotate, from_export)).judge
+    assert pool is not None and w.baseline_field is not None  # refused above without them
     if annotate is not None and people is None:
         raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
-    cfg = None
     inputs: list[Named] = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
-    if judge:
-        cfg = endpoint_settings(JudgeSettings, settings)
-        inputs += judge_inputs(cfg)
+    inputs += cfg.inputs() if cfg is not None else []
     claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
     read = read_records(pool)
     report_skipped(read.skipped)
-    matchups, skipped = build_matchups(picks, read.records, pool, baseline_field, skip_missing)
+    matchups, skipped = build_matchups(picks, read.records, pool, w.baseline_field, w.skip_missing)
     report_skipped(skipped)
     if annotate is not None:
         assert people is not None  # refused above without --people
-        make_project(annotate, people, overlap, matchups, picks, pool, baseline_field)
+        make_project(annotate, people, w.overlap, matchups, picks, pool, w.baseline_field)
         return
-    if cfg is not None:
-        from cheems.evaluate.winrate import judge_winrate
-
-        result = judge_winrate(matchups, cfg, not no_progress, resamples, bootstrap_seed)
-    else:
-        from cheems.evaluate.winrate import human_winrate
-
-        assert from_export is not None  # the one left of the three
-        exported = read_records(from_export)
-        result = human_winrate(matchups, exported.records, from_export, resamples, bootstrap_seed)
-    print_winrate(result, judge or f"people ({from_export})")
+    assert cfg is not None or from_export is not None  # the one left of the three
+    by = cfg if cfg is not None else from_export
+    result = winrate_of(matchups, by, progress=not no_progress, resamples=w.resamples, seed=w.bootstrap_seed)
+    print_winrate(result, cfg.judge_model if cfg is not None else f"people ({from_export})")
     if output_json:
         write_json(output_json, result.to_dict())
 

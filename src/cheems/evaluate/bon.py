@@ -35,14 +35,15 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import unmatched_scores
+from cheems.evaluate.run_settings import Sample
 
-Sample = Literal["first", "random"]
 SAMPLES: tuple[str, ...] = ("first", "random")
 TIE_BREAK = "the candidate looked at first (first: earlier in the pool; random: drawn earlier)"
 
@@ -110,6 +111,18 @@ class BonResult:
     curve: list[dict[str, Any]] = field(default_factory=list)
     n_asked: int | None = None  # the n given (None: all of each prompt's)
     unmatched_scores: list[ScoreKey] = field(default_factory=list)  # scores of no response of the pool
+
+    def write(self, output: Path, output_json: Path | None = None, plot: Path | None = None) -> None:
+        """Its files, together: the picks (``{prompt_id, response_id, score}`` rows), the JSON, the curve's PNG."""
+        from cheems.data.io import write_bytes, write_json, write_scores
+        from cheems.data.outputs import together
+
+        with together():
+            write_scores(output, self.picks)
+            if output_json:
+                write_json(output_json, self.to_dict())
+            if plot:
+                write_bytes(plot, curve_png({self.scorer: self.to_dict()}, title=f"best-of-n: {self.scorer}"))
 
     def to_dict(self) -> dict[str, Any]:
         """The run as JSON: settings, counts and the curve (empty without gold)."""

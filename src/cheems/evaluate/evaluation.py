@@ -4,21 +4,26 @@ these return (``cheems.score``, ``cheems.evaluate``, ``cheems.compare``, ``cheem
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cheems.data.io import ScoreKey
+from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
-from cheems.evaluate.bench import EvalReport, score_bench
+from cheems.errors import InputError
+from cheems.evaluate.bench import EvalReport, load_bench, score_bench
 from cheems.evaluate.bench import evaluate as evaluate_scores
-from cheems.evaluate.bon import BonResult, Sample, best_of_n
+from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.details import Details, read_details
+from cheems.evaluate.run_settings import EvalSettings, Sample
 from cheems.evaluate.stats import Comparison, add_intervals, compare_details
 from cheems.models.base import Scorer
+from cheems.models.scoring import ScoringSettings
 
 if TYPE_CHECKING:
-    from cheems.annotate.settings import JudgeSettings
+    from cheems.annotate.settings import ConnectionSettings, JudgeSettings
+    from cheems.evaluate.benchmarks import BenchmarkReport
     from cheems.models.cache import ScoreCache
 
 Bench = Mapping[str, list[Record]]
@@ -122,3 +127,132 @@ def bon(
     else:
         values, name = score_bench({"pool": pool}, by, cache), source or by.name
     return best_of_n(pool, values, n=n, sample=sample, seed=seed, scorer=name)
+
+
+@dataclass(frozen=True)
+class ScoredBy:
+    """What scores a bench or a pool: exactly one of a scores file, a reward model (``scoring.model``, with the
+    connection settings of an RM server) or an LLM judge. The one value behind ``--scores`` / ``--model`` /
+    ``--judge-model`` of ``eval``, ``bon`` and ``curate distant``."""
+
+    scores: Path | None = None
+    scoring: ScoringSettings = field(default_factory=ScoringSettings)
+    connection: ConnectionSettings | None = None
+    judge: JudgeSettings | None = None
+
+    @property
+    def model(self) -> str | None:
+        """The reward model that scores, or None (a scores file or a judge does)."""
+        return None if self.scores is not None or self.judge is not None else self.scoring.model
+
+    @property
+    def source(self) -> str:
+        """The name a report gives what scored: the scores file, the judge model or the reward model."""
+        if self.scores is not None:
+            return str(self.scores)
+        return self.judge.judge_model if self.judge is not None else self.scoring.model or ""
+
+    def inputs(self, bench: list[Path]) -> list[tuple[str, Path | str | None]]:
+        """The files a run reads besides the bench (its caches too): an output must replace none of them."""
+        if self.judge is not None:
+            return [("--bench", b) for b in bench] + self.judge.inputs()
+        return [*self.scoring.inputs(bench, cached=self.scores is None), ("--scores", self.scores)]
+
+    def by(self) -> Mapping[ScoreKey, float] | Scorer | JudgeSettings:
+        """What :func:`evaluate` takes: the scores read, the scorer loaded, or the judge."""
+        return self.judge if self.judge is not None else self.scores_or_scorer()
+
+    def scores_or_scorer(self) -> Mapping[ScoreKey, float] | Scorer:
+        """What :func:`bon` takes: the scores file read, or the reward model loaded."""
+        from cheems.data.io import read_scores
+
+        return read_scores(self.scores) if self.scores is not None else self.scoring.scorer(self.connection)
+
+    def cache(self) -> ScoreCache | None:
+        """The score cache of a reward model (a judge caches its verdicts itself)."""
+        return self.scoring.score_cache() if self.model is not None else None
+
+
+def score_files(
+    bench: list[Path],
+    scoring: ScoringSettings,
+    connection: ConnectionSettings | None = None,
+    *,
+    workers: int | None = None,
+    issues: ReadResult | None = None,
+) -> Iterator[tuple[ScoreKey, float]]:
+    """:func:`score` the bench files a chunk at a time, in their order, with a progress bar: memory stays bounded
+    by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a launcher every
+    process reads the files and takes its share of each chunk's batches. ``cheems score`` writes these rows."""
+    from cheems.data.stream import same_record
+    from cheems.evaluate.bench import score_stream, stream_bench
+
+    scorer = scoring.scorer(connection)
+    files = stream_bench(bench, same_record, issues or ReadResult(), workers=workers, progress="scoring")
+    records = (r for _, file_records in files for r in file_records)
+    return score_stream(records, scorer, scoring.score_cache())
+
+
+@dataclass
+class BenchEvaluation:
+    """An evaluation of bench files: the report, another benchmark's metric of it (``--metric``), the bench
+    fingerprint a details file carries, and the warnings of the files."""
+
+    report: EvalReport
+    other: BenchmarkReport | None = None
+    fingerprint: str | None = None
+    warnings: list[InputError] = field(default_factory=list)
+
+    def write(self, output_json: Path | None, report: Path | None, details: Path | None) -> None:
+        """Its files, together: the metrics as JSON, the report folder (CheemsBench's), the details."""
+        from cheems.data.io import write_json
+        from cheems.data.outputs import together
+        from cheems.evaluate.details import write_details
+        from cheems.evaluate.report import write_report
+
+        with together():
+            if output_json:
+                write_json(output_json, self.other.to_dict() if self.other is not None else self.report.to_dict())
+            if report:
+                write_report(self.report, report, title=self.report.scorer)
+            if details:
+                assert self.fingerprint is not None  # made whenever details are asked for
+                write_details(details, self.report.outcomes, self.report.scorer, self.fingerprint)
+
+
+def evaluate_files(
+    bench: list[Path],
+    by: ScoredBy,
+    settings: EvalSettings | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = True,
+    fingerprint: bool = False,
+) -> BenchEvaluation:
+    """:func:`evaluate` of bench files, as ``cheems eval`` runs it: a scores file with CheemsBench's metrics a
+    chunk at a time (bounded memory), anything else on the bench in memory; another ``settings.metric`` is that
+    benchmark's metric of the judged pairs (no intervals); ``fingerprint``: the bench's, for a details file."""
+    from cheems.data.keytable import read_score_table
+    from cheems.evaluate.bench import evaluate_stream
+    from cheems.evaluate.details import bench_fingerprint
+
+    settings = settings or EvalSettings()
+    metric, resamples, seed = settings.metric, settings.resamples, settings.bootstrap_seed
+    if by.scores is not None and metric == "cheems":
+        table = read_score_table(by.scores)
+        result, printed, issues = evaluate_stream(bench, table, by.source, workers=workers, fingerprint=fingerprint)
+        if resamples:
+            add_intervals(result, resamples, seed)
+        return BenchEvaluation(result, None, printed, issues)
+    warnings: list[InputError] = []
+    records = load_bench(bench, warnings)
+    drawn = resamples if metric == "cheems" else 0  # another metric's report has no intervals
+    result = evaluate(
+        records, by.by(), source=by.source, resamples=drawn, seed=seed, cache=by.cache(), progress=progress
+    )
+    other = None
+    if metric != "cheems":
+        from cheems.evaluate.benchmarks import benchmark_report
+
+        other = benchmark_report(metric, records, result)
+    return BenchEvaluation(result, other, bench_fingerprint(records) if fingerprint else None, warnings)

@@ -260,6 +260,23 @@ def judge_winrate(
     return _result(prompts, resamples, seed, {"judge": result.stats.to_dict(), "both_orders": settings.both_orders})
 
 
+def winrate(
+    matchups: Sequence[Matchup],
+    by: JudgeSettings | str | Path,
+    *,
+    progress: bool = True,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> WinRate:
+    """The win rate of the matchups judged ``by`` an LLM judge (:func:`judge_winrate`) or by the people of an
+    annotation project, given as the file ``cheems annotate export`` wrote (:func:`human_winrate`)."""
+    if isinstance(by, JudgeSettings):
+        return judge_winrate(matchups, by, progress, resamples, seed)
+    from cheems.data.io import read_records
+
+    return human_winrate(matchups, read_records(by).records, by, resamples, seed)
+
+
 def annotation_records(matchups: Sequence[Matchup]) -> list[Record]:
     """The records of a human annotation project: one two-response (pairwise) task per prompt."""
     return [m.record for m in matchups]

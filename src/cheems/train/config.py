@@ -11,15 +11,17 @@ A setting is one field: its type and checks validate the YAML file and the optio
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from cheems.data.io import write_text
 from cheems.data.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
-from cheems.data.yamlfile import read_yaml_mapping, validate_config
+from cheems.data.yamlfile import located_validation_error, read_yaml_mapping, validate_config
+from cheems.errors import InputError
 
 TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
@@ -184,10 +186,7 @@ class TrainConfig(Settings):
     @classmethod
     def for_backbone(cls, model: str = "m3e-small", preset: str = "auto") -> TrainConfig:
         """Defaults for ``model``: the paper's for causal LMs, :data:`SMALL_PRESET` for encoders (``auto``)."""
-        cfg = validate_config({"model": model, "preset": preset}, cls)
-        if preset == "auto":
-            preset = "small" if _is_encoder(model) else "paper"
-        return cfg.model_copy(update=SMALL_PRESET) if preset == "small" else cfg
+        return validate_config({**preset_values(model, preset), "model": model, "preset": preset}, cls)
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict[str, Any]:
@@ -219,15 +218,64 @@ def _is_encoder(model: str) -> bool:
         return False
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Defaults < backbone preset < YAML file ``path`` < ``overrides`` (None values are ignored).
+def preset_values(model: Any, preset: Any) -> dict[str, Any]:
+    """The settings a preset changes from the defaults: :data:`SMALL_PRESET` for ``small`` (and ``auto`` with an
+    encoder ``model``), none for ``paper`` (the defaults are the paper's); a bad value changes none."""
+    if preset == "auto":
+        preset = "small" if _is_encoder(model) else "paper"
+    return dict(SMALL_PRESET) if preset == "small" else {}
 
-    A bad value in the file is an error at its line even when an override replaces it.
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Defaults < backbone preset < YAML file ``path`` < ``overrides`` (None values are ignored), merged first
+    and validated once.
+
+    A bad value in the file is an error at its line even when an override replaces it. When the merged
+    settings are wrong, the error is the overrides' own (named by its key) if they have one, else the file's
+    (at its line), else the one of the whole.
     """
     raw, lines = read_yaml_mapping(path, "config") if path is not None else ({}, {})
+    source = None if path is None else str(path)
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
-    validate_config(raw, TrainConfig, None if path is None else str(path), lines)
-    validate_config(given, TrainConfig)
     fields = TrainConfig.model_fields
     model, preset = (given.get(k, raw.get(k, fields[k].default)) for k in ("model", "preset"))
-    return validate_config(merged(TrainConfig.for_backbone(model, preset).to_dict(), raw, given), TrainConfig)
+    try:
+        config = TrainConfig.model_validate(merged(preset_values(model, preset), raw, given))
+    except ValidationError as e:
+        validate_config(given, TrainConfig)  # where the error was given: an override first, then the file
+        validate_config(raw, TrainConfig, source, lines)
+        raise located_validation_error(e, TrainConfig, None, {}) from None
+    replaced = {key: value for key, value in raw.items() if key in given}
+    if replaced:  # the merged settings do not hold these file values: checked on their own
+        validate_config(replaced, TrainConfig, source, lines)
+    return config
+
+
+def check_run(config: TrainConfig, config_path: str | Path | None = None, *, model_given: bool = True) -> None:
+    """What ``cheems train`` checks before any training work: training data is given, the output replaces none
+    of the inputs (the config file, a local model, the data, the eval benches), and the model (when
+    ``model_given``) is found, as an error of ``--model``."""
+    from cheems.data.outputs import claim_outputs
+    from cheems.train.checkpoint import work_folder
+
+    if not config.data:
+        raise InputError(
+            "cheems train needs training data",
+            field="data",
+            hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)",
+        )
+    claim_outputs(
+        inputs=[("--config", config_path), ("--model", config.model if os.path.exists(config.model) else None)]
+        + [("--data", d) for d in config.data]
+        + [("--eval-bench", b) for b in config.eval_bench],
+        replaced=[("--output", config.output)],
+        folders=[("--output", work_folder(config.output), ())],  # the unfinished run, built beside it
+        note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
+    )
+    if model_given:
+        from cheems.models.backbones import locate_model  # reads config.json only: no torch
+
+        try:
+            locate_model(config.model)
+        except InputError as e:
+            raise e.located("--model") from None

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cheems.annotate.settings import JudgeSettings
 from cheems.curate.recipe import RecipeSummary, load_recipe, run_recipe
 from cheems.data.schema import Record
 
+if TYPE_CHECKING:
+    from cheems.models.base import Scorer
 
-def rm_scores(records: list[Record], model: str) -> dict:
-    """Every response's score from the reward model ``model`` (what a recipe's ``distant: {model: …}`` needs)."""
+
+def rm_scores(records: list[Record], model: str | Scorer) -> dict:
+    """Every response's score from the reward model ``model``, a spec or a scorer loaded (what a recipe's
+    ``distant: {model: …}`` and ``cheems curate distant --model`` need)."""
     from cheems.models import load_scorer, score_records
 
-    return score_records(records, load_scorer(model))
+    return score_records(records, load_scorer(model) if isinstance(model, str) else model)
 
 
 def llm_judgements(records: list[Record], settings: JudgeSettings, log: Callable[[str], None]) -> list[Record]:

@@ -1,0 +1,90 @@
+"""The settings of the evaluation commands (``eval``, ``bon``, ``winrate``): one field per option, with its
+description. Apart from the modules that compute (numpy loads only for a command that needs it)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from cheems.data.settings import Cli, Settings, rule
+from cheems.evaluate.benchmarks import METRICS
+
+Sample = Literal["first", "random"]
+
+
+class EvalSettings(Settings):
+    """How ``cheems eval`` measures: the metric, and the bootstrap of its intervals (:func:`evaluate_files`)."""
+
+    metric: str = Field("cheems", description=f"{METRICS.help_text()}.")  # checked by METRICS, naming --metric
+    resamples: Annotated[int, rule(lambda n: n >= 0, "must be 0 or more, got {value}")] = Field(
+        1000, description="Bootstrap resamples of the prompts for the intervals (--metric cheems); 0: none."
+    )
+    bootstrap_seed: int = Field(0, description="Seed of the bootstrap resampling.")
+
+
+class BonSettings(Settings):
+    """How best-of-N draws each prompt's candidates: :func:`cheems.bon`'s ``n``, ``sample`` and ``seed``."""
+
+    n: Annotated[int | None, Cli("-n"), rule(lambda n: n is None or n >= 1, "must be at least 1, got {value}")] = Field(
+        None, description="Candidates per prompt (N); default: all of each prompt's."
+    )
+    sample: Sample = Field(
+        "first", description="first: the first N responses of each prompt; random: a seeded random N."
+    )
+    seed: int = Field(0, description="Seed of --sample random.")
+
+
+class WinrateSettings(Settings):
+    """How ``cheems winrate`` matches picks with the baseline and measures the win rate."""
+
+    baseline_field: str | None = Field(
+        None, description="Record field with the baseline response: reference or an extra key."
+    )
+    overlap: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        1, description="With --annotate: annotators per prompt."
+    )
+    resamples: Annotated[int, rule(lambda n: n >= 0, "must be 0 or more, got {value}")] = Field(
+        1000, description="Bootstrap resamples of the prompts for the interval; 0: none."
+    )
+    bootstrap_seed: int = Field(0, description="Seed of the bootstrap resampling.")
+    skip_missing: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Leave out (and list) picks whose prompt, response or baseline is missing."
+    )
+
+
+class CompareSettings(Settings):
+    """How ``cheems compare`` (:func:`cheems.compare`) tests the difference of two evaluations."""
+
+    resamples: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        1000, description="Paired bootstrap resamples."
+    )
+    seed: int = Field(0, description="Seed of the bootstrap resampling.")
+    level: Annotated[
+        float,
+        rule(
+            lambda x: 0.5 <= x <= 0.999,
+            "must be between 0.5 and 0.999, got {value:g}",
+            "give a number between 0.5 and 0.999",
+        ),
+    ] = Field(0.95, description="Confidence level of the intervals; significant: p < 1 - level.")
+
+
+class CorrelateSettings(Settings):
+    """How ``cheems correlate`` bootstraps the correlations over reward models."""
+
+    resamples: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        1000, description="Bootstrap resamples of the RMs."
+    )
+    seed: int = Field(0, description="Seed of the bootstrap resampling.")
+
+
+class BiasSettings(Settings):
+    """How ``cheems analyze bias`` groups the judgements and bins their length differences."""
+
+    by: Literal["file", "source", "annotator"] = Field(
+        "file", description="One group per input file, comparison source, or annotator."
+    )
+    bins: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
+        10, description="Equal-count bins of the length difference."
+    )
