@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.text import Text
@@ -20,9 +20,6 @@ from cheems.evaluate.benchmarks import METRICS
 from cheems.evaluate.run_settings import EvalSettings
 from cheems.models.scoring import ScoringSettings
 from cheems.runtime import is_main_process
-
-if TYPE_CHECKING:
-    pass
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -304,7 +301,9 @@ def eval_(
     claim_outputs(inputs=by.inputs(bench), files=outputs, folders=[("--report", report, REPORT_FILES)])
     if not (by.model or is_main_process()):  # under a launcher only --model has work to share
         return
-    fingerprint = details is not None
+    if not is_main_process():  # the other ranks score their share; their report is dropped: no bootstrap there
+        measure = measure.model_copy(update={"resamples": 0})
+    fingerprint = details is not None and is_main_process()
     run = evaluate_files(bench, by, measure, workers=workers, progress=not no_progress, fingerprint=fingerprint)
     if not is_main_process():  # under a launcher rank 0 writes the one report
         return
