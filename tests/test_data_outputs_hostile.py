@@ -9,6 +9,7 @@ and two runs writing the same file at once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -786,3 +787,30 @@ def test_two_runs_writing_the_same_output_leave_one_complete_run(tmp_path):
             assert p.returncode == 0
         assert out.read_bytes() in expected
         assert [p.name for p in folder.iterdir()] == ["out.jsonl"]
+
+
+def test_a_signal_inside_code_that_swallows_exceptions_still_interrupts_a_chat_run():
+    """asyncio's socket transport catches any exception raised while it writes ("Fatal write error"): a
+    signal handler that raised there lost the interrupt and the run went on to exit 0. The run's event
+    loop now takes the signal and cancels the run, whatever code was running when it came."""
+    from cheems.annotate.openai_client import ChatClient
+    from cheems.annotate.settings import JudgeSettings, RequestBudget
+    from cheems.data.outputs import Interrupted, signals_interrupt
+
+    settings = JudgeSettings(base_url="http://127.0.0.1:9/v1", judge_model="m", concurrency=1, give_up_after=60)
+    client = ChatClient(settings, RequestBudget(None))
+    finished: list[int] = []
+
+    async def handle(http, job):
+        try:  # what asyncio's transport does around a socket write
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signal arrives inside the try, as it can inside a write
+        except BaseException:
+            pass
+        await asyncio.sleep(30)  # a cancelled run never finishes this
+        finished.append(job)
+
+    with signals_interrupt(), pytest.raises(Interrupted) as caught:
+        client.run_many([1], handle)
+    assert caught.value.signum == signal.SIGINT and finished == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

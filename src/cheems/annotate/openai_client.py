@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from cheems.annotate.settings import EndpointSettings, JudgeSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.annotate.verdict import parse_verdict
+from cheems.data.outputs import interruptible
 from cheems.errors import CheemsWarning, InputError
 
 Job = tuple[str, list[dict[str, str]]]  # (cache item key, messages)
@@ -211,7 +212,7 @@ class ChatClient:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            asyncio.run(self._run(jobs, handle))
+            asyncio.run(interruptible(self._run(jobs, handle)))
             return
         # Called from inside an event loop (a notebook): run ours in a thread of its own, with the
         # caller's context (a score cache's hook, a progress bar) as asyncio.run would have it.

@@ -29,22 +29,25 @@ which outputs the run left unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from cheems.errors import InputError
 
 Named = tuple[str, "str | Path | None"]
 """(the option or key that names a path, the path); ``None`` paths are left out."""
 
+T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DISK_FULL = 64 * 2**20  # free bytes below which a failed write is taken for a full disk
 SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -306,6 +309,41 @@ def signals_interrupt() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+async def interruptible(run: Awaitable[T]) -> T:
+    """Await ``run``; while :func:`signals_interrupt` is on, a signal cancels it and raises :class:`Interrupted` after.
+
+    Raised straight from the handler, :class:`Interrupted` surfaces in whatever code runs at that
+    moment; inside asyncio's socket transport that is caught and logged as a failed write, and the
+    interrupt is lost. The event loop's own handler instead cancels the run at its next ``await``.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not _on_signal:
+        return await run
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None  # awaited inside a task: asyncio.run's
+    caught: list[int] = []
+
+    def cancel(signum: int) -> None:
+        if not caught:
+            caught.append(signum)
+            task.cancel()
+
+    for s in SIGNALS:
+        loop.add_signal_handler(s, cancel, s)
+    try:
+        return await run
+    except asyncio.CancelledError:
+        if not caught:
+            raise
+    finally:
+        for s in SIGNALS:
+            loop.remove_signal_handler(s)
+            signal.signal(s, _on_signal)
+        if caught:
+            _on_signal(caught[0], None)  # raises Interrupted (unless the run is already finishing)
+    raise asyncio.CancelledError
 
 
 def interrupted_line() -> str:
