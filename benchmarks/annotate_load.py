@@ -27,8 +27,8 @@ from pathlib import Path
 
 import httpx
 
-from cheems.annotate.human.people import People, Person, ProjectSettings
-from cheems.annotate.human.store import Project
+from cheems.annotate.people import People, Person, ProjectSettings
+from cheems.annotate.store import Project
 from cheems.data.schema import Record
 
 CATEGORIES = ["数学", "代码", "理解", "写作", "知识", "推理", "安全", "复杂指令"]

@@ -25,9 +25,9 @@ import time
 from math import comb
 from pathlib import Path
 
-from cheems.annotate import JudgeSettings, judge_records
 from cheems.data.importers import import_file
 from cheems.data.schema import Record
+from cheems.judge import JudgeSettings, judge_records
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "oasst1_zh" / "oaast_rm_zh.json"

@@ -21,7 +21,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from cheems.annotate.verdict import FAILURE_REASONS, parse_verdict
+from cheems.judge.verdict import FAILURE_REASONS, parse_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

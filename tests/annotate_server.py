@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from cheems.annotate.human.people import People, Person, ProjectSettings
-from cheems.annotate.human.store import Project
+from cheems.annotate.people import People, Person, ProjectSettings
+from cheems.annotate.store import Project
 from cheems.data.schema import Record
 
 

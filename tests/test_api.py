@@ -42,11 +42,11 @@ def test_import_cheems_loads_neither_torch_nor_the_readers():
 
 
 def test_evaluate_and_train_are_packages_a_script_calls():
-    import cheems.evaluate.stats as stats  # a submodule imports as ever
+    import cheems.evaluate.significance as stats  # a submodule imports as ever
     from cheems.train import config
 
     assert cheems.evaluate.__name__ == "cheems.evaluate" and cheems.train.__name__ == "cheems.train"
-    assert stats.__name__ == "cheems.evaluate.stats" and config.TrainConfig is cheems.TrainConfig
+    assert stats.__name__ == "cheems.evaluate.significance" and config.TrainConfig is cheems.TrainConfig
     assert callable(cheems.evaluate) and callable(cheems.train)
     report = cheems.evaluate(cheems.load_bench(BENCH), cheems.load_scorer("length"), resamples=0)
     assert (
@@ -155,7 +155,7 @@ def test_train_refuses_a_bad_setting_before_any_work(tmp_path):
 def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monkeypatch):
     """A real loopback OpenAI-compatible judge (tests/fault_server.py), each run with its own judgement cache."""
     from fault_server import FakeJudgeServer
-    from test_evaluate_judge import KEY_ENV, write_bench
+    from test_evaluate_judge_bench import KEY_ENV, write_bench
 
     bench, out = write_bench(tmp_path / "open.jsonl"), tmp_path / "eval.json"
     monkeypatch.setenv("OPENAI_API_KEY", KEY_ENV["OPENAI_API_KEY"])

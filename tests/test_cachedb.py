@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cheems.annotate.cache import CachedJudgement, JudgeCache
 from cheems.errors import InputError
-from cheems.models.cache import ScoreCache
+from cheems.judge.judgements import CachedJudgement, JudgeCache
+from cheems.models.score_cache import ScoreCache
 
 
 def _sqlite(path: Path, *statements: str) -> Path:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from annotate_server import free_port, make_project, prompt, team
-from cheems.annotate.human.answer import Answer
-from cheems.annotate.human.store import Project
+from cheems.annotate.answer import Answer
+from cheems.annotate.store import Project
 from helpers import assert_user_error, run_cheems, run_main
 
 DEMO = "src/cheems/assets/demo/open.jsonl"

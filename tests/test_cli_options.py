@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from cheems.cli.main import run
 from cheems.cli.options import from_options, given_settings, settings_options
-from cheems.data.settings import Cli, Settings, Text, TextList, invalid, rule
 from cheems.errors import InputError
+from cheems.settings import Cli, Settings, Text, TextList, invalid, rule
 from helpers import assert_user_error, record, run_main, write_jsonl
 
 
@@ -172,9 +172,9 @@ def test_an_error_names_its_place_a_file_or_an_option():
 
 def test_the_train_judge_and_filter_options_come_from_their_settings():
     """The shipped commands read their help from the models (here: one option each)."""
-    from cheems.annotate.settings import JudgeSettings
     from cheems.cli.main import app
     from cheems.curate.filters import FilterConfig
+    from cheems.judge.judge_settings import JudgeSettings
     from cheems.train.config import TrainConfig
 
     for args, model, field, flag in [
@@ -261,7 +261,7 @@ def test_every_settings_field_of_a_command_has_a_description_shown_in_its_help()
     """A new setting is one field with a description: the option, its flag and its help come from it."""
     from cheems.cli.main import app
     from cheems.cli.options import _field, option_name
-    from cheems.data.settings import Settings
+    from cheems.settings import Settings
 
     seen = set()
     for path, callback in _commands(app):

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from cheems.cli.main import app
 from cheems.curate.debias import EQUAL, LONGER, SHORTER, implied_pairs, length_debias
-from cheems.data.io import read_records, write_records
+from cheems.data.io import write_records
 from cheems.data.schema import Record
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
 

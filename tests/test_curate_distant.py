@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from cheems.cli.main import app
 from cheems.curate.distant import distant_supervision, is_acyclic, keep_comparison
-from cheems.data.io import read_records, write_records, write_scores
+from cheems.data.io import write_records, write_scores
 from cheems.data.schema import Comparison, Record
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.ranking.resolve import agrees, resolve_record
 

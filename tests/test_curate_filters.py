@@ -31,8 +31,8 @@ from cheems.curate.filters import (
 )
 from cheems.data.importers import import_file
 from cheems.data.schema import Record
-from cheems.data.yamlfile import load_yaml_model
 from cheems.errors import InputError
+from cheems.yamlfile import load_yaml_model
 
 CFG = FilterConfig()
 PROSE = "深度学习是机器学习的一个分支，它使用多层神经网络从数据中自动学习特征表示。"  # 38 chars, ends with 。
@@ -333,7 +333,7 @@ def test_cli_filter_with_config_override_report_and_skip_invalid(tmp_path):
     from typer.testing import CliRunner
 
     from cheems.cli.main import app
-    from cheems.data.io import read_records
+    from cheems.data.stream import read_records
 
     src = tmp_path / "in.jsonl"
     good = rec([PROSE, PROSE * 4, ""], comparisons=[("r1", "r3", "a")], pid="p1").to_json()

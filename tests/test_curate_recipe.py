@@ -12,10 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from cheems.cli.main import app
-from cheems.curate.merge import merge_subsets
 from cheems.curate.recipe import load_recipe, run_recipe
-from cheems.data.io import read_records, write_records, write_scores
+from cheems.curate.subsets import merge_subsets
+from cheems.data.io import write_records, write_scores
 from cheems.data.schema import Record
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
 from cheems.workflows.curation import llm_judgements, rm_scores

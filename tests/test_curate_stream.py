@@ -16,11 +16,12 @@ from cheems.cli.main import app
 from cheems.curate.debias import length_debias
 from cheems.curate.distant import distant_supervision
 from cheems.curate.filters import FilterConfig, filter_records
-from cheems.curate.merge import merge_subsets
 from cheems.curate.recipe import load_recipe, run_recipe
+from cheems.curate.subsets import merge_subsets
 from cheems.data import stream
-from cheems.data.io import read_records, read_scores, write_records
+from cheems.data.io import read_scores, write_records
 from cheems.data.keytable import read_score_table
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 
 TEXTS = [

@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from cheems.data.importers import FORMATS, guess_format, import_file
-from cheems.data.io import load_rows, read_records, write_records
+from cheems.data.io import load_rows, write_records
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from helpers import assert_user_error, run_main
 

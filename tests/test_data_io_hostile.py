@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cheems.data.io import load_rows, read_records, read_scores
+from cheems.data.io import load_rows, read_scores
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.evaluate import evaluate, overall
 from cheems.evaluate.metrics import GroupMetrics

@@ -10,8 +10,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheems.data.io import read_records
 from cheems.data.split import split_records
+from cheems.data.stream import read_records
 from helpers import record
 
 

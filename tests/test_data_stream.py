@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cheems.data import stream
-from cheems.data.io import ReadResult, jsonl_lines, read_records, record_line
+from cheems.data.io import ReadResult, jsonl_lines, record_line
 from cheems.data.keytable import KeyLog
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from helpers import assert_user_error, run_cheems, run_main
 

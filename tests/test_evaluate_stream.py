@@ -15,7 +15,7 @@ from cheems.errors import InputError
 from cheems.evaluate import bench as bench_module
 from cheems.evaluate import evaluate, load_bench, score_bench
 from cheems.evaluate.details import write_details
-from cheems.evaluate.stats import add_intervals
+from cheems.evaluate.significance import add_intervals
 from cheems.models import load_scorer
 from cheems.runtime import content_hash
 from helpers import run_main, write_jsonl

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from scipy.stats import multinomial
 
-from cheems.annotate.human.answer import KEYS, Answer
-from cheems.annotate.human.store import Project
-from cheems.annotate.prompt import JUDGE_TEMPLATE
+from cheems.annotate.answer import KEYS, Answer
+from cheems.annotate.store import Project
+from cheems.judge.prompt import JUDGE_TEMPLATE
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_main, write_jsonl
 
@@ -153,7 +153,7 @@ def test_both_orders_win_only_when_both_say_so(tmp_path, monkeypatch, capsys):
 
 def test_one_order_follows_the_seed(tmp_path, monkeypatch, capsys):
     """The always-A judge makes the pick win exactly where the seed shows it first."""
-    from cheems.annotate.plan import shown_order
+    from cheems.judge.questions import shown_order
 
     ids = ["p1", "p2", "p3", "p5"]
     picks, pool = write_inputs(tmp_path, ids=ids)

@@ -1,18 +1,23 @@
-"""The flow runs one way: every import inside cheems points down the list of layers (function-level ones too)."""
+"""The flow runs one way: every import inside cheems points down the list of layers (function-level ones too);
+no module imports itself back through others; each module's name says what it holds once."""
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cheems"
 LAYERS = [
-    {"__init__", "errors", "runtime", "cachedb", "registries"},  # below everything
+    {"__init__", "errors", "runtime", "cachedb", "registries", "settings", "yamlfile", "outputs"},  # below everything
     {"data"},
     {"ranking"},
-    {"annotate"},
+    {"llm"},  # clients of chat models (and the one HTTP client)
+    {"judge"},  # the LLM judge
+    {"annotate"},  # the human annotation app
     {"curate"},
     {"models"},
     {"evaluate"},
@@ -51,3 +56,46 @@ def test_imports_point_down_the_flow(path):
         assert RANK[target] <= RANK[own], f"{rel}:{line} imports {module}, later in the flow than {own}"
         if own == "cli" and rel.name != "main.py":
             assert module != "cheems.cli.main", f"{rel}:{line}: cli.main imports the commands, not the other way"
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+MODULES = {_module(p): p for p in FILES}
+
+
+def _targets(path: Path) -> set[str]:
+    """The cheems modules a file imports: ``from cheems.x import y`` is ``cheems.x.y`` where that is a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cheems"):
+            subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+            found |= subs or {node.module}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("cheems.")}
+    return found & MODULES.keys()
+
+
+def test_no_import_circles():
+    """Not even through function-level or type-checking imports: a circle is two modules that are one."""
+    graph = nx.DiGraph()
+    for name, path in MODULES.items():
+        graph.add_edges_from((name, target) for target in _targets(path) if target != name)
+    circles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert circles == []
+
+
+def test_models_do_not_import_the_annotation_app():
+    """Scorers reach servers through cheems.llm's client, not through the package of the human annotation app."""
+    for name, path in MODULES.items():
+        if name.startswith("cheems.models"):
+            assert not {t for t in _targets(path) if t.startswith("cheems.annotate")}, name
+
+
+def test_module_names_are_unique():
+    """One name, one module; a command's module may share its library module's name (cli/bon.py, evaluate/bon.py)."""
+    names = Counter(p.name for p in FILES if p.name != "__init__.py" and p.parent.name != "cli")
+    assert [name for name, n in names.items() if n > 1] == []

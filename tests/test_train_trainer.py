@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import yaml
 from safetensors.torch import load_file
 
-from cheems.data.io import read_records
+from cheems.data.stream import read_records
 from cheems.models.backbones import locate_model
 from cheems.models.encoding import RewardEncoder
 from cheems.ranking.pairs import training_pairs

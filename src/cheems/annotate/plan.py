@@ -1,102 +1,135 @@
-"""Which questions to ask the judge: every pair of a prompt's responses, in a seeded shown order.
+"""The triple-wise plan (paper section 3.2): a ring of adjacent responses per prompt, one annotator per task.
 
-The paper's judge compares all C(N,2) pairs, each in a random order against position bias. The
-order of a pair depends only on (seed, prompt id, the two response ids), never on a random
-generator's state, so a rerun, a resumed run or a run on a subset asks exactly the same questions.
+A prompt's N responses are put in a seeded random order and cut into N tasks of three adjacent
+responses around a ring: for 5, (1,2,3) (2,3,4) (3,4,5) (4,5,1) (5,1,2). Three responses make one
+task, two make one pairwise task, one makes none. Each task goes to ``overlap`` different
+annotators (double-blind), and the tasks of one prompt to different annotators where the team is
+large enough. Among the allowed annotators the choice prefers those whose declared categories hold
+the prompt's main category, then the least loaded, then a draw seeded by the task.
+
+Every random choice is a seeded hash of what it is about (never a generator's running state), so
+the plan of a prompt does not depend on the other prompts in the file.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from itertools import combinations
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+from cheems.annotate.people import Person
 from cheems.data.schema import Record
+from cheems.errors import InputError
+from cheems.runtime import content_hash
+
+
+def seeded(seed: int, *about: object) -> random.Random:
+    """A generator fixed by the seed and what it is about (same inputs, same draws, in any run)."""
+    return random.Random(content_hash([seed, *[str(a) for a in about]]))
 
 
 @dataclass(frozen=True)
-class PairTask:
-    """One question: record ``records[index]``, responses ``a`` and ``b`` (record order), shown as ``shown``.
+class PlannedTask:
+    """One triple-wise (or pairwise) comparison task: response ids in plan order."""
 
-    ``shown == "ab"`` puts ``a`` in position A; ``"ba"`` puts ``b`` first.
-    """
-
-    index: int
+    task_id: str
     prompt_id: str
-    a: str
-    b: str
-    shown: str
-
-    @property
-    def first(self) -> str:
-        """The response id shown as answer A."""
-        return self.a if self.shown == "ab" else self.b
-
-    @property
-    def second(self) -> str:
-        """The response id shown as answer B."""
-        return self.b if self.shown == "ab" else self.a
-
-    def record_label(self, shown_label: str) -> str:
-        """A verdict about the shown order (A/B/C) as a comparison label about ``a``/``b`` (a/b/tie)."""
-        if shown_label == "C":
-            return "tie"
-        first_wins = shown_label == "A"
-        return "a" if first_wins == (self.shown == "ab") else "b"
+    slot: int
+    responses: tuple[str, ...]
+    gold: bool = False
 
 
-def shown_order(seed: int, prompt_id: str, a: str, b: str) -> str:
-    """``"ab"`` or ``"ba"``, fixed by the seed and the pair (a hash, not a generator: order-independent)."""
-    key = "\x1f".join((str(seed), prompt_id, a, b)).encode("utf-8")
-    return "ab" if hashlib.sha256(key).digest()[0] & 1 == 0 else "ba"
+@dataclass
+class Plan:
+    """The tasks, who annotates each one, and what could not be planned as asked."""
+
+    tasks: list[PlannedTask] = field(default_factory=list)
+    annotators: dict[str, list[str]] = field(default_factory=dict)
+    """task id -> the annotators it goes to."""
+    skipped: list[str] = field(default_factory=list)
+    """Prompt ids with fewer than two responses (nothing to compare)."""
+    shared: list[str] = field(default_factory=list)
+    """Prompt ids where the team was too small for one annotator per task."""
+    wanted: int = 0
+    """Annotators that one task each would take: the most tasks of a prompt × overlap."""
 
 
-def already_judged(record: Record, annotator: str) -> set[tuple[str, str, str]]:
-    """(a, b, shown) of the judge comparisons ``annotator`` already made in this record (kept, not re-asked)."""
-    done = set()
-    for c in record.comparisons:
-        extra = c.model_extra or {}
-        if c.source == "judge" and c.annotator == annotator and extra.get("shown") in ("ab", "ba"):
-            done.add((c.a, c.b, extra["shown"]))
-    return done
+def ring(ids: Sequence[str]) -> list[tuple[str, ...]]:
+    """The tasks over responses in ``ids`` order: triples of neighbours around a ring (one for 2 or 3)."""
+    n = len(ids)
+    if n < 2:
+        return []
+    if n <= 3:
+        return [tuple(ids)]
+    return [tuple(ids[(i + j) % n] for j in range(3)) for i in range(n)]
 
 
-def all_pairs(record: Record) -> list[tuple[str, str]]:
-    """Every pair of a record's responses, in response order (the paper's C(N,2))."""
-    return list(combinations([r.id for r in record.responses], 2))
+def prompt_tasks(record: Record, seed: int, gold: bool = False) -> list[PlannedTask]:
+    """The ring tasks of one prompt, over its responses in a seeded random order."""
+    ids = [r.id for r in record.responses]
+    seeded(seed, "order", record.id).shuffle(ids)
+    return [
+        PlannedTask(f"{record.id}#t{slot}", record.id, slot, triple, gold)
+        for slot, triple in enumerate(ring(ids), start=1)
+    ]
 
 
-def ranked_pairs(record: Record) -> list[tuple[str, str]]:
-    """The pairs with different ranks (the bench's comparisons), in response order like ``all_pairs``.
-
-    Response order, not (chosen, rejected): a pair is then shown exactly as ``cheems judge`` shows it.
-    """
-    ranked = {frozenset(p) for p in record.ranked_pairs()}
-    return [p for p in all_pairs(record) if frozenset(p) in ranked]
+def shown_order(seed: int, item: str, responses: Sequence[str]) -> list[str]:
+    """The order one person sees a task's responses in (A, B, C): shuffled per person against position bias."""
+    order = list(responses)
+    seeded(seed, "shown", item).shuffle(order)
+    return order
 
 
-def plan_pairs(
-    records: Sequence[Record],
-    seed: int = 0,
-    both_orders: bool = False,
-    skip_judged_by: str | None = None,
-    pairs: Callable[[Record], Iterable[tuple[str, str]]] | None = None,
-) -> list[PairTask]:
-    """The pairs ``pairs`` picks of every record (default: all C(N,2)), in record order then pair order.
+def plan_tasks(records: Sequence[Record], annotators: Sequence[Person], overlap: int, seed: int) -> Plan:
+    """Cut every prompt into ring tasks and give each task ``overlap`` different annotators."""
+    if overlap > len(annotators):
+        raise InputError(
+            f"overlap {overlap} needs {overlap} annotators, the team has {len(annotators)}",
+            path="--overlap",
+            hint="lower --overlap or add annotators to PEOPLE.yaml",
+        )
+    plan = Plan()
+    load: Counter[str] = Counter()
+    for record in records:
+        tasks = prompt_tasks(record, seed)
+        if not tasks:
+            plan.skipped.append(record.id)
+            continue
+        on_prompt: set[str] = set()
+        for task in tasks:
+            chosen = _choose(task, record.main_category, annotators, overlap, on_prompt, load, seed)
+            plan.tasks.append(task)
+            plan.annotators[task.task_id] = chosen
+        if len(on_prompt) < len(tasks) * overlap:
+            plan.shared.append(record.id)
+        plan.wanted = max(plan.wanted, len(tasks) * overlap)
+    return plan
 
-    Each pair is shown once in its seeded order, or with ``both_orders`` twice (seeded order
-    first, then the reverse). With ``skip_judged_by``, pairs that judge already compared in the
-    record (its ``comparisons`` with ``source: judge``) are left out, so judging an output
-    file again adds nothing twice.
-    """
-    tasks: list[PairTask] = []
-    for index, record in enumerate(records):
-        done = already_judged(record, skip_judged_by) if skip_judged_by else set()
-        for x, y in (pairs or all_pairs)(record):
-            first = shown_order(seed, record.id, x, y)
-            orders = (first, "ba" if first == "ab" else "ab") if both_orders else (first,)
-            for shown in orders:
-                if (x, y, shown) not in done:
-                    tasks.append(PairTask(index, record.id, x, y, shown))
-    return tasks
+
+def _choose(
+    task: PlannedTask,
+    category: str,
+    annotators: Sequence[Person],
+    overlap: int,
+    on_prompt: set[str],
+    load: Counter[str],
+    seed: int,
+) -> list[str]:
+    """``overlap`` distinct annotators for one task: new to the prompt, then category match, then least load."""
+    chosen: list[str] = []
+
+    def rank(p: Person) -> tuple[bool, bool, int]:
+        return p.name in on_prompt, category not in p.categories, load[p.name]
+
+    draw = seeded(seed, "assign", task.task_id)  # one generator per task: a hash per annotator was most of init
+    for _ in range(overlap):
+        pool = [p for p in annotators if p.name not in chosen]
+        first = min(map(rank, pool))
+        tied = [p for p in pool if rank(p) == first]
+        best = tied[draw.randrange(len(tied))]
+        chosen.append(best.name)
+        on_prompt.add(best.name)
+        load[best.name] += 1
+    return chosen

@@ -45,8 +45,8 @@ def bias(
 ) -> None:
     """P(first shown wins), P(longer wins) and P(A wins) by length difference, per file, source or annotator."""
     from cheems.data.io import write_json
-    from cheems.data.outputs import claim_outputs, together
     from cheems.evaluate.bias import BIAS_FILES, bias_report, load_judgements, write_bias
+    from cheems.outputs import claim_outputs, together
 
     group = settings_of(BiasSettings, settings)
     by = group.by

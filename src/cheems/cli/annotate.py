@@ -1,7 +1,7 @@
 """``cheems annotate``: the human annotation app — init a project, serve it, export the labels, show the numbers.
 
 Registered in :mod:`cheems.cli.main` as ``app.add_typer(annotate_app, name="annotate")``. Thin:
-the project lives in :mod:`cheems.annotate.human`.
+the project lives in :mod:`cheems.annotate`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.annotate.human.people import ProjectSettings, ServeSettings
+from cheems.annotate.people import ProjectSettings, ServeSettings
 from cheems.cli.console import console, err, report_skipped
 from cheems.cli.options import SkipInvalid, from_options, settings_options
 
@@ -38,9 +38,9 @@ def init(
     settings: dict[str, Any],
 ) -> None:
     """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""
-    from cheems.annotate.human.people import load_people
-    from cheems.annotate.human.store import Project
-    from cheems.data.io import read_records
+    from cheems.annotate.people import load_people
+    from cheems.annotate.store import Project
+    from cheems.data.stream import read_records
 
     cfg = from_options(ProjectSettings, settings)
     team = load_people(people)
@@ -59,8 +59,8 @@ def init(
 @settings_options(ServeSettings, "host", "port", show_defaults=True)
 def serve(*, project: ProjectDir, settings: dict[str, Any]) -> None:
     """Run the annotation web app (pages for people, JSON API for scripts) until Ctrl-C."""
-    from cheems.annotate.human.store import TOKENS_NAME
-    from cheems.annotate.human.web import serve as run_server
+    from cheems.annotate.store import TOKENS_NAME
+    from cheems.annotate.web import serve as run_server
 
     cfg = from_options(ServeSettings, settings)
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
@@ -82,10 +82,10 @@ def export(
     output: Annotated[Path, typer.Option("--output", "-o", help="Output JSONL: records with the human comparisons.")],
 ) -> None:
     """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
-    from cheems.annotate.human.export import export_records
-    from cheems.annotate.human.store import PROJECT_FILES, Project
+    from cheems.annotate.export import export_records
+    from cheems.annotate.store import PROJECT_FILES, Project
     from cheems.data.io import write_records
-    from cheems.data.outputs import claim_outputs
+    from cheems.outputs import claim_outputs
 
     # the project's own files (the lock too, before any serve); a rerun may replace its export beside them
     claim_outputs(inputs=[("DIR", project / name) for name in PROJECT_FILES], files=[("--output", output)])
@@ -105,8 +105,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON (as GET /api/status).")] = False,
 ) -> None:
     """The dashboard's numbers: progress, throughput, agreement, gold accuracy, conflict ratio, queues."""
-    from cheems.annotate.human.quality import status_report
-    from cheems.annotate.human.store import Project
+    from cheems.annotate.quality import status_report
+    from cheems.annotate.store import Project
 
     report = status_report(Project.open(project).snapshot())
     if as_json:
@@ -120,7 +120,7 @@ def status(
 def print_plan(plan: Any, team: Any, cfg: ProjectSettings, records: Path, people: Path, project: Path) -> None:
     """The planned project, its tokens and the next step; warnings for prompts without a task and a team too
     small or without a reviewer."""
-    from cheems.annotate.human.store import TOKENS_NAME
+    from cheems.annotate.store import TOKENS_NAME
 
     for prompt_id in plan.skipped:
         err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")

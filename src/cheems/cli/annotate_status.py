@@ -1,4 +1,4 @@
-"""``cheems annotate status``: the dashboard's numbers (:func:`cheems.annotate.human.quality.status_report`)
+"""``cheems annotate status``: the dashboard's numbers (:func:`cheems.annotate.quality.status_report`)
 as a few short rich tables for the terminal.
 
 Only prints: it reads the report dict, so the same code shows a report fetched from ``GET /api/status``.

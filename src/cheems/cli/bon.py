@@ -51,9 +51,9 @@ def bon(
     settings: dict,
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.data.io import read_records
-    from cheems.data.outputs import claim_outputs
+    from cheems.data.stream import read_records
     from cheems.evaluate.evaluation import bon as best_of
+    from cheems.outputs import claim_outputs
 
     needs = "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores"
     hint = "e.g. cheems bon pool.jsonl --model length -o picks.jsonl"

@@ -1,7 +1,7 @@
 """``cheems compare D1.jsonl D2.jsonl``: is one scorer better than another on the same bench, and is it significant?
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(compare)``. The statistics live in
-:func:`cheems.compare` (:func:`cheems.evaluate.stats.compare_details`); this module parses and prints.
+:func:`cheems.compare` (:func:`cheems.evaluate.significance.compare_details`); this module parses and prints.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from cheems.evaluate.run_settings import CompareSettings
 if TYPE_CHECKING:  # imported when run: numpy and scipy load only for this command
     from rich.console import Console
 
-    from cheems.evaluate.stats import Comparison, Difference
+    from cheems.evaluate.significance import Comparison, Difference
 
 
 @settings_options(CompareSettings, "resamples", "seed", "level", "output_json", show_defaults=True)
@@ -31,8 +31,8 @@ def compare(
 ) -> None:
     """Paired difference of two scorers on one bench: A - B with bootstrap CI and p-value, and McNemar's test."""
     from cheems.data.io import write_json
-    from cheems.data.outputs import claim_outputs
     from cheems.evaluate.evaluation import compare as compare_runs
+    from cheems.outputs import claim_outputs
 
     test = settings_of(CompareSettings, settings)
     claim_outputs(inputs=[("D1", first), ("D2", second)], files=[("--output-json", output_json)])

@@ -52,7 +52,7 @@ def run(application: Callable[..., object]) -> None:
     SIGINT and SIGTERM stop the run cleanly (temporary files removed, outputs left unchanged) with
     one line saying so, and exit 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
     """
-    from cheems.data.outputs import Interrupted, interrupted_line, signals_interrupt
+    from cheems.outputs import Interrupted, interrupted_line, signals_interrupt
 
     warnings.showwarning = show_warning
     console.quiet = err.quiet = not is_main_process()  # under a launcher rank 0 alone speaks

@@ -43,10 +43,10 @@ def correlate(
     """Pearson, Spearman and Kendall of every benchmark number with every downstream metric, over RMs."""
     from cheems.cli.console import show_warning
     from cheems.data.io import write_bytes, write_json, write_text
-    from cheems.data.outputs import claim_outputs, together
     from cheems.errors import CheemsWarning
     from cheems.evaluate.correlate import PAGE_FILES, correlate_html, heatmap_chart, load_rm_table, scatter_chart
     from cheems.evaluate.correlate import correlate as correlations_of
+    from cheems.outputs import claim_outputs, together
 
     boot = settings_of(CorrelateSettings, settings)
     claim_outputs(

@@ -37,7 +37,7 @@ def _console() -> Any:
 
 
 def _read(path: Path, skip_invalid: bool) -> list:
-    from cheems.data.io import read_records
+    from cheems.data.stream import read_records
 
     result = read_records(path, skip_invalid=skip_invalid)
     report_skipped(result.skipped)
@@ -45,8 +45,8 @@ def _read(path: Path, skip_invalid: bool) -> list:
 
 
 def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: tuple[str, Path | None]) -> None:
-    """Check the outputs against the inputs before anything is read (see ``cheems.data.outputs``)."""
-    from cheems.data.outputs import claim_outputs
+    """Check the outputs against the inputs before anything is read (see ``cheems.outputs``)."""
+    from cheems.outputs import claim_outputs
 
     claim_outputs(inputs=[("IN", source), *more_inputs], files=[("--output", output), ("--report-json", report_json)])
 
@@ -96,7 +96,7 @@ def filter_(
 ) -> None:
     """Drop empty, over-long, non-Chinese, truncated and repetitive responses (with a report)."""
     from cheems.curate.filters import FilterReport, filter_step
-    from cheems.data.yamlfile import load_yaml_model
+    from cheems.yamlfile import load_yaml_model
 
     _claim(source, output, report_json, ("--config", config))
     in_file = load_yaml_model(config, FilterConfig)[0].model_dump() if config else {}

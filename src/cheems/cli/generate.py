@@ -14,11 +14,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.annotate.judge import failures_path, write_run
-from cheems.annotate.settings import GenerateSettings
 from cheems.cli.judge import add_request_rows, endpoint_settings, print_budget_reached
 from cheems.cli.options import NoProgress, settings_options
 from cheems.errors import InputError
+from cheems.llm.runs import failures_path, write_run
+from cheems.llm.sampling import GenerateSettings
 
 
 @settings_options(
@@ -64,8 +64,8 @@ def generate(
     settings: dict[str, Any],
 ) -> None:
     """Sample N responses per prompt from a chat model (OpenAI-compatible endpoint or local) into a pool."""
-    from cheems.annotate.generate import SampleCache, generate_records, read_prompts
-    from cheems.data.outputs import claim_outputs
+    from cheems.llm.sampling import SampleCache, generate_records, read_prompts
+    from cheems.outputs import claim_outputs
 
     if output is None:
         raise InputError("cheems generate needs an output file", path="--output", hint="add -o pool.jsonl")

@@ -13,11 +13,12 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from cheems.annotate.judge import failures_path, write_run
-from cheems.annotate.settings import EndpointSettings, JudgeSettings
 from cheems.cli.console import report_skipped
 from cheems.cli.options import NoProgress, SkipInvalid, settings_of, settings_options
 from cheems.errors import InputError
+from cheems.judge.judge_settings import JudgeSettings
+from cheems.llm.endpoint import EndpointSettings
+from cheems.llm.runs import failures_path, write_run
 
 M = TypeVar("M", bound=EndpointSettings)
 
@@ -100,10 +101,10 @@ def judge(
     settings: dict[str, Any],
 ) -> None:
     """Judge every response pair of every prompt with an LLM (A / B / C verdicts), as in the Cheems paper."""
-    from cheems.annotate import judge_records
-    from cheems.annotate.cache import JudgeCache
-    from cheems.data.io import read_records
-    from cheems.data.outputs import claim_outputs
+    from cheems.data.stream import read_records
+    from cheems.judge import judge_records
+    from cheems.judge.judgements import JudgeCache
+    from cheems.outputs import claim_outputs
 
     if output is None:
         raise InputError("cheems judge needs an output file", path="--output", hint="add -o judged.jsonl")
@@ -130,7 +131,7 @@ def judge(
 
 def add_request_rows(table: Any, stats: Any) -> None:
     """The rows of a run against an endpoint (judge or generate): failures by reason, the budget, requests, tokens."""
-    from cheems.annotate import reason_text
+    from cheems.judge import reason_text
 
     table.add_row("failed", str(stats.failed_total))
     for reason, n in sorted(stats.failed.items()):

@@ -36,8 +36,8 @@ def leaderboard(
 ) -> None:
     """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
     from cheems.data.io import write_text
-    from cheems.data.outputs import claim_outputs
     from cheems.evaluate.leaderboard import board_html, board_markdown, board_table, load_leaderboard
+    from cheems.outputs import claim_outputs
 
     if output is not None and output.suffix.lower() not in SUFFIXES:
         raise InputError(

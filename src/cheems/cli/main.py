@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
-from cheems.annotate.settings import ConnectionSettings, JudgeSettings
 from cheems.cli import scoring
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
@@ -18,6 +17,8 @@ from cheems.data.importers import FORMATS
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
 from cheems.evaluate.run_settings import EvalSettings
+from cheems.judge.judge_settings import JudgeSettings
+from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
 from cheems.runtime import is_main_process
 
@@ -62,8 +63,8 @@ def validate(
     from rich import box
     from rich.table import Table
 
+    from cheems.data.dataset_stats import Counts, record_counts
     from cheems.data.io import ReadResult
-    from cheems.data.stats import Counts, record_counts
     from cheems.data.stream import stream_records
 
     # fits an 80-column terminal: short headings on two lines, explained in the caption; numbers never
@@ -112,7 +113,7 @@ def import_(
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
     from cheems.data.importers import import_records
     from cheems.data.io import ReadResult, record_line, write_lines
-    from cheems.data.outputs import claim_outputs
+    from cheems.outputs import claim_outputs
 
     if len(args) == 2 and args[0] in FORMATS:
         fmt, source = args
@@ -144,8 +145,8 @@ def resolve(
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
     from cheems.data.io import write_lines_and_report
-    from cheems.data.outputs import claim_outputs
     from cheems.data.stream import Records
+    from cheems.outputs import claim_outputs
     from cheems.ranking import ResolveStats
     from cheems.ranking.resolve import resolve_step
 
@@ -182,9 +183,9 @@ def split(
     from contextlib import ExitStack
 
     from cheems.data.io import ReadResult
-    from cheems.data.outputs import atomic_file, claim_outputs, together
     from cheems.data.split import held_out_ids, id_and_line, record_id
     from cheems.data.stream import stream_records
+    from cheems.outputs import atomic_file, claim_outputs, together
 
     claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
     # two passes: which prompts are held out depends on every id; the records themselves are not kept
@@ -219,9 +220,9 @@ def score(
 ) -> None:
     """Score every response of the bench files with a reward model."""
     from cheems.data.io import ReadResult, write_scores
-    from cheems.data.outputs import claim_outputs
     from cheems.evaluate.evaluation import score_files
     from cheems.models.scoring import ScoringSettings
+    from cheems.outputs import claim_outputs
 
     cfg = settings_of(ScoringSettings, settings)
     if not cfg.model or not bench:
@@ -288,9 +289,9 @@ def eval_(
     settings: dict,
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
-    from cheems.data.outputs import claim_outputs
     from cheems.evaluate.evaluation import evaluate_files
     from cheems.evaluate.report import REPORT_FILES
+    from cheems.outputs import claim_outputs
 
     needs = "cheems eval needs --bench and exactly one of --scores, --model or --judge-model"
     hint = "e.g. cheems eval --bench open.jsonl --model length"
@@ -349,7 +350,7 @@ def demo(
     ] = False,
 ) -> None:
     """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
-    from cheems.data.outputs import claim_outputs
+    from cheems.outputs import claim_outputs
     from cheems.workflows.demo import run_demo
 
     claim_outputs(folders=[("--output", output, ())])

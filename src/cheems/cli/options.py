@@ -1,9 +1,9 @@
 """Command-line options: settings models mapped to options in one place, and the rule for numbers.
 
 **Settings as options** (as TRL's ``RewardConfig`` + ``TrlParser`` do): a command lists the fields
-of its settings model (:class:`cheems.data.settings.Settings`) that it exposes with
+of its settings model (:class:`cheems.settings.Settings`) that it exposes with
 :func:`settings_options`; each becomes an option whose flag comes from the field's name (or its
-:class:`~cheems.data.settings.Cli` marker), help from its ``description`` and type from its
+:class:`~cheems.settings.Cli` marker), help from its ``description`` and type from its
 annotation. The command receives the options given as nested overrides (:func:`given_settings`)
 and builds its settings with :func:`from_options`, or passes them on under a config file. A new
 setting is one field; listing its name in the command puts it on the command line.
@@ -30,9 +30,9 @@ import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from cheems.data.settings import Cli, merged
-from cheems.data.yamlfile import located_validation_error
 from cheems.errors import InputError
+from cheems.settings import Cli, merged
+from cheems.yamlfile import located_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,7 +41,7 @@ SkipInvalid = Annotated[
     bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
 ]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
-# How hard to try with a server: fields of cheems.annotate.settings.ConnectionSettings, the judge's options
+# How hard to try with a server: fields of cheems.llm.endpoint.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).
 CONNECTION_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")
 Workers = Annotated[

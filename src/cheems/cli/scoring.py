@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cheems.annotate.settings import ConnectionSettings, JudgeSettings
 from cheems.cli.console import report_warnings
 from cheems.cli.judge import endpoint_settings
 from cheems.cli.options import CONNECTION_OPTIONS, settings_of
 from cheems.data.io import ScoreKey
 from cheems.errors import InputError
+from cheems.judge.judge_settings import JudgeSettings
+from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
 
 if TYPE_CHECKING:

@@ -11,13 +11,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.annotate.settings import JudgeSettings
 from cheems.cli.console import console, err, report_skipped
 from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import NoProgress, from_options, settings_of, settings_options
 from cheems.cli.scoring import scored_by
 from cheems.errors import InputError
 from cheems.evaluate.run_settings import WinrateSettings
+from cheems.judge.judge_settings import JudgeSettings
 
 NEEDS = "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
 HINT = "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"
@@ -63,10 +63,11 @@ def winrate(
     settings: dict[str, Any],
 ) -> None:
     """Win rate of best-of-N picks against a baseline: wins, losses, ties, (wins + ties/2)/n with a 95% CI."""
-    from cheems.data.io import read_records, write_json
-    from cheems.data.outputs import Named, claim_outputs
+    from cheems.data.io import write_json
+    from cheems.data.stream import read_records
     from cheems.evaluate.winrate import build_matchups
     from cheems.evaluate.winrate import winrate as winrate_of
+    from cheems.outputs import Named, claim_outputs
 
     w = settings_of(WinrateSettings, settings)
     ok = bool(pool and w.baseline_field)
@@ -97,8 +98,8 @@ def make_project(
     folder: Path, people: Path, overlap: int, matchups: list, picks: Path, pool: Path, baseline_field: str
 ) -> None:
     """Create the annotation project of the matchups and say how to serve, export and read it back."""
-    from cheems.annotate.human.people import ProjectSettings, load_people
-    from cheems.annotate.human.store import TOKENS_NAME, Project
+    from cheems.annotate.people import ProjectSettings, load_people
+    from cheems.annotate.store import TOKENS_NAME, Project
     from cheems.evaluate.winrate import annotation_records
 
     team = load_people(people)

@@ -38,8 +38,8 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from cheems.data.schema import Record, dense_ranks
-from cheems.data.settings import Settings
 from cheems.data.stream import Records
+from cheems.settings import Settings
 
 EMPTY = "empty"
 TOO_LONG = "too_long"

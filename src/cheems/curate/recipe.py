@@ -20,7 +20,7 @@ Each stage streams the file the stage before wrote through the step the single c
 :class:`~cheems.data.stream.Records`), so a run holds a few chunks of the pool, not the pool; only the
 LLM judge, an RM scorer and the human subset get their records as a list.
 
-The ``judge:`` section is a :class:`~cheems.annotate.settings.JudgeSettings`, checked (file, line
+The ``judge:`` section is a :class:`~cheems.llm.endpoint.JudgeSettings`, checked (file, line
 and key) with the rest of the recipe. The judge and the RM scorer themselves are injected
 (``run_recipe(..., judge=, score=)``), so this package does not import the judge's backends or the
 model or training packages.
@@ -36,20 +36,20 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from cheems.annotate.settings import JudgeSettings
 from cheems.curate.debias import DebiasReport, debias_step
 from cheems.curate.distant import distant_step, source_counts
 from cheems.curate.filters import FilterConfig, FilterReport, filter_step
-from cheems.curate.merge import MergeReport, merge_step
+from cheems.curate.subsets import MergeReport, merge_step
+from cheems.data.dataset_stats import Counts
 from cheems.data.io import ScoreKey, record_line, write_json, write_lines, write_scores, write_text
-from cheems.data.outputs import claim_outputs
 from cheems.data.schema import Record
-from cheems.data.settings import Settings, invalid
-from cheems.data.stats import Counts
 from cheems.data.stream import Records, same_record
-from cheems.data.yamlfile import KeyPath, line_of, load_yaml_model
 from cheems.errors import InputError
+from cheems.judge.judge_settings import JudgeSettings
+from cheems.outputs import claim_outputs
 from cheems.ranking.resolve import ResolveStats, record_stats
+from cheems.settings import Settings, invalid
+from cheems.yamlfile import KeyPath, line_of, load_yaml_model
 
 JudgeFn = Callable[[list[Record], JudgeSettings], list[Record]]
 ScoreFn = Callable[[list[Record], str], dict[ScoreKey, float]]

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from cheems.data.importers import (
+from cheems.data.formats import (
     ImportJob,
     _as_input,
     _check_row,

@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cheems.data.outputs import atomic_file, together
 from cheems.data.schema import Record
 from cheems.errors import InputError
+from cheems.outputs import atomic_file, together
 
 Row = tuple[int, Any]  # (1-based line number where the item starts, parsed item)
 
@@ -583,20 +583,6 @@ def parse_record(obj: Any, path: str, line: int) -> Record:
         return Record.model_validate(obj)
     except ValidationError as e:
         raise validation_error(e, path, line) from None
-
-
-def read_records(paths: str | Path | Iterable[str | Path], skip_invalid: bool = False) -> ReadResult:
-    """Read canonical or official record files whole; raise ``InputError`` on the first bad line.
-
-    With ``skip_invalid`` bad lines are collected in ``ReadResult.skipped`` instead; nothing
-    is dropped without a record of it. The records come from :func:`cheems.data.stream.stream_records`;
-    steps that need not hold every record at once use that directly.
-    """
-    from cheems.data.stream import stream_records  # stream.py builds on this module
-
-    result = ReadResult()
-    result.records = list(stream_records(paths, skip_invalid=skip_invalid, issues=result))
-    return result
 
 
 def json_line(row: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Record files as a stream: read a line at a time, do the per-record work in a pool of processes,
 get the results back in input order.
 
-:func:`stream_records` is the one record reader. ``read_records`` (:mod:`cheems.data.io`) is
+:func:`stream_records` is the one record reader. :func:`read_records` is
 ``list(stream_records(...))``; the data steps (``validate``, ``resolve``, ``split``, ``curate …``)
 pass a function that turns each record into its output (a JSON line, a few counts), so that memory
 stays bounded by a few chunks of the file, not the file, and the CPU-bound part (JSON decoding,
@@ -364,6 +364,18 @@ class _Progress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def read_records(paths: str | Path | Iterable[str | Path], skip_invalid: bool = False) -> ReadResult:
+    """Read canonical or official record files whole; raise ``InputError`` on the first bad line.
+
+    With ``skip_invalid`` bad lines are collected in ``ReadResult.skipped`` instead; nothing
+    is dropped without a record of it. The records come from :func:`stream_records`; steps that
+    need not hold every record at once use that directly.
+    """
+    result = ReadResult()
+    result.records = list(stream_records(paths, skip_invalid=skip_invalid, issues=result))
+    return result
 
 
 def stream_records(

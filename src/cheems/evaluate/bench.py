@@ -24,7 +24,6 @@ from cheems.evaluate.metrics import (
     subset_metrics,
 )
 from cheems.evaluate.outcomes import Outcomes, PromptOutcome
-from cheems.evaluate.stats import Intervals
 from cheems.models import ScoreCache, Scorer, score_records
 
 T = TypeVar("T")
@@ -150,6 +149,32 @@ def score_stream(
         yield from score_records(batch, scorer, cache=cache, progress=False).items()
 
 
+Interval = tuple[float, float]
+
+
+@dataclass
+class SubsetIntervals:
+    """A subset's accuracy and exact match intervals."""
+
+    accuracy: Interval
+    exact_match: Interval
+
+
+@dataclass
+class Intervals:
+    """Bootstrap intervals of an evaluation and how they were drawn."""
+
+    resamples: int
+    seed: int
+    level: float
+    subsets: dict[str, SubsetIntervals]
+    overall: Interval
+
+    def settings(self) -> dict:
+        """``{"resamples", "seed", "level"}``: what reproduces these intervals."""
+        return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
+
+
 @dataclass
 class EvalReport:
     """Metrics of every subset and the overall score, in the eval JSON shape (docs/formats.md).
@@ -157,7 +182,7 @@ class EvalReport:
     ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
     (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets, as columns (for details
     files, intervals, length diagnostics and plots); ``intervals`` are their bootstrap intervals, once
-    :func:`cheems.evaluate.stats.add_intervals` has drawn them. ``unmatched_scores`` are scores of no bench
+    :func:`cheems.evaluate.significance.add_intervals` has drawn them. ``unmatched_scores`` are scores of no bench
     response (not used), ``unranked_responses`` counts responses a ``rank`` leaves out. Each
     appears in ``to_dict`` only when there is something to report.
     """

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cheems.data.io import ReadResult, load_rows, read_records
+from cheems.data.io import ReadResult, load_rows
 from cheems.data.schema import Comparison, Record
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.evaluate.details import Details, read_details
 from cheems.evaluate.outcomes import PairOutcome

@@ -115,7 +115,7 @@ class BonResult:
     def write(self, output: Path, output_json: Path | None = None, plot: Path | None = None) -> None:
         """Its files, together: the picks (``{prompt_id, response_id, score}`` rows), the JSON, the curve's PNG."""
         from cheems.data.io import write_bytes, write_json, write_scores
-        from cheems.data.outputs import together
+        from cheems.outputs import together
 
         with together():
             write_scores(output, self.picks)

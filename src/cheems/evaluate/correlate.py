@@ -186,7 +186,7 @@ def correlate(table: RmTable, resamples: int = 1000, seed: int = 0, level: float
     """Every benchmark number against every downstream metric (in that order), with bootstrap intervals."""
     from scipy import stats
 
-    from cheems.evaluate.stats import _check, _interval
+    from cheems.evaluate.significance import _check, _interval
 
     _check(resamples, level)
     n = len(table.names)

@@ -17,14 +17,15 @@ from cheems.evaluate.bench import evaluate as evaluate_scores
 from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.details import Details, read_details
 from cheems.evaluate.run_settings import EvalSettings, Sample
-from cheems.evaluate.stats import Comparison, add_intervals, compare_details
+from cheems.evaluate.significance import Comparison, add_intervals, compare_details
 from cheems.models.base import Scorer
 from cheems.models.scoring import ScoringSettings
 
 if TYPE_CHECKING:
-    from cheems.annotate.settings import ConnectionSettings, JudgeSettings
     from cheems.evaluate.benchmarks import BenchmarkReport
-    from cheems.models.cache import ScoreCache
+    from cheems.judge.judge_settings import JudgeSettings
+    from cheems.llm.endpoint import ConnectionSettings
+    from cheems.models.score_cache import ScoreCache
 
 Bench = Mapping[str, list[Record]]
 
@@ -53,7 +54,7 @@ def evaluate(
 
     - ``by``: a :class:`cheems.models.Scorer` (scored here, through ``cache`` when given), a mapping
       ``{(prompt_id, response_id): score}`` (:func:`cheems.data.read_scores` reads a scores file), or a
-      :class:`cheems.annotate.JudgeSettings` (the judge's verdicts are cached in its ``cache`` file);
+      :class:`cheems.judge.JudgeSettings` (the judge's verdicts are cached in its ``cache`` file);
     - ``source``: the name the report gives what was evaluated (default: the scorer's name, ``scores``,
       or the judge model);
     - ``resamples``, ``seed``: the bootstrap intervals of the prompts (0: none), as ``--resamples`` and
@@ -62,11 +63,11 @@ def evaluate(
 
     ``report.to_dict()`` is what ``cheems eval --output-json`` writes for the same inputs.
     """
-    from cheems.annotate.settings import JudgeSettings
+    from cheems.judge.judge_settings import JudgeSettings
 
     bench = dict(bench)
     if isinstance(by, JudgeSettings):
-        from cheems.evaluate.judge import judge_bench
+        from cheems.evaluate.judge_bench import judge_bench
 
         report = judge_bench(bench, by, progress=progress)
     elif isinstance(by, Mapping):
@@ -206,9 +207,9 @@ class BenchEvaluation:
     def write(self, output_json: Path | None, report: Path | None, details: Path | None) -> None:
         """Its files, together: the metrics as JSON, the report folder (CheemsBench's), the details."""
         from cheems.data.io import write_json
-        from cheems.data.outputs import together
         from cheems.evaluate.details import write_details
         from cheems.evaluate.report import write_report
+        from cheems.outputs import together
 
         with together():
             if output_json:

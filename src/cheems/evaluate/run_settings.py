@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from cheems.data.settings import Cli, Settings, rule
 from cheems.evaluate.benchmarks import METRICS
+from cheems.settings import Cli, Settings, rule
 
 Sample = Literal["first", "random"]
 

@@ -7,7 +7,7 @@ field ``F``: ``reference`` or any extra key; ``model`` ``baseline:F``). When the
 ``reference``, the record carries no reference: the judge would otherwise be told that the
 baseline is the correct answer.
 
-**LLM judge** (:func:`judge_winrate`): the matchups go through :func:`cheems.annotate.judge_records`
+**LLM judge** (:func:`judge_winrate`): the matchups go through :func:`cheems.judge.judging_records`
 (same client, cache and verdict parser as ``cheems judge``; the annotation prompt, which allows C =
 no clear difference), shown in the seeded order, or with ``both_orders`` in both. A prompt is a
 *win* only when every verdict (one, or both orders) names the pick, a *loss* only when every verdict
@@ -15,7 +15,7 @@ names the baseline, otherwise a *tie* (a C, two orders that disagree, or a verdi
 parsed). Parse failures are therefore ties, never dropped, and counted separately
 (``parse_failures``: questions; ``prompts_with_parse_failure``). A question with no verdict for
 another reason (server down, request budget spent) stops the run with an error, as in
-:mod:`cheems.evaluate.judge`; the verdicts are cached and a rerun asks only the missing ones.
+:mod:`cheems.evaluate.judge_bench`; the verdicts are cached and a rerun asks only the missing ones.
 
 **People** (:func:`annotation_records`, :func:`human_winrate`): the matchups are an annotation
 project's records (two responses: one pairwise task per prompt); the export of that project
@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from cheems.annotate import JudgeSettings, judge_records
 from cheems.data.io import load_rows, read_scores
 from cheems.data.schema import Record, Response
 from cheems.errors import InputError
-from cheems.evaluate.judge import require_complete
+from cheems.evaluate.judge_bench import require_complete
+from cheems.judge import JudgeSettings, judge_records
 
 PICK, BASELINE = "pick", "baseline"
 OUTCOMES = ("win", "loss", "tie")
@@ -272,7 +272,7 @@ def winrate(
     annotation project, given as the file ``cheems annotate export`` wrote (:func:`human_winrate`)."""
     if isinstance(by, JudgeSettings):
         return judge_winrate(matchups, by, progress, resamples, seed)
-    from cheems.data.io import read_records
+    from cheems.data.stream import read_records
 
     return human_winrate(matchups, read_records(by).records, by, resamples, seed)
 

@@ -6,9 +6,9 @@ Importing this package does not import torch; model scorers import it when they 
 
 from cheems.models.backbones import resolve_backbone
 from cheems.models.base import ScoreItem, Scorer
-from cheems.models.cache import ScoreCache, default_cache_path, score_records
 from cheems.models.length import LengthScorer
 from cheems.models.registry import load_scorer
+from cheems.models.score_cache import ScoreCache, default_cache_path, score_records
 
 __all__ = [
     "LengthScorer",

@@ -18,7 +18,7 @@ from cheems.models.length import LengthScorer
 from cheems.registries import Registry
 
 if TYPE_CHECKING:
-    from cheems.annotate.settings import ConnectionSettings
+    from cheems.llm.endpoint import ConnectionSettings
 
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 

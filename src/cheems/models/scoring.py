@@ -1,6 +1,6 @@
 """The settings of every command that scores with a reward model (``score``, ``eval``, ``bon``): one field each,
 whose description is the option's help; an RM server's connection settings are
-:class:`cheems.annotate.settings.ConnectionSettings`, given beside them."""
+:class:`cheems.llm.endpoint.ConnectionSettings`, given beside them."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from cheems.data.settings import Cli, Settings
 from cheems.errors import InputError
 from cheems.models.registry import scorers_help
+from cheems.settings import Cli, Settings
 
 if TYPE_CHECKING:
-    from cheems.annotate.settings import ConnectionSettings
+    from cheems.llm.endpoint import ConnectionSettings
     from cheems.models.base import Scorer
-    from cheems.models.cache import ScoreCache
+    from cheems.models.score_cache import ScoreCache
 
 
 class ScoringSettings(Settings):
@@ -72,7 +72,7 @@ class ScoringSettings(Settings):
     def inputs(self, bench: list[Path], cached: bool = True) -> list[tuple[str, str | Path]]:
         """The files a scoring run reads: the model when it is a local folder or file, the benches, the score cache
         unless ``no_cache`` or not ``cached`` (an output must replace none of them)."""
-        from cheems.models.cache import default_cache_path
+        from cheems.models.score_cache import default_cache_path
 
         model = self.model
         local: list[tuple[str, str | Path]] = [("--model", model)] if model and os.path.exists(model) else []

@@ -1,7 +1,7 @@
 """Reward models behind an HTTP server as scorers: vLLM's Pooling API and OpenRLHF's ``serve_rm``.
 
-Both reuse the one HTTP transport of :class:`cheems.annotate.openai_client.ChatClient`, with the judge's
-connection settings (:class:`cheems.annotate.settings.ConnectionSettings`, the same options and defaults):
+Both reuse the one HTTP transport of :class:`cheems.llm.client.ChatClient`, with the judge's
+connection settings (:class:`cheems.llm.endpoint.ConnectionSettings`, the same options and defaults):
 ``concurrency`` async workers with keep-alive connections, a deadline per request, retries with backoff
 and jitter on 429/5xx/timeouts/resets/unusable replies (honouring ``Retry-After`` up to ``backoff_max``),
 a one-line stop on 401/403/404, on a server that cannot be reached, stops answering or gives no usable
@@ -39,10 +39,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from cheems.annotate.openai_client import ChatClient
-from cheems.annotate.settings import ConnectionSettings, EndpointSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.data.schema import prompt_messages
 from cheems.errors import InputError
+from cheems.llm.client import ChatClient
+from cheems.llm.endpoint import ConnectionSettings, EndpointSettings, Outcome, RequestBudget, normalize_base_url
 from cheems.models.base import SCORING_VERSION, ScoreItem, Scorer, finished, prompt_text
 from cheems.runtime import content_hash
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import networkx as nx
 
+from cheems.data.dataset_stats import Counts, record_counts
 from cheems.data.schema import Comparison, Record
-from cheems.data.stats import Counts, record_counts
 from cheems.data.stream import Records
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from cheems.data.io import write_json
-from cheems.data.outputs import disk_errors
 from cheems.errors import InputError
+from cheems.outputs import disk_errors
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.json"

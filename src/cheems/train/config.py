@@ -19,9 +19,9 @@ import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from cheems.data.io import write_text
-from cheems.data.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
-from cheems.data.yamlfile import located_validation_error, read_yaml_mapping, validate_config
 from cheems.errors import InputError
+from cheems.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, invalid, merged, one_of, rule
+from cheems.yamlfile import located_validation_error, read_yaml_mapping, validate_config
 
 TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
@@ -255,7 +255,7 @@ def check_run(config: TrainConfig, config_path: str | Path | None = None, *, mod
     """What ``cheems train`` checks before any training work: training data is given, the output replaces none
     of the inputs (the config file, a local model, the data, the eval benches), and the model (when
     ``model_given``) is found, as an error of ``--model``."""
-    from cheems.data.outputs import claim_outputs
+    from cheems.outputs import claim_outputs
     from cheems.train.checkpoint import work_folder
 
     if not config.data:

@@ -8,8 +8,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from cheems.data.io import read_records
 from cheems.data.schema import Record
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.models.encoding import Features, RewardEncoder
 from cheems.ranking import MergeStats, merge_same_prompts, training_pairs

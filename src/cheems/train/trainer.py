@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from cheems.data.io import write_json
-from cheems.data.outputs import disk_errors, replace_folder
 from cheems.errors import InputError
 from cheems.models.encoding import RewardEncoder
+from cheems.outputs import disk_errors, replace_folder
 from cheems.runtime import ProgressBar, bf16_wanted, pick_device
 from cheems.train.batching import EpochPlan, plan_epoch
 from cheems.train.checkpoint import (
@@ -121,8 +121,8 @@ def train(config: TrainConfig | str | Path | None = None, /, **settings: Any) ->
     file's, as ``cheems train``'s options are. ``cheems.train(data=["train.jsonl"], output="rm")`` is
     ``cheems train --data train.jsonl --output rm``. A bad setting raises ``InputError``.
     """
-    from cheems.data.yamlfile import validate_config
     from cheems.train.config import load_config
+    from cheems.yamlfile import validate_config
 
     if isinstance(config, TrainConfig):
         config = validate_config({**config.to_dict(), **settings}, TrainConfig)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cheems.annotate.settings import JudgeSettings
 from cheems.curate.recipe import RecipeSummary, load_recipe, run_recipe
 from cheems.data.schema import Record
+from cheems.judge.judge_settings import JudgeSettings
 
 if TYPE_CHECKING:
     from cheems.models.base import Scorer
@@ -29,7 +29,7 @@ def rm_scores(records: list[Record], model: str | Scorer) -> dict:
 
 def llm_judgements(records: list[Record], settings: JudgeSettings, log: Callable[[str], None]) -> list[Record]:
     """The records with the LLM judge's comparisons (what a recipe's ``judge:`` stage needs); logs a summary."""
-    from cheems.annotate import judge_records
+    from cheems.judge import judge_records
 
     result = judge_records(records, settings)
     stats = result.stats

@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cheems.data.io import ScoreKey, read_records, write_json, write_records, write_scores
+from cheems.data.io import ScoreKey, write_json, write_records, write_scores
+from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.evaluate import EvalReport, evaluate, load_bench, score_bench
 from cheems.evaluate.bon import BonResult, best_of_n

@@ -1,0 +1,305 @@
+"""How sure the numbers are: bootstrap intervals of CheemsBench metrics and paired comparisons of two scorers.
+
+- :func:`add_intervals`: percentile bootstrap intervals of each subset's accuracy and exact match
+  and of ``overall`` (prompts resampled with replacement within each subset).
+- :func:`compare_details`: two scorers on the same bench (two details files): the paired bootstrap
+  over prompts (both scorers see the same resampled prompts) of every metric's difference, and
+  McNemar's test on the pooled pairs (:func:`mcnemar`).
+
+A resample recomputes the metrics exactly as :func:`cheems.evaluate.metrics.subset_metrics` does:
+a category's accuracy pooled over its pairs, its exact match over its prompts, a subset's numbers
+the unweighted mean over the categories present in the resample; ``overall`` as
+:func:`cheems.evaluate.metrics.overall`. Only prompts with at least one pair are resampled (the
+others count nowhere), so a subset keeps its size. The draws come from
+``numpy.random.default_rng(seed)``: for each subset in turn one ``rng.integers(0, n, (resamples, n))``
+(``n`` = its prompts with pairs), so a run is reproducible from its seed alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cheems.errors import InputError
+from cheems.evaluate.bench import EvalReport, Interval, Intervals, SubsetIntervals
+from cheems.evaluate.details import Details
+from cheems.evaluate.metrics import overall, subset_metrics
+from cheems.evaluate.outcomes import Outcomes
+
+_DRAWS = 1 << 19
+"""Prompt draws turned into counts at a time (resamples x prompts): about 50 bytes each in flight, so the
+bootstrap's memory stays near 25 MB however many prompts a subset has."""
+
+
+def _prompt_values(runs: list[Outcomes]) -> tuple[np.ndarray, np.ndarray]:
+    """Each prompt's category index and values: prompts (1), pairs, then each run's correct pairs and exactness.
+
+    Prompts without pairs are left out; category indices follow the names' sorted order."""
+    first = runs[0]
+    counts = first.pair_counts()
+    scored = counts > 0
+    codes = first.category[scored]
+    present = np.unique(codes)
+    rank = np.empty(max(len(first.categories), 1), dtype=np.intp)
+    rank[present[np.argsort([first.categories[c] for c in present])]] = np.arange(len(present))
+    values = np.empty((int(scored.sum()), 2 + 2 * len(runs)))
+    values[:, 0] = 1.0
+    values[:, 1] = counts[scored]
+    for j, run in enumerate(runs):
+        right, own = run.right_counts()[scored], run.pair_counts()[scored]
+        values[:, 2 + 2 * j] = right
+        values[:, 3 + 2 * j] = right == own
+    return rank[codes], values
+
+
+def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.ndarray, resamples: int) -> np.ndarray:
+    """Per-category sums of ``values`` in each resample of the prompts: shape ``(resamples, categories, k)``.
+
+    A resample is a count of each prompt (``bincount`` of its draws); with the prompts sorted by
+    category, a category's sums are its slice of the counts times its slice of the values (a matmul
+    per category, so the work does not grow with the number of categories).
+    """
+    n = len(category)
+    order = np.argsort(category, kind="stable")
+    position = np.empty(n, dtype=np.intp)
+    position[order] = np.arange(n)
+    bounds = np.searchsorted(category[order], np.arange(category.max() + 2))
+    ordered = values[order]
+    sums = np.empty((resamples, len(bounds) - 1, values.shape[1]))
+    chunk = max(1, _DRAWS // n)
+    for start in range(0, resamples, chunk):
+        # drawn a chunk of resamples at a time: the same numbers as one (resamples, n) draw, without its memory
+        rows = position[rng.integers(0, n, size=(min(chunk, resamples - start), n))]
+        flat = (rows + n * np.arange(len(rows))[:, None]).ravel()
+        counts = np.bincount(flat, minlength=rows.size).reshape(rows.shape).astype(np.float64)
+        for c, (low, high) in enumerate(zip(bounds[:-1], bounds[1:])):
+            sums[start : start + len(rows), c] = counts[:, low:high] @ ordered[low:high]
+    return sums
+
+
+def _draws(rng: np.random.Generator, runs: list[Outcomes], resamples: int) -> np.ndarray:
+    """Accuracy and exact match of each run in each resample of one subset's prompts that have pairs.
+
+    ``runs`` are one or more scorers' outcomes of the same prompts in the same order (categories and
+    pair counts are read from the first). Returns shape ``(2, len(runs), resamples)``: [accuracy,
+    exact match], each the mean over the categories present in the resample.
+    """
+    sums = _category_sums(rng, *_prompt_values(runs), resamples)
+    prompts, pairs = sums[..., 0], sums[..., 1]
+    present = prompts > 0
+    n_present = present.sum(axis=1)
+    out = np.empty((2, len(runs), resamples))
+    for j in range(len(runs)):
+        for m, denominator in ((0, pairs), (1, prompts)):
+            per_category = np.divide(
+                sums[..., 2 + 2 * j + m], denominator, out=np.zeros_like(denominator), where=present
+            )
+            out[m, j] = per_category.sum(axis=1) / n_present
+    return out
+
+
+def _interval(draws: np.ndarray, level: float) -> Interval:
+    """The percentile interval (numpy's default linear interpolation) at ``level``."""
+    low, high = np.percentile(draws, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)
+
+
+def _check(resamples: int, level: float) -> None:
+    if resamples < 1 or not 0 < level < 1:
+        raise ValueError(f"need resamples >= 1 and 0 < level < 1, got {resamples} and {level}")
+
+
+def add_intervals(report: EvalReport, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> EvalReport:
+    """Fill ``report.intervals`` with percentile bootstrap intervals over prompts; returns the report.
+
+    Each subset of ``report.outcomes`` (in its order) is resampled independently; ``overall``'s
+    interval comes from the same resamples (mean over subsets of (accuracy + exact match) / 2).
+    """
+    _check(resamples, level)
+    rng = np.random.default_rng(seed)
+    subsets, total = {}, np.zeros(resamples)
+    for name in report.subsets:
+        draws = _draws(rng, [report.outcomes[name]], resamples)[:, 0]
+        subsets[name] = SubsetIntervals(_interval(draws[0], level), _interval(draws[1], level))
+        total += draws.mean(axis=0)
+    report.intervals = Intervals(resamples, seed, level, subsets, _interval(total / len(subsets), level))
+    return report
+
+
+# ---------------------------------------------------------------------------- paired comparison
+
+
+@dataclass
+class Difference:
+    """One metric of scorer A and scorer B, A - B with its paired bootstrap interval and p-value."""
+
+    a: float
+    b: float
+    delta: float
+    ci: Interval
+    p_value: float
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "delta": self.delta, "ci": list(self.ci), "p_value": self.p_value}
+
+
+@dataclass
+class McNemar:
+    """McNemar's test on paired pairs: ``b`` = A right and B wrong, ``c`` = B right and A wrong."""
+
+    pairs: int
+    b: int
+    c: int
+    exact_p: float  # two-sided binomial test of b among b + c discordant pairs, p = 1/2
+    chi2: float  # (max(|b - c| - 1, 0))^2 / (b + c): with continuity correction
+    chi2_p: float
+
+    def to_dict(self) -> dict:
+        return {
+            "pairs": self.pairs,
+            "b": self.b,
+            "c": self.c,
+            "exact_p": self.exact_p,
+            "chi2": self.chi2,
+            "chi2_p": self.chi2_p,
+        }
+
+
+def mcnemar(b: int, c: int, pairs: int) -> McNemar:
+    """McNemar's test from the discordant counts; no discordant pair gives p = 1.
+
+    The exact p-value is ``scipy.stats.binomtest(b, b + c, 0.5)`` (two-sided); the chi-square has
+    Edwards' continuity correction, floored at 0 so that b = c gives chi2 = 0 and p = 1.
+    """
+    from scipy.stats import binomtest, chi2
+
+    if b + c == 0:
+        return McNemar(pairs, b, c, 1.0, 0.0, 1.0)
+    statistic = max(abs(b - c) - 1, 0) ** 2 / (b + c)
+    return McNemar(pairs, b, c, float(binomtest(b, b + c, 0.5).pvalue), statistic, float(chi2.sf(statistic, 1)))
+
+
+@dataclass
+class Comparison:
+    """Scorer A (the first details file) against scorer B on one bench."""
+
+    a: Details
+    b: Details
+    resamples: int
+    seed: int
+    level: float
+    overall: Difference
+    subsets: dict[str, dict[str, Difference]]  # subset -> {"accuracy": ..., "exact_match": ...}
+    mcnemar: McNemar
+
+    def to_dict(self) -> dict:
+        """JSON of ``cheems compare --output-json``."""
+        return {
+            "a": {"path": self.a.path, "scorer": self.a.scorer},
+            "b": {"path": self.b.path, "scorer": self.b.scorer},
+            "bench": self.a.bench,
+            "bootstrap": {"resamples": self.resamples, "seed": self.seed, "level": self.level},
+            "overall": self.overall.to_dict(),
+            "subsets": {name: {m: d.to_dict() for m, d in diffs.items()} for name, diffs in self.subsets.items()},
+            "mcnemar": self.mcnemar.to_dict(),
+        }
+
+
+def _pair_keys(d: Details) -> dict[tuple[str, str, str, str, str], bool]:
+    """(subset, prompt, category, chosen, rejected) -> right, for every pair of a details file."""
+    return {
+        (subset, o.prompt_id, o.category, p.chosen, p.rejected): p.correct
+        for subset, prompts in d.outcomes.items()
+        for o in prompts
+        for p in o.pairs
+    }
+
+
+def _same_bench(a: Details, b: Details) -> tuple[dict, dict]:
+    """Both files' pair keys, or a one-line error naming both files when they come from different benches."""
+    where, hint = f"{a.path}, {b.path}", "compare details files that cheems eval --details wrote on the same bench"
+    if a.bench != b.bench:
+        raise InputError(
+            f"the two details files come from different benches (bench {a.bench[:12]}… vs {b.bench[:12]}…)",
+            path=where,
+            hint=hint,
+        )
+    keys_a, keys_b = _pair_keys(a), _pair_keys(b)
+    if keys_a.keys() != keys_b.keys():
+        only = sorted(keys_a.keys() - keys_b.keys()) or sorted(keys_b.keys() - keys_a.keys())
+        subset, prompt, category, chosen, rejected = only[0]
+        owner = a.path if only[0] in keys_a else b.path
+        raise InputError(
+            f"the two details files have the same bench fingerprint but not the same pairs (first: subset "
+            f"'{subset}' prompt '{prompt}' category '{category}' pair {chosen} > {rejected} is only in {owner})",
+            path=where,
+            hint=hint,
+        )
+    if not keys_a:
+        raise InputError("the details files hold no pair to compare", path=where, hint=hint)
+    return keys_a, keys_b
+
+
+def _aligned(d: Details) -> dict[str, Outcomes]:
+    """Each subset's prompts with pairs, sorted by id (so both files, and A/B swapped, resample alike)."""
+    out = {
+        name: sorted((o for o in d.outcomes[name] if o.pairs), key=lambda o: o.prompt_id) for name in sorted(d.outcomes)
+    }
+    return {name: Outcomes.of(prompts) for name, prompts in out.items() if prompts}
+
+
+def _difference(a: float, b: float, draws: np.ndarray, level: float) -> Difference:
+    """A - B from the full data, with the percentile interval and two-sided p-value of the paired draws."""
+    resamples = len(draws)
+    below = (np.count_nonzero(draws <= 0) + 1) / (resamples + 1)
+    above = (np.count_nonzero(draws >= 0) + 1) / (resamples + 1)
+    return Difference(a, b, a - b, _interval(draws, level), min(1.0, 2 * min(below, above)))
+
+
+def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> Comparison:
+    """Scorer A against scorer B on the same bench: paired bootstrap over prompts and McNemar's test.
+
+    The files must come from the same bench (same fingerprint and the same pairs), else an
+    ``InputError`` names both. Subsets are taken in name order, prompts in id order; each resample
+    draws prompts (``rng.integers`` as for :func:`add_intervals`) and both scorers are scored on
+    the same draw, so the differences are paired. Each metric's ``delta`` is A - B on the full data,
+    ``ci`` the percentile interval of the resampled differences at ``level``.
+
+    p-value (two-sided, bootstrap): with ``k_le`` / ``k_ge`` the resamples whose difference is
+    <= 0 / >= 0 (a zero counts on both sides) out of ``R``,
+    ``p = min(1, 2 * min((k_le + 1) / (R + 1), (k_ge + 1) / (R + 1)))``. The +1 keeps the draw
+    itself in the count, so p is never 0 (at least 2 / (R + 1)); 0 outside the interval at level
+    1 - alpha goes with p < alpha except where the interval's interpolation falls right next to 0.
+
+    McNemar pools every pair of the bench (it ignores that pairs of one prompt are related; the
+    bootstrap does not).
+    """
+    _check(resamples, level)
+    keys_a, keys_b = _same_bench(a, b)
+    prompts_a, prompts_b = _aligned(a), _aligned(b)
+    rng = np.random.default_rng(seed)
+    subsets, total = {}, np.zeros((2, resamples))
+    for name, prompts in prompts_a.items():
+        draws = _draws(rng, [prompts, prompts_b[name]], resamples)  # (metric, scorer, resample)
+        metric_a, metric_b = subset_metrics(prompts), subset_metrics(prompts_b[name])
+        subsets[name] = {
+            "accuracy": _difference(metric_a.accuracy, metric_b.accuracy, draws[0, 0] - draws[0, 1], level),
+            "exact_match": _difference(metric_a.exact_match, metric_b.exact_match, draws[1, 0] - draws[1, 1], level),
+        }
+        total += draws.mean(axis=0)
+    overall_a = overall({name: subset_metrics(p) for name, p in prompts_a.items()})
+    overall_b = overall({name: subset_metrics(p) for name, p in prompts_b.items()})
+    total /= len(prompts_a)
+    b_count = sum(right and not keys_b[key] for key, right in keys_a.items())
+    c_count = sum(keys_b[key] and not right for key, right in keys_a.items())
+    return Comparison(
+        a,
+        b,
+        resamples,
+        seed,
+        level,
+        _difference(overall_a, overall_b, total[0] - total[1], level),
+        subsets,
+        mcnemar(b_count, c_count, len(keys_a)),
+    )
