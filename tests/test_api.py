@@ -41,13 +41,16 @@ def test_import_cheems_loads_neither_torch_nor_the_readers():
     assert out.strip() == "[]"
 
 
-def test_evaluate_and_train_are_packages_a_script_calls():
+def test_evaluate_judge_and_train_are_packages_a_script_calls():
     import cheems.evaluate.significance as stats  # a submodule imports as ever
+    import cheems.judge.verdict as verdict
     from cheems.train import config
 
     assert cheems.evaluate.__name__ == "cheems.evaluate" and cheems.train.__name__ == "cheems.train"
     assert stats.__name__ == "cheems.evaluate.significance" and config.TrainConfig is cheems.TrainConfig
-    assert callable(cheems.evaluate) and callable(cheems.train)
+    assert cheems.judge.__name__ == "cheems.judge" and verdict.parse_verdict is cheems.judge.parse_verdict
+    assert callable(cheems.evaluate) and callable(cheems.train) and callable(cheems.judge)
+    assert cheems.judge([], cheems.JudgeSettings("m", base_url="http://127.0.0.1:9/v1")).records == []
     report = cheems.evaluate(cheems.load_bench(BENCH), cheems.load_scorer("length"), resamples=0)
     assert (
         report.overall

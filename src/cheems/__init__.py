@@ -31,7 +31,7 @@ _EXPORTS = {
     "training_pairs": "ranking.pairs",
     # judging and curation
     "JudgeSettings": "judge.judge_settings",
-    "judge": "judge.judging:judge_records",
+    "judge": "judge:",  # the package, callable: cheems.judge(...) is judging.judge_records(...)
     "FilterConfig": "curate.filters",
     "filter_records": "curate.filters",
     "distant_supervision": "curate.distant",

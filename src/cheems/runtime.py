@@ -284,9 +284,9 @@ def lazy_exports(package: str, exports: dict[str, str]) -> Any:
 def callable_package(module: Any, target: str) -> None:
     """Make the package ``module`` callable as ``target`` (``"submodule:function"``, imported on the first call).
 
-    ``cheems.evaluate`` and ``cheems.train`` are both a package and the public function of that name: the
-    package stays the package (``import cheems.evaluate.significance`` and ``from cheems.train import config`` work
-    as ever) and calling it calls the function.
+    ``cheems.evaluate``, ``cheems.judge`` and ``cheems.train`` are each a package and the public function of that
+    name: the package stays the package (``import cheems.evaluate.significance`` and ``from cheems.train import
+    config`` work as ever) and calling it calls the function.
     """
     import importlib
     import types

@@ -12,7 +12,9 @@ Names are imported on first use (:func:`cheems.runtime.lazy_exports`), so readin
 model at CLI start-up does not import every stage.
 """
 
-from cheems.runtime import lazy_exports
+import sys
+
+from cheems.runtime import callable_package, lazy_exports
 
 _EXPORTS = {
     "CRITERIA": "prompt",
@@ -36,3 +38,5 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+# cheems.judge(...) is cheems.judge.judging.judge_records(...): the package and the public function share the name
+callable_package(sys.modules[__name__], "judging:judge_records")
