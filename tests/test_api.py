@@ -41,7 +41,7 @@ def test_import_cheems_loads_neither_torch_nor_the_readers():
     assert out.strip() == "[]"
 
 
-def test_evaluate_judge_and_train_are_packages_a_script_calls():
+def test_evaluate_judge_and_train_are_packages_a_script_calls(tmp_path):
     import cheems.evaluate.significance as stats  # a submodule imports as ever
     import cheems.judge.verdict as verdict
     from cheems.train import config
@@ -50,7 +50,8 @@ def test_evaluate_judge_and_train_are_packages_a_script_calls():
     assert stats.__name__ == "cheems.evaluate.significance" and config.TrainConfig is cheems.TrainConfig
     assert cheems.judge.__name__ == "cheems.judge" and verdict.parse_verdict is cheems.judge.parse_verdict
     assert callable(cheems.evaluate) and callable(cheems.train) and callable(cheems.judge)
-    assert cheems.judge([], cheems.JudgeSettings("m", base_url="http://127.0.0.1:9/v1")).records == []
+    settings = cheems.JudgeSettings("m", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "judge.sqlite")
+    assert cheems.judge([], settings).records == []
     report = cheems.evaluate(cheems.load_bench(BENCH), cheems.load_scorer("length"), resamples=0)
     assert (
         report.overall
