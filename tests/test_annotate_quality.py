@@ -54,7 +54,20 @@ def answer(
     """An answer by response id; ``ranking`` in the grammar's shape over ids ("r1>r2=r3")."""
     levels = [level.split("=") for level in ranking.split(">")]
     scores = scores or {r: 5 - i for i, level in enumerate(levels) for r in level}
-    return AnswerRow(f"{task}/{person}/{kind}", task, person, kind, scores, levels, [], {}, "", at, current)
+    return AnswerRow(
+        scores=scores,
+        levels=levels,
+        spans=[],
+        flags={},
+        note="",
+        override=False,
+        item_id=f"{task}/{person}/{kind}",
+        task_id=task,
+        person=person,
+        kind=kind,
+        submitted_at=at,
+        current=current,
+    )
 
 
 def item(task: str, person: str, state: str, kind: str = "annotate", gold: bool = False) -> ItemRow:

@@ -29,6 +29,8 @@ from pydantic import (
     ValidationError,
 )
 
+from cheems.annotate.snapshot import StoredAnswer
+
 KEYS = "ABCDEFGHIJ"
 SPAN_LABELS = ("factual", "harmful", "garbled", "off_topic", "other")
 FLAGS = ("garbled", "unusable")
@@ -224,17 +226,15 @@ def by_id(answer: Answer, levels: list[list[str]], shown: Sequence[str]) -> dict
     }
 
 
-def by_key(stored: Mapping, shown: Sequence[str]) -> dict:
+def by_key(stored: StoredAnswer, shown: Sequence[str]) -> dict:
     """A stored answer (by response id) in the keys of ``shown`` (the API's shape, ranking as text)."""
     key = {r: KEYS[i] for i, r in enumerate(shown)}
     return {
-        "scores": {key[r]: s for r, s in stored["scores"].items()},
-        "ranking": format_ranking([[key[r] for r in level] for level in stored["levels"]]),
-        "spans": [
-            {**{k: v for k, v in s.items() if k != "response"}, "key": key[s["response"]]} for s in stored["spans"]
-        ],
-        "flags": {key[r]: v for r, v in stored["flags"].items()},
-        "note": stored["note"],
+        "scores": {key[r]: s for r, s in stored.scores.items()},
+        "ranking": format_ranking([[key[r] for r in level] for level in stored.levels]),
+        "spans": [{**{k: v for k, v in s.items() if k != "response"}, "key": key[s["response"]]} for s in stored.spans],
+        "flags": {key[r]: v for r, v in stored.flags.items()},
+        "note": stored.note,
     }
 
 

@@ -41,19 +41,26 @@ class ItemRow:
     """For a review item: the annotate item it reviews (None for a planted gold review)."""
 
 
-@dataclass(frozen=True)
-class AnswerRow:
-    """One submitted answer, by response id (:func:`cheems.annotate.answer.by_id`)."""
+@dataclass(frozen=True, kw_only=True)
+class StoredAnswer:
+    """An answer as the project stores it, by response id (:func:`cheems.annotate.answer.by_id` writes it)."""
 
-    item_id: str
-    task_id: str
-    person: str
-    kind: str
     scores: dict[str, int]
     levels: list[list[str]]
     spans: list[dict]
     flags: dict[str, list[str]]
     note: str
+    override: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerRow(StoredAnswer):
+    """One submitted answer, with its item, task, person and time."""
+
+    item_id: str
+    task_id: str
+    person: str
+    kind: str
     submitted_at: datetime
     current: bool
     """The latest answer of an item that stands (submitted, approved, or a finished adjudication)."""

@@ -46,7 +46,7 @@ from cheems.annotate.answer import (
 )
 from cheems.annotate.people import People, Person, ProjectSettings, Role
 from cheems.annotate.plan import PlannedTask, plan_tasks, prompt_tasks, seeded, shown_order
-from cheems.annotate.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
+from cheems.annotate.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, StoredAnswer, TaskRow
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.runtime import content_hash
@@ -174,17 +174,6 @@ class Discussion:
 
     item: Item
     consensus: dict | None
-
-
-class StoredAnswer(TypedDict):
-    """An answer as the ``answers`` table holds it (:func:`cheems.annotate.answer.by_id`)."""
-
-    scores: dict[str, int]
-    levels: list[list[str]]
-    spans: list[dict]
-    flags: dict[str, list[str]]
-    note: str
-    override: bool
 
 
 class Planted(TypedDict):
@@ -593,7 +582,7 @@ class Project:
             for row in rows:
                 consensus = self._latest_answer(db, row["id"]) if row["state"] == "done" else None
                 shown = _shown(row)
-                out.append(Discussion(self._item(db, row), by_key(consensus, shown) if consensus else None))
+                out.append(Discussion(self._item(db, row), by_key(consensus, shown) if consensus is not None else None))
             return out
 
     # -- actions --------------------------------------------------------------------------------
@@ -675,7 +664,7 @@ class Project:
         if db.execute("SELECT 1 FROM items WHERE task_id = ? AND kind = 'adjudicate'", (task_id,)).fetchone():
             return
         task = self._task(db, task_id)
-        levels = [self._latest_answer(db, c["id"])["levels"] for c in copies]
+        levels = [self._latest_answer(db, c["id"]).levels for c in copies]
         least = min(agreement(x, y, task.responses) for i, x in enumerate(levels) for y in levels[i + 1 :])
         if least < self.settings.agreement_target:
             who = self._least_loaded(db, ("reviewer", "admin"))
@@ -724,14 +713,13 @@ class Project:
         content = {r.id: r.content for r in record.responses}
         return {KEYS[i]: content[rid] for i, rid in enumerate(shown)}
 
-    def _latest_answer(self, db: sqlite3.Connection, item_id: str) -> dict:
+    def _latest_answer(self, db: sqlite3.Connection, item_id: str) -> StoredAnswer:
         row = db.execute(
             "SELECT id, body FROM answers WHERE item_id = ? ORDER BY id DESC LIMIT 1", (item_id,)
         ).fetchone()
         if row is None:
             raise _Damaged(f"item '{item_id}' is answered, but its answer is missing")
-        answer: StoredAnswer = _stored(f"answer {row['id']}", _ANSWER, row["body"])
-        return dict(answer)
+        return _stored(f"answer {row['id']}", _ANSWER, row["body"])
 
     def _item(self, db: sqlite3.Connection, row: sqlite3.Row) -> Item:
         task = self._task(db, row["task_id"])
@@ -806,17 +794,13 @@ def _answer_rows(db: sqlite3.Connection) -> list[AnswerRow]:
         stands = r["state"] in ("submitted", "approved", "done")
         out.append(
             AnswerRow(
-                r["item_id"],
-                r["task_id"],
-                r["person"],
-                r["kind"],
-                body["scores"],
-                body["levels"],
-                body["spans"],
-                body["flags"],
-                body["note"],
-                _time(r["submitted_at"], f"the time of answer {r['id']}"),
-                stands and latest[r["item_id"]] == r["id"],
+                **vars(body),
+                item_id=r["item_id"],
+                task_id=r["task_id"],
+                person=r["person"],
+                kind=r["kind"],
+                submitted_at=_time(r["submitted_at"], f"the time of answer {r['id']}"),
+                current=stands and latest[r["item_id"]] == r["id"],
             )
         )
     return out

@@ -20,7 +20,7 @@ Each stage streams the file the stage before wrote through the step the single c
 :class:`~cheems.data.stream.Records`), so a run holds a few chunks of the pool, not the pool; only the
 LLM judge, an RM scorer and the human subset get their records as a list.
 
-The ``judge:`` section is a :class:`~cheems.llm.endpoint.JudgeSettings`, checked (file, line
+The ``judge:`` section is a :class:`~cheems.judge.judge_settings.JudgeSettings`, checked (file, line
 and key) with the rest of the recipe. The judge and the RM scorer themselves are injected
 (``run_recipe(..., judge=, score=)``), so this package does not import the judge's backends or the
 model or training packages.

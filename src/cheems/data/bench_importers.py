@@ -4,28 +4,10 @@ One convention for all four: the better response(s) get rank 1, the worse ones r
 ``Record.ranked_pairs`` yields exactly the comparisons the benchmark makes; what a benchmark adds
 is kept in extra keys. ``cheems eval --metric`` (``cheems.evaluate.benchmarks``) scores them.
 
-- ``rmbench`` (THU-KEG/RM-Bench, ``data/*_filtered.json`` or ``data/total_dataset.json``; JSON arrays
-  of ``{id, prompt, chosen: [3], rejected: [3], domain?}``): responses ``chosen-STYLE`` /
-  ``rejected-STYLE`` with a ``style`` key (concise, detailed_plain, detailed_markdown, the order of
-  the upstream lists); category ``[chat|math|code|safety]``, plus the domain when it differs
-  (``["safety", "safety-refuse"]``); the domain is ``domain``, or else the file's name
-  (``safety-refuse_filtered.json`` -> ``safety-refuse``), and must be one of those four (or one with a
-  suffix): any other file name is refused, not made a domain.
-- ``rmb`` (Zhou-Zoey/RMB-Reward-Model-Benchmark, ``RMB_dataset/Pairwise_set/**.json`` rows
-  ``{pair_uid, conversation_input, chosen, reject, category_path}`` and ``RMB_dataset/BoN_set/**.json``
-  rows ``{bon_uid, conversation_input, bon_best, loser_list, category_path}``; answers are
-  ``{llm_name, answer}``): responses ``chosen``/``rejected`` or ``best``/``loser-1``… with ``model``;
-  category = ``category_path`` without the set folder (``["Helpfulness", "Chat", "Discussion"]``).
-- ``rewardbench2`` (allenai/reward-bench-2 exported to JSON Lines, rows ``{id, prompt, chosen: [..],
-  rejected: [..], subset, models?}``): ``chosen-1``… rank 1, ``rejected-1``… rank 2; category ``[subset]``.
-- ``judgebench`` (ScalerLab/JudgeBench ``data/dataset=judgebench,response_model=*.jsonl``, rows
-  ``{pair_id, question, response_model, response_A, response_B, label: "A>B"|"B>A", source}``):
-  responses ``A`` and ``B``; category ``[mmlu-pro|livebench-reasoning|livebench-math|livecodebench]``, plus
-  the source when it differs (``["mmlu-pro", "mmlu-pro-law"]``).
-
+A layout is one row function (its docstring: the upstream rows, the response ids and the category) and
+one :func:`register_benchmark` line; the upstream files, with an example of each, are in docs/formats.md.
 ``rmbench`` and ``rmb`` also read a folder (every ``*.json`` below it, in path order), as the
-benchmarks ship one file per domain or scenario. A new layout is one row function and one
-:func:`register_benchmark` line.
+benchmarks ship one file per domain or scenario.
 """
 
 from __future__ import annotations
@@ -110,8 +92,12 @@ def register_benchmark(name: str, *, help: str, folder: bool = False) -> Callabl
 
 @register_benchmark("rmbench", help="RM-Bench's data files, a file or a folder", folder=True)
 def rmbench_row(row: dict[str, Any], where: _Where) -> Record:
-    """One RM-Bench prompt: 3 chosen and 3 rejected style variants; the domain is the row's ``domain``, else
-    the file's name."""
+    """One RM-Bench prompt (``data/*_filtered.json`` or ``data/total_dataset.json`` rows ``{id, prompt,
+    chosen: [3], rejected: [3], domain?}``): responses ``chosen-STYLE`` / ``rejected-STYLE`` with a ``style``
+    key (:data:`RMBENCH_STYLES`); record id ``DOMAIN-ID``; category ``[chat|math|code|safety]``, plus the
+    domain when it differs (``["safety", "safety-refuse"]``). The domain is the row's ``domain``, else the
+    file's name (``safety-refuse_filtered.json`` -> ``safety-refuse``), and must be one of those four (or one
+    with a suffix): any other file name is refused, not made a domain."""
     prompt = _text(row, "prompt", where)
     given = row.get("domain")
     domain = _rmbench_domain(Path(where.path)) if given is None else _string(given, "domain", where)
@@ -140,7 +126,10 @@ def _rmb_answer(value: Any, field: str, where: _Where) -> tuple[str, str | None]
 
 @register_benchmark("rmb", help="RMB's Pairwise_set or BoN_set, a file or a folder", folder=True)
 def rmb_row(row: dict[str, Any], where: _Where) -> Record:
-    """One RMB row: a pairwise row (``chosen`` / ``reject``) or a best-of-N row (``bon_best`` / ``loser_list``)."""
+    """One RMB row: a pairwise row ``{pair_uid, conversation_input, chosen, reject, category_path}`` or a
+    best-of-N row ``{bon_uid, conversation_input, bon_best, loser_list, category_path}``, answers being
+    ``{llm_name, answer}``: responses ``chosen``/``rejected`` or ``best``/``loser-1``… with ``model``; category
+    = ``category_path`` without the set folder (``["Helpfulness", "Chat", "Discussion"]``)."""
     prompt = _as_input(_messages(row.get("conversation_input"), "conversation_input", where))
     if not prompt or (isinstance(prompt, str) and not prompt.strip()):
         raise where.error("is empty", "conversation_input", "give the conversation up to the answers")
@@ -166,7 +155,9 @@ def rmb_row(row: dict[str, Any], where: _Where) -> Record:
 
 @register_benchmark("rewardbench2", help="RewardBench 2 as JSON Lines")
 def rewardbench2_row(row: dict[str, Any], where: _Where) -> Record:
-    """One RewardBench 2 prompt: the correct completion(s), then the incorrect ones (``models`` in that order)."""
+    """One RewardBench 2 prompt (JSON Lines rows ``{id, prompt, chosen: [..], rejected: [..], subset, models?}``):
+    the correct completion(s) ``chosen-1``… rank 1, then the incorrect ones ``rejected-1``… rank 2 (``models``
+    in that order); category ``[subset]``."""
     chosen, rejected = _text_list(row, "chosen", where), _text_list(row, "rejected", where)
     texts = [(f"chosen-{i}", t, True) for i, t in enumerate(chosen, 1)]
     texts += [(f"rejected-{i}", t, False) for i, t in enumerate(rejected, 1)]
@@ -181,7 +172,9 @@ def rewardbench2_row(row: dict[str, Any], where: _Where) -> Record:
 
 @register_benchmark("judgebench", help="JudgeBench's JSON Lines")
 def judgebench_row(row: dict[str, Any], where: _Where) -> Record:
-    """One JudgeBench pair: ``label`` ``A>B`` or ``B>A`` names the correct response."""
+    """One JudgeBench pair (``{pair_id, question, response_model, response_A, response_B, label, source}``):
+    responses ``A`` and ``B``, ``label`` ``A>B`` or ``B>A`` names the correct one; category the source group
+    (:data:`JUDGEBENCH_GROUPS`), plus the source when it differs (``["mmlu-pro", "mmlu-pro-law"]``)."""
     label = row.get("label")
     if label not in ("A>B", "B>A"):
         raise where.error(f"must be 'A>B' or 'B>A', got {label!r}", "label")

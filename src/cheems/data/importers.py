@@ -1,17 +1,10 @@
 """Importers: the preference formats people actually have -> canonical ``Record``s.
 
-Four preference formats, and four benchmark layouts: :data:`FORMATS`, a registry (a new format is one
-function of an :class:`ImportJob` and one ``@register_format`` line; ``cheems import`` lists it):
-
-- ``pairwise``: one chosen/rejected pair per row (TRL, LLaMA-Factory alpaca/ShareGPT, DPO, JADE CSV);
-  rows with the same prompt are grouped into one record with one comparison per row.
-- ``ranked``: a best-first list of responses per row (LLaMA-Factory ``output`` lists, ``responses``);
-  an inner list is a tie group sharing one rank.
-- ``ratings``: responses with numeric scores -> dense ranks (ties kept).
-- ``official``: CheemsBench / CheemsPreference release files and canonical records
-  (``cheems.data.io.read_records``).
-- ``rmbench``, ``rmb``, ``rewardbench2``, ``judgebench``: those benchmarks' public files
-  (``cheems.data.bench_importers``; never guessed, always named).
+The four preference formats (``pairwise``, ``ranked``, ``ratings``, ``official``) are registered in
+:data:`~cheems.data.formats.FORMATS` (a new format is one function of an :class:`ImportJob` and one
+``@register_format`` line; ``cheems import`` lists it) beside the benchmarks' layouts
+(``cheems.data.bench_importers``; never guessed, always named). The keys each format reads, with an
+example file of each: docs/formats.md.
 
 Every problem is an ``InputError`` naming file, line and field; with ``skip_invalid`` the bad
 row goes to ``ReadResult.skipped`` and the import goes on.

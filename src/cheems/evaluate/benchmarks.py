@@ -2,38 +2,11 @@
 
 A metric is one function of a subset's judged pairs registered with :func:`register_metric`
 (``cheems eval --metric`` lists and dispatches :data:`METRICS`); ``cheems`` is CheemsBench's own
-(:class:`cheems.evaluate.bench.EvalReport`: intervals, the HTML report).
-
-They read the same judged pairs as CheemsBench's metric (``EvalReport.outcomes``: every ranked pair
-of every prompt, from a scorer's scores or a judge's verdicts); records come from
-``cheems.data.bench_importers`` (better responses rank 1, worse rank 2).
-
-A pair is right for a scorer iff score(better) > score(worse) (a tie is wrong, as in every
-upstream code here). For a judge it is right iff more of its verdicts name the better response
-than the worse one: JudgeBench's rule (ScalerLab/JudgeBench ``utils/metrics.py``, ``counter > 0``),
-so with both orders an inconsistent pair (one right, one wrong) is wrong, and one right verdict
-with a tie or an unparsed reply is right; with one order, right iff that verdict names it.
-
-- ``pairwise`` (RMB pairwise set, JudgeBench): a category's accuracy is the share of its pairs that
-  are right; a subset's ``accuracy`` the unweighted mean over its main categories, ``pooled_accuracy``
-  the share over all its pairs (JudgeBench's "Overall", ``run_judge.py``).
-- ``bon`` (RMB best-of-N set, RewardBench 2): a prompt is right iff every better response beats every
-  worse one, i.e. the best outscores every loser (RMB, arXiv 2410.09893 §3), the one correct answer
-  scores strictly highest (RewardBench 2; upstream ``reroll_and_score_dataset`` instead gives
-  1/k credit for a k-way tie at the top, so with tied scores cheems is lower), and for RewardBench 2's
-  Ties rows RewardBench 2's per-prompt ``accurate`` (its weighted Ties score is not computed).
-  Category accuracy = share of its prompts right; subset = unweighted mean over main categories
-  (RewardBench 2 averages its subsets), ``pooled_accuracy`` the share over all prompts.
-- ``rmbench`` (THU-KEG/RM-Bench ``scripts/utils.py`` ``compute_accuracy``): per domain (main
-  category) the 3×3 matrix M[i][j] = share of prompts whose chosen response in style i beats the
-  rejected one in style j (styles concise, detailed plain, detailed markdown); ``hard`` = mean of the
-  upper-right triangle (chosen less styled than rejected), ``normal`` = mean of the diagonal,
-  ``easy`` = mean of the lower-left triangle; a subset's numbers (and matrix) are the means over its
-  domains, and its ``accuracy`` = (hard + normal + easy) / 3, upstream's ``total_avg_acc``.
-
-``overall`` = the mean of the subsets' ``accuracy``. Every subset also has ``exact_match`` (the share of
-prompts with every pair right, mean over main categories: ``bon``'s accuracy) and ``n_pairs``, the keys
-``cheems leaderboard`` and ``cheems correlate`` read from an eval JSON, so these JSONs go there as they are.
+(:class:`cheems.evaluate.bench.EvalReport`: intervals, the HTML report). They read the same judged pairs
+as CheemsBench's metric (``EvalReport.outcomes``: every ranked pair of every prompt, from a scorer's
+scores or a judge's verdicts) of records from ``cheems.data.bench_importers`` (better responses rank 1,
+worse rank 2). Each metric's function names the upstream code it follows; what the numbers mean for a
+user is in the README ("Other reward-model benchmarks"), the JSON they make in docs/formats.md.
 """
 
 from __future__ import annotations
@@ -86,7 +59,11 @@ def register_metric(name: str, *, title: str, help: str) -> Callable[[SubsetMetr
 
 
 def pair_right(pair: PairOutcome) -> bool:
-    """A scorer's pair as scored; a judge's pair by JudgeBench's vote (more verdicts for the better one)."""
+    """Whether a pair is right. A scorer's iff score(better) > score(worse) (a tie is wrong, as in every
+    upstream code here). A judge's iff more of its verdicts name the better response than the worse one:
+    JudgeBench's rule (ScalerLab/JudgeBench ``utils/metrics.py``, ``counter > 0``), so with both orders an
+    inconsistent pair (one right, one wrong) is wrong, and one right verdict with a tie or an unparsed reply
+    is right; with one order, right iff that verdict names it."""
     if pair.verdicts is None:
         return pair.correct
     picks = [pair.picked(v) for v in pair.verdicts]
@@ -105,6 +82,7 @@ class BenchmarkReport:
 
     @property
     def overall(self) -> float:
+        """The mean of the subsets' ``accuracy``."""
         return sum(s["accuracy"] for s in self.subsets.values()) / len(self.subsets)
 
     def to_dict(self) -> dict:
@@ -151,7 +129,9 @@ def _hits_subset(outcomes: Sequence[PromptOutcome], hits: Callable[[PromptOutcom
 
 
 def _triangles(matrix: np.ndarray) -> dict:
-    """hard / normal / easy of an RM-Bench matrix, as upstream computes them."""
+    """hard / normal / easy of an RM-Bench matrix, as upstream computes them: the means of the upper-right
+    triangle (chosen less styled than rejected), of the diagonal and of the lower-left triangle; ``accuracy``
+    is their mean, upstream's ``total_avg_acc``."""
     import numpy as np
 
     n = len(matrix)
@@ -186,7 +166,10 @@ def _style_matrix(outcome: PromptOutcome, styles: Mapping[str, str | None], subs
 
 @register_metric("rmbench", title="RM-Bench", help="RM-Bench hard/normal/easy")
 def rmbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
-    """The ``rmbench`` metric of one subset: per domain the style matrix and hard / normal / easy, then their means."""
+    """The ``rmbench`` metric of one subset (THU-KEG/RM-Bench ``scripts/utils.py`` ``compute_accuracy``): per
+    domain (main category) the 3×3 matrix M[i][j] = share of prompts whose chosen response in style i beats
+    the rejected one in style j (:data:`~cheems.data.bench_importers.RMBENCH_STYLES`) and its hard / normal /
+    easy (:func:`_triangles`); the subset's numbers and matrix are the means over its domains."""
     import numpy as np
 
     styles = {r.id: {x.id: getattr(x, "style", None) for x in r.responses} for r in records}
@@ -201,18 +184,28 @@ def rmbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], nam
 
 @register_metric("bon", title="best-of-N", help="a prompt is right iff its best response beats every other")
 def bon_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
-    """The ``bon`` metric of one subset: a prompt is right iff all its pairs are."""
+    """The ``bon`` metric of one subset (RMB's best-of-N set, RewardBench 2): a prompt is right iff all its
+    pairs are, i.e. the best outscores every loser (RMB, arXiv 2410.09893 §3) or the one correct answer scores
+    strictly highest (RewardBench 2; upstream ``reroll_and_score_dataset`` instead gives 1/k credit for a k-way
+    tie at the top, so with tied scores cheems is lower); RewardBench 2's Ties rows get its per-prompt
+    ``accurate`` (its weighted Ties score is not computed). A category's accuracy is the share of its prompts
+    right; ``accuracy`` the unweighted mean over main categories (RewardBench 2 averages its subsets),
+    ``pooled_accuracy`` the share over all prompts."""
     return _hits_subset(outcomes, lambda o: [all(pair_right(p) for p in o.pairs)])
 
 
 @register_metric("pairwise", title="pairwise", help="share of pairs right")
 def pairwise_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
-    """The ``pairwise`` metric of one subset: every pair counts once."""
+    """The ``pairwise`` metric of one subset (RMB's pairwise set, JudgeBench): a category's accuracy is the share
+    of its pairs right, ``accuracy`` the unweighted mean over main categories, ``pooled_accuracy`` the share
+    over all pairs (JudgeBench's "Overall", ``run_judge.py``)."""
     return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
 
 
 def benchmark_report(metric: str, bench: dict[str, list[Record]], report: EvalReport) -> BenchmarkReport:
-    """``metric`` (a registered one, not ``cheems``) of every subset of an evaluation's judged pairs."""
+    """``metric`` (a registered one, not ``cheems``) of every subset of an evaluation's judged pairs. Every subset
+    also gets ``exact_match`` (the share of prompts with every pair right, mean over main categories: ``bon``'s
+    accuracy) and ``n_pairs``."""
     subset = METRICS.get(metric).subset
     if subset is None:
         raise InputError(

@@ -11,7 +11,7 @@ each group of comparisons (an input file, a comparison ``source`` or an ``annota
   (quantile) bins with an interval per bin, and P(the longer response wins) among decisive
   comparisons of responses of different length.
 
-Where comparisons come from: records (:func:`cheems.data.io.read_records`), whose comparison extra
+Where comparisons come from: records (:func:`cheems.data.stream.read_records`), whose comparison extra
 ``shown`` (``"ab"``: ``a`` was shown first, as ``cheems judge`` and ``cheems annotate export`` write
 it) gives the order; a record with a ``rank`` and no comparisons gives every pair its rank orders or
 ties (:func:`cheems.ranking.rank_comparisons`), with no order. Details files of a judge evaluation

@@ -2,32 +2,18 @@
 
 The downstream use of a reward model (the Cheems paper, section 6.2): sample N responses per prompt,
 keep the one the RM scores highest. :func:`best_of_n` does the picking from any scores; when the
-pool carries gold quality it draws the curve over n = 1, 2, 4, … N.
+pool carries gold quality it draws the curve over n = 1, 2, 4, … N. The definitions (candidates, pick,
+gold, quality, top tier, oracle, random) are in the README ("Best-of-N"), each one function here:
+:func:`candidate_order`, :meth:`PromptCandidates.pick`, :func:`response_gold`, :func:`quality`,
+:func:`curve_point`. Decisions a reader of the code needs:
 
-Definitions (also in the README):
-
-- **Candidates** of a prompt: its scored responses, in pool order (``sample="first"``: the first N),
-  or a seeded random N of them in draw order (``sample="random"``: ``random.Random(f"{seed}:{prompt_id}")``,
-  so a prompt's draw depends only on the seed and its id). Best-of-n looks at the first n candidates,
-  so the n-sets are nested; a prompt with fewer than n candidates uses all it has. Responses without
-  a score are not candidates, and an N above the most scored responses any prompt has is that number
-  (the curve stops where the most candidates of its prompts do: a larger n would repeat its last row).
-  Scores of no response of the pool are counted (``unmatched_scores``), not used.
-- **Pick**: the highest score among the candidates looked at; a tie goes to the candidate looked at
-  first (with ``sample="first"`` the earlier in the pool, with ``"random"`` the earlier drawn, so a pool
-  sorted best-first, as ranked imports are, gives ties no edge).
-- **Gold** (higher = better): ``-rank`` when the record's ``rank`` covers every candidate, else each
-  response's ``score`` field when every candidate has a number there; otherwise the prompt has no gold
-  and is left out of the curve (counted). Prompts with a single candidate are left out too (counted):
-  there is nothing to choose.
-- **Quality** of a response: the share of the prompt's other candidates (all N) it beats by gold, a tie
-  counting half: 1 = better than every other candidate, 0 = worse than all. It is comparable across
-  prompts with different numbers of responses. **Top tier**: its gold equals the best gold of all N
-  candidates (several tied responses can all be top tier).
-- For each n, over the curve's prompts: the mean quality and top-tier share of the **pick**, of the
-  **oracle** (the best of the n candidates by gold) and of a **random** pick among the n (its exact
-  expected value, which is the mean over the n candidates). With gold from ``score`` fields only,
-  ``gold_score`` gives the same three for the raw gold scores.
+- best-of-n looks at the first n candidates, so the n-sets are nested; a random draw is seeded by
+  ``f"{seed}:{prompt_id}"``, so a prompt's draw depends only on the seed and its id;
+- a tie in score goes to the candidate looked at first: with ``sample="random"`` the earlier drawn, so a
+  pool sorted best-first, as ranked imports are, gives ties no edge;
+- quality is a share of the prompt's other candidates (all N) beaten by gold, a tie counting half, so it is
+  comparable across prompts with different numbers of responses; random is its exact expected value (the
+  mean over the n candidates), not a draw.
 """
 
 from __future__ import annotations
@@ -202,8 +188,8 @@ def best_of_n(
     """Pick the best-scored of each prompt's N candidates; with gold, draw the curve over n = 1, 2, 4, … N.
 
     ``n`` = None, or more than any prompt has: every scored response is a candidate (N = the largest number
-    a prompt has). See the module docstring for the definitions. Raises ``InputError`` for a bad ``n`` or
-    ``sample``.
+    a prompt has). The definitions: the module docstring and the README ("Best-of-N"). Raises ``InputError``
+    for a bad ``n`` or ``sample``.
     """
     if n is not None and n < 1:
         raise InputError(f"must be at least 1, got {n}", path="-n", hint="e.g. -n 4")

@@ -1,33 +1,20 @@
 """Win rate of best-of-N picks against a baseline response, judged by an LLM judge or by people.
 
-Each prompt of a picks file (scores-file rows ``{prompt_id, response_id, score}``, one per prompt)
-becomes a *matchup*: a two-response record whose responses are ``pick`` (the picked response of the
-pool, its ``model`` kept, its pool id under ``pool_id``) and ``baseline`` (the text of the record
-field ``F``: ``reference`` or any extra key; ``model`` ``baseline:F``). When the baseline is the
-``reference``, the record carries no reference: the judge would otherwise be told that the
-baseline is the correct answer.
+Each pick (a scores-file row ``{prompt_id, response_id, score}``, one per prompt) becomes a :class:`Matchup`,
+a two-response record ``pick`` vs ``baseline`` (:func:`matchup_record`). :func:`judge_winrate` asks an LLM
+judge through :func:`cheems.judge.judge_records` (the client, cache and verdict parser of ``cheems judge``;
+the annotation prompt, which allows C = no clear difference); :func:`annotation_records` and
+:func:`human_winrate` make the matchups an annotation project and read its export back. How wins, losses,
+ties and the win rate are counted, for a user: the README ("Win rate of best-of-N picks against a baseline").
 
-**LLM judge** (:func:`judge_winrate`): the matchups go through :func:`cheems.judge.judging_records`
-(same client, cache and verdict parser as ``cheems judge``; the annotation prompt, which allows C =
-no clear difference), shown in the seeded order, or with ``both_orders`` in both. A prompt is a
-*win* only when every verdict (one, or both orders) names the pick, a *loss* only when every verdict
-names the baseline, otherwise a *tie* (a C, two orders that disagree, or a verdict that could not be
-parsed). Parse failures are therefore ties, never dropped, and counted separately
-(``parse_failures``: questions; ``prompts_with_parse_failure``). A question with no verdict for
-another reason (server down, request budget spent) stops the run with an error, as in
-:mod:`cheems.evaluate.judge_bench`; the verdicts are cached and a rerun asks only the missing ones.
+Decisions a reader of the code needs:
 
-**People** (:func:`annotation_records`, :func:`human_winrate`): the matchups are an annotation
-project's records (two responses: one pairwise task per prompt); the export of that project
-(``cheems annotate export``) is read back. Each standing answer is a vote (pick, baseline or tie;
-an adjudicated task counts its consensus only): more votes for the pick is a win, more for the
-baseline a loss, equal a tie. A prompt with no answer yet stops the run (finish or export again).
-
-**Numbers**: win rate = (wins + ties / 2) / n over the n prompts. Its 95% interval is the
-percentile bootstrap over prompts. A prompt's value is 1, 1/2 or 0, so a resample is fixed by how
-many wins, ties and losses it draws: ``numpy.random.default_rng(seed).multinomial(n, [w, t, l] / n,
-resamples)`` draws them exactly as resampling the prompts with replacement would, in O(resamples)
-memory. (Wilson's interval needs a yes/no outcome; a tie is neither.)
+- a baseline taken from ``reference`` leaves the record without a reference: the judge would otherwise be
+  told that the baseline is the correct answer;
+- a verdict that could not be parsed is a tie, never dropped, and counted; a question with no verdict for
+  another reason (server down, request budget spent) stops the run with an error, as in
+  :mod:`cheems.evaluate.judge_bench`: the verdicts are cached and a rerun asks only the missing ones;
+- the interval is drawn from the outcome counts alone (:func:`bootstrap_interval`).
 """
 
 from __future__ import annotations
@@ -190,7 +177,9 @@ def build_matchups(
 
 
 def matchup_record(record: Record, response_id: str, field_name: str) -> Record:
-    """The two-response record ``pick`` vs ``baseline`` of one prompt (no comparisons, no rank)."""
+    """The two-response record ``pick`` vs ``baseline`` of one prompt (no comparisons, no rank): ``pick`` is the
+    picked response (its ``model`` kept, its pool id under ``pool_id``), ``baseline`` the text of the record's
+    field ``field_name`` (``reference`` or any extra key; ``model`` ``baseline:FIELD``)."""
     picked = record.response(response_id)
     baseline = baseline_text(record, field_name)
     assert baseline is not None  # build_matchups makes a matchup only of a record with a baseline
@@ -219,8 +208,13 @@ def _vote(a: str, b: str, label: str) -> str:
 def bootstrap_interval(
     counts: Counter[str], resamples: int, seed: int, level: float = 0.95
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the win rate over prompts (see the module docstring); None when
-    there are no prompts or no resamples."""
+    """Percentile bootstrap interval of the win rate over prompts; None when there are no prompts or no resamples.
+
+    A prompt's value is 1, 1/2 or 0, so a resample is fixed by how many wins, ties and losses it draws:
+    ``numpy.random.default_rng(seed).multinomial(n, [w, t, l] / n, resamples)`` draws them exactly as
+    resampling the prompts with replacement would, in O(resamples) memory. (Wilson's interval needs a yes/no
+    outcome; a tie is neither.)
+    """
     n = sum(counts[o] for o in OUTCOMES)
     if not n or not resamples:
         return None
@@ -239,7 +233,9 @@ def _result(prompts: list[PromptResult], resamples: int, seed: int, judged_by: d
 def judge_winrate(
     matchups: Sequence[Matchup], settings: JudgeSettings, progress: bool = True, resamples: int = 1000, seed: int = 0
 ) -> WinRate:
-    """Ask the judge about every matchup (once in the seeded order, or in both orders) and count the outcomes."""
+    """Ask the judge about every matchup (once in the seeded order, or in both orders) and count the outcomes:
+    a *win* only when every verdict names the pick, a *loss* only when every verdict names the baseline,
+    otherwise a *tie* (a C, two orders that disagree, or a verdict that could not be parsed)."""
     result = judge_records([m.record for m in matchups], settings, progress)
     require_complete(result, settings)
     votes: dict[str, list[str | None]] = {m.record.id: [] for m in matchups}
@@ -289,7 +285,10 @@ def human_winrate(
     resamples: int = 1000,
     seed: int = 0,
 ) -> WinRate:
-    """Count the people's answers of an exported project (``cheems annotate export``) per prompt, by majority."""
+    """Count the people's answers of an exported project (``cheems annotate export``) per prompt, by majority:
+    each standing answer is a vote (an adjudicated task counts its consensus only, as the export writes it);
+    more votes for the pick is a win, more for the baseline a loss, equal a tie. A prompt with no answer yet
+    stops the run."""
     by_id = {r.id: r for r in exported}
     wanted = [m.record.id for m in matchups]
     extra = sorted(set(by_id) - set(wanted))

@@ -1,12 +1,9 @@
 """Reward models behind an HTTP server as scorers: vLLM's Pooling API and OpenRLHF's ``serve_rm``.
 
-Both reuse the one HTTP transport of :class:`cheems.llm.client.ChatClient`, with the judge's
-connection settings (:class:`cheems.llm.endpoint.ConnectionSettings`, the same options and defaults):
-``concurrency`` async workers with keep-alive connections, a deadline per request, retries with backoff
-and jitter on 429/5xx/timeouts/resets/unusable replies (honouring ``Retry-After`` up to ``backoff_max``),
-a one-line stop on 401/403/404, on a server that cannot be reached, stops answering or gives no usable
-reply for ``give_up_after`` seconds, and the API key (``$CHEEMS_RM_API_KEY``, sent as a Bearer token
-when set) kept out of every message. Each reply's scores are handed on as it comes
+Both reuse the one HTTP transport of :class:`cheems.llm.client.ChatClient` (its workers, retries and
+one-line stops) with the judge's connection settings (:class:`cheems.llm.endpoint.ConnectionSettings`,
+the same options and defaults); the API key (``$CHEEMS_RM_API_KEY``, sent as a Bearer token when set) is
+kept out of every message. Each reply's scores are handed on as it comes
 (:func:`cheems.models.base.finished`): ``score_records`` caches them, so a run stopped half-way loses
 nothing a rerun would have to ask again.
 
