@@ -49,7 +49,16 @@ def bon(
     by = scoring.scored_by(settings, scores, ok=output is not None, needs=NEEDS, hint=HINT)
     assert output is not None  # refused above without -o
     drawn = settings_of(BonSettings, settings)
-    outputs = {"output_json": output_json, "plot": plot, "skip_invalid": skip_invalid}
-    result = bon_files(pool, output, by, drawn, **outputs, on_skipped=report_skipped, on_warnings=report_warnings)
+    result = bon_files(
+        pool,
+        output,
+        by,
+        drawn,
+        output_json=output_json,
+        plot=plot,
+        skip_invalid=skip_invalid,
+        on_skipped=report_skipped,
+        on_warnings=report_warnings,
+    )
     if result is not None:
         print_bon(result, output, console)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -53,7 +53,7 @@ def failures_path(output: Path) -> Path:
 
 
 def run_to_files(
-    output: Path, stats_json: Path | None, inputs: list[Named], cache: Path, what: str, run: Callable[[], R]
+    output: Path, stats_json: Path | None, inputs: Sequence[Named], cache: Path, what: str, run: Callable[[], R]
 ) -> ChatRun[R]:
     """Claim the run's files (``output``, its failures list, ``stats_json``; none may replace one of ``inputs``),
     ``run`` it, and write its files together (:func:`write_run`). ``what`` the run caches in ``cache``, for the
