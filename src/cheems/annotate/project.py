@@ -3,7 +3,6 @@ export (:func:`export_project`) and its numbers (:func:`project_status`); :func:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 from cheems.annotate.export import ExportStats
 from cheems.annotate.people import People, ProjectSettings
 from cheems.annotate.store import PlanSummary
-from cheems.errors import InputError
+from cheems.errors import Notify, unlisted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,7 +34,7 @@ def init_project(
     settings: ProjectSettings | None = None,
     *,
     skip_invalid: bool = False,
-    on_skipped: Callable[[list[InputError]], None] | None = None,
+    on_skipped: Notify = unlisted,
 ) -> NewProject:
     """Plan the triple-wise tasks of the records file and create the project in ``folder`` (new or empty): SQLite
     file and one login token per person of the ``people`` file; the prompts of ``gold`` (known ranks) are planted
@@ -46,13 +45,12 @@ def init_project(
 
     settings = settings or ProjectSettings()
     team = load_people(people)
-    report = on_skipped or (lambda _: None)
     read = read_records(records, skip_invalid=skip_invalid)
-    report(read.skipped)
+    on_skipped(read.skipped)
     gold_records = []
     if gold is not None:
         gold_read = read_records(gold, skip_invalid=skip_invalid)
-        report(gold_read.skipped)
+        on_skipped(gold_read.skipped)
         gold_records = gold_read.records
     plan = Project.create(folder, read.records, team, gold_records, settings)[2]
     return NewProject(folder, plan, team, settings)

@@ -3,11 +3,10 @@ writes the picks, the counts and the curve together; :func:`print_bon` shows the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cheems.errors import InputError
+from cheems.errors import InputError, Notify, unlisted
 from cheems.evaluate.bon import BonResult
 from cheems.evaluate.evaluation import ScoredBy, bon
 from cheems.evaluate.run_settings import BonSettings
@@ -15,8 +14,6 @@ from cheems.runtime import is_main_process
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-Report = Callable[[list[InputError]], None]
 
 
 def bon_files(
@@ -28,8 +25,8 @@ def bon_files(
     output_json: Path | None = None,
     plot: Path | None = None,
     skip_invalid: bool = False,
-    on_skipped: Report | None = None,
-    on_warnings: Report | None = None,
+    on_skipped: Notify = unlisted,
+    on_warnings: Notify = unlisted,
 ) -> BonResult | None:
     """Best-of-N over the records of ``pool``, scored ``by`` a scores file or a reward model, drawn as ``settings``
     say; the picks go to ``output`` (``{prompt_id, response_id, score}`` rows), the counts and the curve to
@@ -46,14 +43,12 @@ def bon_files(
     outputs = [("--output", output), ("--output-json", output_json), ("--plot", plot)]
     claim_outputs(inputs=[("POOL", pool), *by.inputs([])], files=outputs)
     read = read_records(pool, skip_invalid=skip_invalid)
-    report = on_warnings or (lambda _: None)
-    if on_skipped is not None:
-        on_skipped(read.skipped)
-    report(read.warnings)
+    on_skipped(read.skipped)
+    on_warnings(read.warnings)
     result = bon(read.records, by.scores_or_scorer(), **dict(drawn), source=by.source, cache=by.cache())
     if not is_main_process():  # under a launcher rank 0 writes the picks
         return None
-    report(result.warnings(by.source))
+    on_warnings(result.warnings(by.source))
     if plot is not None and not result.curve:
         raise InputError(
             "--plot needs gold quality in the pool", path=str(pool), hint="give records a rank or responses a score"

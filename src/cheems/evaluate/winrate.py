@@ -33,7 +33,7 @@ memory. (Wilson's interval needs a yes/no outcome; a tie is neither.)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,7 @@ import numpy as np
 
 from cheems.data.io import load_rows, read_scores
 from cheems.data.schema import Record, Response
-from cheems.errors import InputError
+from cheems.errors import InputError, Notify, unlisted
 from cheems.evaluate.judge_bench import require_complete
 from cheems.evaluate.run_settings import WinrateSettings
 from cheems.judge import JudgeSettings, judge_records
@@ -349,7 +349,7 @@ def winrate_files(
     people: Path | None = None,
     output_json: Path | None = None,
     progress: bool = True,
-    on_skipped: Callable[[list[InputError]], None] | None = None,
+    on_skipped: Notify = unlisted,
 ) -> WinRate | PlanSummary:
     """The win rate of the ``picks`` of ``pool`` against the baseline field of ``settings``, judged by exactly one of
     ``judge``, the people of an exported project (``from_export``), or, with ``annotate`` and ``people``, the plan
@@ -369,12 +369,11 @@ def winrate_files(
     inputs: list[Named] = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
     inputs += judge.inputs() if judge is not None else []
     claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
-    report = on_skipped or (lambda _: None)
     read = read_records(pool)
-    report(read.skipped)
+    on_skipped(read.skipped)
     assert settings.baseline_field is not None  # a setting the command requires
     matchups, skipped = build_matchups(picks, read.records, pool, settings.baseline_field, settings.skip_missing)
-    report(skipped)
+    on_skipped(skipped)
     if annotate is not None:
         assert people is not None  # refused above without it
         project = ProjectSettings(overlap=settings.overlap)

@@ -3,11 +3,10 @@ failures list and the statistics together; :func:`print_judge_run` shows the run
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cheems.errors import InputError
+from cheems.errors import Notify, unlisted
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.judge.judging import JudgeResult
 from cheems.llm.runs import ChatRun, print_budget_reached, request_rows, run_to_files, summary_table
@@ -24,7 +23,7 @@ def judge_files(
     stats_json: Path | None = None,
     skip_invalid: bool = False,
     progress: bool = True,
-    on_skipped: Callable[[list[InputError]], None] | None = None,
+    on_skipped: Notify = unlisted,
 ) -> ChatRun[JudgeResult]:
     """Judge every response pair of the records in ``source`` (:func:`cheems.judge`) into ``output``; the questions
     without a verdict go to ``OUT.failures.jsonl``, the statistics to ``stats_json``.
@@ -41,8 +40,7 @@ def judge_files(
 
     def run() -> JudgeResult:
         read = read_records(source, skip_invalid=skip_invalid)
-        if on_skipped is not None:
-            on_skipped(read.skipped)
+        on_skipped(read.skipped)
         return judge_records(read.records, settings, progress=progress)
 
     inputs = [("IN", source), *settings.inputs()]
