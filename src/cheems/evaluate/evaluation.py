@@ -146,7 +146,14 @@ class ScoredBy:
 
     @classmethod
     def from_settings(
-        cls, given: Mapping[str, Any], build: Build, scores: Path | None = None, *, needs: str, hint: str, others=()
+        cls,
+        given: Mapping[str, Any],
+        build: Build,
+        scores: Path | None = None,
+        *,
+        needs: str,
+        hint: str,
+        others: tuple[Path | None, ...] = (),
     ) -> ScoredBy:
         """The one of ``scores``, ``given["model"]`` and ``given["judge_model"]`` that is given, with its settings
         made by ``build`` from ``given`` (the CLI's names the option of a bad value). ``needs`` (one line, with
