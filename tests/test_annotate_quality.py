@@ -1,5 +1,5 @@
 """The dashboard's numbers (cheems.annotate.quality) on hand-built snapshots, worked out by hand,
-and their terminal rendering (cheems.cli.annotate_status)."""
+and their terminal rendering (cheems.annotate.status_tables)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from cheems.annotate.answer import KEYS, Answer, Verdict
 from cheems.annotate.people import Person, ProjectSettings
 from cheems.annotate.quality import ordinal_alpha, status_report
 from cheems.annotate.snapshot import AnswerRow, ItemRow, ReviewRow, Snapshot, TaskRow
-from cheems.cli.annotate_status import print_status
+from cheems.annotate.status_tables import print_status
 from cheems.data.schema import Record
 
 UTC8 = timezone(timedelta(hours=8))

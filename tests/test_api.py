@@ -173,3 +173,29 @@ def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monke
         report = cheems.evaluate(cheems.load_bench([bench]), settings, progress=False)
     same_file(tmp_path, report.to_dict(), out)
     assert report.to_dict()["judge"]["questions"] == 9
+
+
+def test_judge_files_and_bon_files_write_what_their_commands_write(tmp_path, monkeypatch):
+    """The one call behind ``cheems judge`` and ``cheems bon``, against a real loopback judge: the same files."""
+    from fault_server import FakeJudgeServer
+    from test_cli_judge import write_records
+
+    source = write_records(tmp_path / "in.jsonl")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FakeJudgeServer() as server:
+        given = ["--judge-model", "fake-judge", "--base-url", server.url, "--no-progress"]
+        cli, api = tmp_path / "cli.jsonl", tmp_path / "api.jsonl"
+        proc = run_cheems("judge", source, "-o", cli, *given, "--cache", tmp_path / "cli.sqlite")
+        assert proc.returncode == 0, proc.stderr
+        settings = cheems.JudgeSettings(judge_model="fake-judge", base_url=server.url, cache=tmp_path / "api.sqlite")
+        run = cheems.judge_files(source, api, settings, stats_json=tmp_path / "stats.json", progress=False)
+    assert api.read_bytes() == cli.read_bytes()
+    assert run.failures is None and run.result.stats.judged == 18
+    assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == run.result.stats.to_dict()
+
+    picks_cli, picks_api = tmp_path / "picks-cli.jsonl", tmp_path / "picks-api.jsonl"
+    proc = run_cheems("bon", source, "--model", "length", "-n", "3", "--no-cache", "-o", picks_cli)
+    assert proc.returncode == 0, proc.stderr
+    by = cheems.ScoredBy(scoring=cheems.ScoringSettings(model="length", no_cache=True))
+    result = cheems.bon_files(source, picks_api, by, cheems.BonSettings(n=3))
+    assert result is not None and picks_api.read_bytes() == picks_cli.read_bytes()

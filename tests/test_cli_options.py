@@ -283,7 +283,7 @@ def test_every_settings_field_of_a_command_has_a_description_shown_in_its_help()
     assert {("score",), ("eval",), ("bon",), ("curate", "distant"), ("winrate",), ("train",)} <= seen
 
 
-# the one "exactly one of --scores / --model / --judge-model" decoding (cheems.cli.scoring.scored_by), per command
+# the one "exactly one of --scores / --model / --judge-model" decoding (cheems.ScoredBy.from_settings), per command
 NOT_ONE_SOURCE = [
     (["eval", "--bench", "{pool}", "--model", "length", "--scores", "{pool}"], "cheems eval needs --bench and exactly"),
     (

@@ -32,6 +32,9 @@ _EXPORTS = {
     # judging and curation
     "JudgeSettings": "judge.judge_settings",
     "judge": "judge:",  # the package, callable: cheems.judge(...) is judging.judge_records(...)
+    "judge_files": "judge.judge_files",
+    "GenerateSettings": "llm.sampling",
+    "generate_files": "llm.sampling",
     "FilterConfig": "curate.filters",
     "filter_records": "curate.filters",
     "distant_supervision": "curate.distant",
@@ -51,6 +54,10 @@ _EXPORTS = {
     "evaluate": "evaluate:",  # the package, callable: cheems.evaluate(...) is evaluation.evaluate(...)
     "compare": "evaluate.evaluation",
     "bon": "evaluate.evaluation",
+    "BonSettings": "evaluate.run_settings",
+    "bon_files": "evaluate.bon_files",
+    "WinrateSettings": "evaluate.run_settings",
+    "winrate_files": "evaluate.winrate",
     "ScoredBy": "evaluate.evaluation",
     "EvalSettings": "evaluate.run_settings",
     "evaluate_files": "evaluate.evaluation",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class InputError(Exception):
     """Bad user input, reported as one line: ``file:line: field: what is wrong — how to fix``.
@@ -51,3 +53,11 @@ class InputError(Exception):
 
 class CheemsWarning(UserWarning):
     """Something the user should know that does not stop the run; the CLI prints it as one ``warning:`` line."""
+
+
+Notify = Callable[[list[InputError]], None]
+"""Where a library call hands the lines it skipped or its located warnings (the CLI lists each as one line)."""
+
+
+def unlisted(notices: list[InputError]) -> None:
+    """The default :data:`Notify` of a library call: the notices are not listed (a script asked for the skipping)."""

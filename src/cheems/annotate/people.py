@@ -113,3 +113,11 @@ class ServeSettings(Settings):
     port: Annotated[
         Whole, Field(ge=1, le=65535, description="Port to listen on (not 8000, which vLLM and other servers use).")
     ] = 8765
+
+
+class StatusSettings(Settings):
+    """How ``cheems annotate status`` shows the numbers."""
+
+    as_json: Annotated[bool, Cli("--json", flag=True)] = Field(
+        False, description="Print the numbers as JSON (as GET /api/status)."
+    )

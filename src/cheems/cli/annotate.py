@@ -1,7 +1,7 @@
 """``cheems annotate``: the human annotation app — init a project, serve it, export the labels, show the numbers.
 
 Registered in :mod:`cheems.cli.main` as ``app.add_typer(annotate_app, name="annotate")``. Thin:
-the project lives in :mod:`cheems.annotate`.
+the project lives in :mod:`cheems.annotate` (:mod:`cheems.annotate.project`: one call per command).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.annotate.people import ProjectSettings, ServeSettings
+from cheems.annotate.people import ProjectSettings, ServeSettings, StatusSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.options import SkipInvalid, from_options, settings_options
+from cheems.cli.options import SkipInvalid, settings_of, settings_options
 
 annotate_app = typer.Typer(
     help="Human annotation (the paper's triple-wise protocol): init a project, serve it, export, status.",
@@ -22,6 +22,7 @@ annotate_app = typer.Typer(
 )
 
 ProjectDir = Annotated[Path, typer.Argument(metavar="DIR", help="The project folder made by `cheems annotate init`.")]
+GOLD_HELP = "Prompts with a known rank, planted invisibly in the queues."
 
 
 @annotate_app.command()
@@ -31,28 +32,16 @@ def init(
     records: Annotated[Path, typer.Argument(metavar="RECORDS.jsonl", help="Prompts with their responses.")],
     project: Annotated[Path, typer.Option("--project", help="The project folder to create (new or empty).")],
     people: Annotated[Path, typer.Option("--people", help="PEOPLE.yaml: name, role and categories of everyone.")],
-    gold: Annotated[
-        Optional[Path], typer.Option("--gold", help="Prompts with a known rank, planted invisibly in the queues.")
-    ] = None,
+    gold: Annotated[Optional[Path], typer.Option("--gold", help=GOLD_HELP)] = None,
     skip_invalid: SkipInvalid = False,
     settings: dict[str, Any],
 ) -> None:
     """Plan the triple-wise tasks and create the project: SQLite file and one login token per person."""
-    from cheems.annotate.people import load_people
-    from cheems.annotate.store import Project
-    from cheems.data.stream import read_records
+    from cheems.annotate.project import init_project, print_new_project
 
-    cfg = from_options(ProjectSettings, settings)
-    team = load_people(people)
-    result = read_records(records, skip_invalid=skip_invalid)
-    report_skipped(result.skipped)
-    gold_records = []
-    if gold is not None:
-        gold_result = read_records(gold, skip_invalid=skip_invalid)
-        report_skipped(gold_result.skipped)
-        gold_records = gold_result.records
-    _, _, plan = Project.create(project, result.records, team, gold_records, cfg)
-    print_plan(plan, team, cfg, records, people, project)
+    cfg = settings_of(ProjectSettings, settings)
+    new = init_project(project, records, people, gold, cfg, skip_invalid=skip_invalid, on_skipped=report_skipped)
+    print_new_project(new, records, people, console, err)
 
 
 @annotate_app.command()
@@ -62,18 +51,12 @@ def serve(*, project: ProjectDir, settings: dict[str, Any]) -> None:
     from cheems.annotate.store import TOKENS_NAME
     from cheems.annotate.web import serve as run_server
 
-    cfg = from_options(ServeSettings, settings)
+    cfg = settings_of(ServeSettings, settings)
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]warning:[/] listening on {cfg.host}: anyone who can reach it sees the login page")
-    address = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-    run_server(
-        project,
-        cfg,
-        ready=lambda: console.print(
-            f"serving {project} at http://{address}:{cfg.port}/ — log in with a token from {project / TOKENS_NAME}",
-            soft_wrap=True,
-        ),
-    )
+    address = f"http://{f'[{cfg.host}]' if ':' in cfg.host else cfg.host}:{cfg.port}/"
+    line = f"serving {project} at {address} — log in with a token from {project / TOKENS_NAME}"
+    run_server(project, cfg, ready=lambda: console.print(line, soft_wrap=True))
 
 
 @annotate_app.command()
@@ -82,16 +65,9 @@ def export(
     output: Annotated[Path, typer.Option("--output", "-o", help="Output JSONL: records with the human comparisons.")],
 ) -> None:
     """Write every standing answer as comparisons (then `cheems resolve` gives ranks and the conflict ratio)."""
-    from cheems.annotate.export import export_records
-    from cheems.annotate.store import PROJECT_FILES, Project
-    from cheems.data.io import write_records
-    from cheems.outputs import claim_outputs
+    from cheems.annotate.project import export_project
 
-    # the project's own files (the lock too, before any serve); a rerun may replace its export beside them
-    claim_outputs(inputs=[("DIR", project / name) for name in PROJECT_FILES], files=[("--output", output)])
-    opened = Project.open(project)
-    records, stats = export_records(opened.snapshot())
-    write_records(output, records)
+    stats = export_project(project, output)
     console.print(
         f"wrote {stats.prompts} prompts, {stats.comparisons} comparisons from {stats.answers} answers"
         f" ({stats.adjudicated} adjudicated) to {output}; {stats.waiting} prompt(s) have no answer yet"
@@ -100,44 +76,15 @@ def export(
 
 
 @annotate_app.command()
-def status(
-    project: ProjectDir,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON (as GET /api/status).")] = False,
-) -> None:
+@settings_options(StatusSettings, "as_json", show_defaults=True)
+def status(*, project: ProjectDir, settings: dict[str, Any]) -> None:
     """The dashboard's numbers: progress, throughput, agreement, gold accuracy, conflict ratio, queues."""
-    from cheems.annotate.quality import status_report
-    from cheems.annotate.store import Project
+    from cheems.annotate.project import project_status
+    from cheems.annotate.status_tables import print_status
 
-    report = status_report(Project.open(project).snapshot())
+    as_json = settings_of(StatusSettings, settings).as_json
+    report = project_status(project)
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False))
-        return
-    from cheems.cli.annotate_status import print_status
-
-    print_status(report, console)
-
-
-def print_plan(plan: Any, team: Any, cfg: ProjectSettings, records: Path, people: Path, project: Path) -> None:
-    """The planned project, its tokens and the next step; warnings for prompts without a task and a team too
-    small or without a reviewer."""
-    from cheems.annotate.store import TOKENS_NAME
-
-    for prompt_id in plan.skipped:
-        err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
-    if plan.shared:
-        err.print(
-            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap (up to {plan.wanted})"
-            f" than the {len(team.with_role('annotator'))} annotators: some annotators get two tasks of one prompt"
-            f" (give the team {plan.wanted} annotators, or lower --overlap)"
-        )
-    if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
-        err.print(
-            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
-            " (add a person with role: reviewer)"
-        )
-    console.print(
-        f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"
-        f" ({plan.gold_items} gold), overlap {cfg.overlap}, review rate {cfg.review_rate:g}"
-    )
-    console.print(f"project: {project}   tokens: {project / TOKENS_NAME} (one per person; keep it private)")
-    console.print(f"next: cheems annotate serve {project}")
+    else:
+        print_status(report, console)

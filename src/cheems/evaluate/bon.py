@@ -110,6 +110,31 @@ class BonResult:
             if plot:
                 write_bytes(plot, curve_png({self.scorer: self.to_dict()}, title=f"best-of-n: {self.scorer}"))
 
+    def warnings(self, source: str) -> list[InputError]:
+        """What the picks leave out: an ``-n`` above every prompt's candidates, responses and prompts without a
+        score (they cannot be picked), and scores of ``source`` that match no response of the pool."""
+        out = []
+        if self.n_asked is not None and self.n_asked > self.n:
+            out.append(
+                InputError(
+                    f"{self.n_asked} candidates asked for, but no prompt has more than {self.n} scored responses: "
+                    f"N = {self.n}",
+                    path="-n",
+                    hint=f"give -n {self.n} or less, or leave it out for all of each prompt's",
+                )
+            )
+        if self.unscored_responses:
+            first = f" (first prompt without any: '{self.without_scores[0]}')" if self.without_scores else ""
+            out.append(
+                InputError(
+                    f"{self.unscored_responses} response(s) have no score and are not candidates; "
+                    f"{len(self.without_scores)} prompt(s) have no scored response and no pick{first}",
+                    path=source,
+                    hint="check that the scores and the pool use the same ids",
+                )
+            )
+        return out + unmatched_warning(self.unmatched_scores, source, "the pool")
+
     def to_dict(self) -> dict[str, Any]:
         """The run as JSON: settings, counts and the curve (empty without gold)."""
         return {
@@ -133,6 +158,22 @@ class BonResult:
             },
             "curve": self.curve,
         }
+
+
+def unmatched_warning(unmatched: list[ScoreKey], source: str, of: str) -> list[InputError]:
+    """The warning for scores of ``source`` that match no response of ``of`` (the bench, the pool): they are not
+    used (none when every score matched)."""
+    if not unmatched:
+        return []
+    prompt, response = unmatched[0]
+    return [
+        InputError(
+            f"{len(unmatched)} score(s) match no response of {of} (first: prompt '{prompt}' response "
+            f"'{response}'); they are not used",
+            path=source,
+            hint=f"check that the scores and {of} use the same ids",
+        )
+    ]
 
 
 def curve_sizes(n: int) -> list[int]:

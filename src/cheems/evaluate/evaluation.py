@@ -4,10 +4,10 @@ these return (``cheems.score``, ``cheems.evaluate``, ``cheems.compare``, ``cheem
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from cheems.judge.judge_settings import JudgeSettings
     from cheems.llm.endpoint import ConnectionSettings
     from cheems.models.score_cache import ScoreCache
+
+# How settings are made from the values given: (model, values) -> settings (the CLI's ``settings_of``).
+Build = Callable[[type[Any], Mapping[str, Any]], Any]
 
 Bench = Mapping[str, list[Record]]
 
@@ -140,6 +143,38 @@ class ScoredBy:
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
     connection: ConnectionSettings | None = None
     judge: JudgeSettings | None = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        given: Mapping[str, Any],
+        build: Build,
+        scores: Path | None = None,
+        *,
+        needs: str,
+        hint: str,
+        others: tuple[Path | None, ...] = (),
+    ) -> ScoredBy:
+        """The one of ``scores``, ``given["model"]`` and ``given["judge_model"]`` that is given, with its settings
+        made by ``build`` from ``given`` (the CLI's names the option of a bad value). ``needs`` (one line, with
+        ``hint``) when not exactly one of them and of ``others`` (winrate's ``--annotate``, ``--from-export``) is
+        given; a judge's API key is checked here, before any file is read."""
+        from cheems.judge.judge_settings import JudgeSettings
+        from cheems.llm.endpoint import ConnectionSettings
+
+        if sum(x is not None for x in (scores, given.get("model"), given.get("judge_model"), *others)) != 1:
+            raise InputError(needs, hint=hint)
+        if given.get("judge_model"):
+            if given.get("no_cache"):
+                raise InputError(
+                    "a judge's verdicts are always cached (an interrupted run resumes from them)",
+                    path="--no-cache",
+                    hint="leave out --no-cache, or give --cache FILE to keep them in another file",
+                )
+            judge = build(JudgeSettings, given)
+            judge.check_api_key()
+            return cls(judge=judge)
+        return cls(scores=scores, scoring=build(ScoringSettings, given), connection=build(ConnectionSettings, given))
 
     @property
     def model(self) -> str | None:

@@ -23,15 +23,21 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cheems.data.io import load_rows, read_scores
 from cheems.data.schema import Record, Response
-from cheems.errors import InputError
+from cheems.errors import InputError, Notify, unlisted
 from cheems.evaluate.judge_bench import require_complete
+from cheems.evaluate.run_settings import WinrateSettings
 from cheems.judge import JudgeSettings, judge_records
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from cheems.annotate.store import PlanSummary
 
 PICK, BASELINE = "pick", "baseline"
 OUTCOMES = ("win", "loss", "tie")
@@ -326,3 +332,101 @@ def human_winrate(
 def _human_votes(record: Record) -> list[str]:
     """The side each human comparison of an exported record names."""
     return [_vote(c.a, c.b, c.label) for c in record.comparisons if c.source == "human"]
+
+
+# ---------------------------------------------------------------------------- ``cheems winrate`` as one call
+
+
+def winrate_files(
+    picks: Path,
+    pool: Path,
+    settings: WinrateSettings,
+    judge: JudgeSettings | None = None,
+    *,
+    from_export: Path | None = None,
+    annotate: Path | None = None,
+    people: Path | None = None,
+    output_json: Path | None = None,
+    progress: bool = True,
+    on_skipped: Notify = unlisted,
+) -> WinRate | PlanSummary:
+    """The win rate of the ``picks`` of ``pool`` against the baseline field of ``settings``, judged by exactly one of
+    ``judge``, the people of an exported project (``from_export``), or, with ``annotate`` and ``people``, the plan
+    of a new annotation project of the matchups in the folder ``annotate`` (for people to answer, then export).
+
+    The numbers go to ``output_json``; no output may replace an input or the judge's cache. Picks and pool lines
+    left out (``settings.skip_missing``) go to ``on_skipped``.
+    """
+    from cheems.annotate.people import ProjectSettings, load_people
+    from cheems.annotate.store import Project
+    from cheems.data.io import write_json
+    from cheems.data.stream import read_records
+    from cheems.outputs import Named, claim_outputs
+
+    if annotate is not None and people is None:
+        raise InputError("is needed with --annotate", path="--people", hint="PEOPLE.yaml names who annotates")
+    inputs: list[Named] = [("PICKS", picks), ("--pool", pool), ("--people", people), ("--from-export", from_export)]
+    inputs += judge.inputs() if judge is not None else []
+    claim_outputs(inputs=inputs, files=[("--output-json", output_json)], folders=[("--annotate", annotate, ())])
+    read = read_records(pool)
+    on_skipped(read.skipped)
+    assert settings.baseline_field is not None  # a setting the command requires
+    matchups, skipped = build_matchups(picks, read.records, pool, settings.baseline_field, settings.skip_missing)
+    on_skipped(skipped)
+    if annotate is not None:
+        assert people is not None  # refused above without it
+        project = ProjectSettings(overlap=settings.overlap)
+        return Project.create(annotate, annotation_records(matchups), load_people(people), (), project)[2]
+    by = judge if judge is not None else from_export
+    assert by is not None  # the one of the three left
+    result = winrate(matchups, by, progress=progress, resamples=settings.resamples, seed=settings.bootstrap_seed)
+    if output_json:
+        write_json(output_json, result.to_dict())
+    return result
+
+
+def print_winrate(result: WinRate, console: Console) -> None:
+    """The numbers as a small table."""
+    from rich.table import Table
+
+    numbers = result.to_dict()
+    judged = result.judged_by
+    judged_by = judged["judge"]["judge_model"] if "judge" in judged else f"people ({judged['export']})"
+    table = Table(title=f"win rate against the baseline: {judged_by}", show_header=False)
+    table.add_column("what")
+    table.add_column("n", justify="right")
+    for key in ("n", "wins", "losses", "ties"):
+        table.add_row(key, str(numbers[key]))
+    if numbers["parse_failures"]:
+        table.add_row(
+            "unparseable replies (their prompts are ties)",
+            f"{numbers['parse_failures']} in {numbers['prompts_with_parse_failure']} prompt(s)",
+        )
+    rate, interval = numbers["win_rate"], numbers["interval"]
+    text = "-" if rate is None else f"{rate:.3f}"
+    if interval is not None:
+        text += f" [{interval['low']:.3f}, {interval['high']:.3f}]"
+    table.add_row("win rate (wins + ties/2)/n, 95% CI", text)
+    console.print(table)
+
+
+def print_winrate_project(
+    plan: PlanSummary, folder: Path, picks: Path, pool: Path, settings: WinrateSettings, console: Console, err: Console
+) -> None:
+    """The annotation project made of the matchups, and how to serve, export and read it back."""
+    from cheems.annotate.store import TOKENS_NAME
+
+    if plan.shared:
+        err.print(f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more overlap than annotators")
+    console.print(
+        f"planned {plan.tasks} pairwise tasks (pick vs baseline) over {plan.prompts} prompts, "
+        f"overlap {settings.overlap}"
+    )
+    console.print(f"project: {folder}   tokens: {folder / TOKENS_NAME} (one per person; keep it private)")
+    console.print(f"next: cheems annotate serve {folder}", soft_wrap=True)
+    console.print(f"then: cheems annotate export {folder} -o exported.jsonl", soft_wrap=True)
+    console.print(
+        f"then: cheems winrate {picks} --pool {pool} --baseline-field {settings.baseline_field} "
+        "--from-export exported.jsonl",
+        soft_wrap=True,
+    )

@@ -29,6 +29,7 @@ _EXPORTS = {
     "TEMPLATE_VERSION": "prompt",
     "Verdict": "verdict",
     "build_messages": "prompt",
+    "judge_files": "judge_files",
     "judge_records": "judging",
     "load_criteria_map": "prompt",
     "parse_verdict": "verdict",

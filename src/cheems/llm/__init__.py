@@ -13,6 +13,7 @@ _EXPORTS = {
     "GenerateSettings": "sampling",
     "Outcome": "endpoint",
     "RequestBudget": "endpoint",
+    "generate_files": "sampling",
     "generate_records": "sampling",
 }
 __all__ = sorted(_EXPORTS)

@@ -131,6 +131,12 @@ class EndpointSettings(ConnectionSettings):
                 raise invalid(e.message, e.hint, at=e.field) from None
         return self
 
+    def check_api_key(self) -> None:
+        """A run's first step: with the openai backend a missing or unusable API key is a user error here, before
+        any file is read (:meth:`resolve_api_key`)."""
+        if self.backend == "openai":
+            self.resolve_api_key()
+
     def resolve_api_key(self) -> str:
         """The API key: ``api_key`` if given, else the environment variable ``api_key_env``.
 

@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from cheems.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cheems.outputs import Named
+
+
+class _Result(Protocol):
+    records: list
+    failures: list
+
+    @property
+    def stats(self) -> Any: ...
+
+
+R = TypeVar("R", bound=_Result)
+
+
+@dataclass
+class ChatRun(Generic[R]):
+    """A finished judge or generation run: its result, the output it wrote, its failures list (None: no failure)."""
+
+    result: R
+    output: Path
+    failures: Path | None
 
 
 def with_saved_note(e: InputError, saved_in: str) -> InputError:
@@ -22,6 +50,25 @@ def failures_path(output: Path) -> Path:
         if output.suffix
         else output.with_name(output.name + ".failures.jsonl")
     )
+
+
+def run_to_files(
+    output: Path, stats_json: Path | None, inputs: Sequence[Named], cache: Path, what: str, run: Callable[[], R]
+) -> ChatRun[R]:
+    """Claim the run's files (``output``, its failures list, ``stats_json``; none may replace one of ``inputs``),
+    ``run`` it, and write its files together (:func:`write_run`). ``what`` the run caches in ``cache``, for the
+    note of an interrupted run."""
+    from cheems.outputs import claim_outputs
+
+    side = failures_path(output)
+    claim_outputs(
+        inputs=inputs,
+        files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
+        note=f"finished {what} are in {cache}; rerun the same command to resume",
+    )
+    result = run()
+    write_run(output, result.records, result.failures, side, stats_json, result.stats.to_dict())
+    return ChatRun(result, output, side if result.failures else None)
 
 
 def write_run(
@@ -42,3 +89,39 @@ def write_run(
             write_json(stats_json, stats)
     if not failures and side.exists():
         side.unlink()
+
+
+def summary_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A run's summary: a two-column table without header."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False)
+    table.add_column("what")
+    table.add_column("n", justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def request_rows(stats: Any, reason_text: Callable[[str], str] | None = None) -> list[tuple[str, str]]:
+    """The rows of a run against an endpoint (judge or generate): failures by reason (in words by ``reason_text``,
+    default :func:`cheems.llm.replies.failure_text`), the budget, requests, tokens."""
+    from cheems.llm.replies import failure_text
+
+    text = reason_text or failure_text
+    return [
+        ("failed", str(stats.failed_total)),
+        *((f"  {reason}: {text(reason)}", str(n)) for reason, n in sorted(stats.failed.items())),
+        ("not attempted (budget)", str(stats.not_attempted)),
+        ("requests sent", str(stats.requests)),
+        ("tokens in / out", f"{stats.prompt_tokens} / {stats.completion_tokens}"),
+    ]
+
+
+def print_budget_reached(console: Console, stats: Any, items: str, cached: str) -> None:
+    """What to do when the request budget ran out: rerun, the cache keeps what was done."""
+    if stats.budget_exhausted:
+        console.print(
+            f"[yellow]request budget reached[/]: {stats.not_attempted} {items} not asked; "
+            f"rerun the same command to resume (cached {cached} are reused)"
+        )

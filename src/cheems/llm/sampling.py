@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field
 
@@ -38,9 +38,12 @@ from cheems.llm.client import ChatClient
 from cheems.llm.endpoint import AT_LEAST_ONE, NOT_NEGATIVE, EndpointSettings, Outcome, RequestBudget
 from cheems.llm.local import LocalLM
 from cheems.llm.replies import failure_text, strip_reasoning
-from cheems.llm.runs import with_saved_note
+from cheems.llm.runs import ChatRun, print_budget_reached, request_rows, run_to_files, summary_table, with_saved_note
 from cheems.runtime import ProgressBar, content_hash
 from cheems.settings import Cli, rule
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 GenJob = tuple[str, list[dict[str, str]], int]  # (cache item key, messages, seed)
 OnDone = Callable[[str, Outcome], None]
@@ -479,3 +482,44 @@ def _assemble(
         else:
             stats.prompts_left_out += 1
     return GenerateResult(out, stats, failures)
+
+
+# ------------------------------------------------------------------------------ ``cheems generate`` as one call
+
+
+def generate_files(
+    source: Path, output: Path, settings: GenerateSettings, *, stats_json: Path | None = None, progress: bool = True
+) -> ChatRun[GenerateResult]:
+    """Sample ``settings.n`` responses per prompt of ``source`` (:func:`read_prompts`, :func:`generate_records`)
+    into ``output``; failed samples go to ``OUT.failures.jsonl``, the statistics to ``stats_json``.
+
+    The API key is checked before any file is read; no output may replace the prompts or the cache. An interrupted
+    run leaves the outputs unchanged and its finished samples in the cache: a rerun resumes.
+    """
+    settings.check_api_key()
+    cache = SampleCache(settings.cache).path
+    inputs = [("PROMPTS", source), ("--cache", cache)]
+    return run_to_files(
+        output, stats_json, inputs, cache, "samples", lambda: generate_records(read_prompts(source), settings, progress)
+    )
+
+
+def print_generate_run(run: ChatRun[GenerateResult], console: Console) -> None:
+    """The run as a table, then what to do about left-out prompts, failures or a spent budget."""
+    stats = run.result.stats
+    rows = [
+        ("prompts", str(stats.prompts)),
+        ("samples (prompt × n)", str(stats.samples)),
+        ("generated now", str(stats.generated)),
+        ("from cache", str(stats.cached)),
+        *request_rows(stats),
+    ]
+    console.print(summary_table(f"generate: {stats.gen_model}", rows))
+    console.print(f"wrote {run.output}")
+    if stats.prompts_left_out:
+        console.print(f"[yellow]{stats.prompts_left_out} prompt(s) left out[/]: no response at all (rerun to resume)")
+    if run.failures is not None:
+        console.print(
+            f"[yellow]{stats.failed_total} sample(s) failed[/], listed in {run.failures} (rerun to ask them again)"
+        )
+    print_budget_reached(console, stats, "sample(s)", "samples")

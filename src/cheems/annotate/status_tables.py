@@ -1,5 +1,5 @@
-"""``cheems annotate status``: the dashboard's numbers (:func:`cheems.annotate.quality.status_report`)
-as a few short rich tables for the terminal.
+"""The dashboard's numbers (:func:`cheems.annotate.quality.status_report`) as a few short rich tables for the terminal
+(``cheems annotate status``).
 
 Only prints: it reads the report dict, so the same code shows a report fetched from ``GET /api/status``.
 """
