@@ -14,6 +14,7 @@ from cheems.cli.console import console, err, report_skipped, report_warnings, ru
 from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settings_options
 from cheems.data.importers import FORMATS
+from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
 from cheems.evaluate.run_settings import EvalSettings
@@ -170,38 +171,25 @@ def resolve(
 
 
 @app.command()
+@settings_options(SplitSettings, "train", "test", "test_fraction", "seed", "skip_invalid", "workers", show_defaults=True)
 def split(
+    *,
     source: Annotated[Path, typer.Argument(metavar="IN", help="Record file (any format read_records reads).")],
     train: Annotated[Path, typer.Option("--train", help="Output JSONL for the training split.")],
     test: Annotated[Path, typer.Option("--test", help="Output JSONL for the held-out split.")],
-    test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", callback=finite(0.0, 1.0))] = 0.2,
-    seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
+    settings: dict,
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
-    from contextlib import ExitStack
+    from cheems.data.split import split_file
+    from cheems.outputs import claim_outputs
 
-    from cheems.data.io import ReadResult
-    from cheems.data.split import held_out_ids, id_and_line, record_id
-    from cheems.data.stream import stream_records
-    from cheems.outputs import atomic_file, claim_outputs, together
-
+    cfg = settings_of(SplitSettings, settings)
     claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
-    # two passes: which prompts are held out depends on every id; the records themselves are not kept
-    ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
-    held_out = held_out_ids(ids, test_fraction, seed)
-    issues, counts = ReadResult(), {train: 0, test: 0}
-    with together(), ExitStack() as files:
-        out = {side: files.enter_context(atomic_file(side)) for side in (train, test)}
-        for rid, line in stream_records(
-            source, id_and_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="split: writing"
-        ):
-            side = test if rid in held_out else train
-            out[side].write(line + "\n")
-            counts[side] += 1
+    n_train, n_test, issues = split_file(source, train, test, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
-    console.print(f"{counts[train]} prompts -> {train}, {counts[test]} held out -> {test}")
+    console.print(f"{n_train} prompts -> {train}, {n_test} held out -> {test}")
 
 
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
+import annotated_types
 import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -150,7 +151,7 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
 
     The help is the field's ``description``; the type comes from its annotation (a float is
-    checked by :func:`finite`, a list is repeatable); a bool is ``--x/--no-x`` unless its
+    checked by :func:`finite`, within its ``ge`` / ``le`` bounds; a list is repeatable); a bool is ``--x/--no-x`` unless its
     :class:`Cli` marker says ``flag``. The option's default is None (not given), or the field's
     default with ``show_default`` (a command without a config file shows it in ``--help``).
     """
@@ -161,7 +162,10 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     long = option_name(model, name)
     decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
     decls += [n for n in cli.names if not n.startswith("--") and n != long]
-    option = typer.Option(*decls, help=info.description, callback=finite() if kind is float else None)
+    # a float's bounds (``Field(ge=, le=)``) are checked as the command line is parsed, naming the option
+    low = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
+    high = next((m.le for m in info.metadata if isinstance(m, annotated_types.Le)), None)
+    option = typer.Option(*decls, help=info.description, callback=finite(low, high) if kind is float else None)
     default = info.get_default(call_default_factory=True) if show_default and not info.is_required() else None
     return inspect.Parameter(
         _py(name),
