@@ -13,7 +13,7 @@ from cheems.cli import scoring
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settings_options
-from cheems.data.importers import FORMATS
+from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
@@ -98,7 +98,9 @@ def validate(
 
 
 @app.command("import")
+@settings_options(ImportSettings, "output", "skip_invalid", "lower_is_better", "workers", show_defaults=True)
 def import_(
+    *,
     args: Annotated[
         list[str],
         typer.Argument(
@@ -108,14 +110,14 @@ def import_(
     ],
     output: Output,
     skip_invalid: SkipInvalid = False,
-    lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
     workers: Workers = None,
+    settings: dict,
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
-    from cheems.data.importers import import_records
-    from cheems.data.io import ReadResult, record_line, write_lines
+    from cheems.data.importers import import_file
     from cheems.outputs import claim_outputs
 
+    cfg = settings_of(ImportSettings, settings)
     if len(args) == 2 and args[0] in FORMATS:
         fmt, source = args
     elif len(args) == 1:
@@ -125,11 +127,7 @@ def import_(
             f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
         )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
-    issues = ReadResult()
-    lines = import_records(
-        source, fmt, issues, record_line, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
-    )
-    n = write_lines(output, lines)
+    n, issues = import_file(source, fmt, output, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
     console.print(f"wrote {n} records to {output}")
 
