@@ -61,29 +61,28 @@ def validate(
     workers: Workers = None,
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1."""
+    from cheems.data.dataset_stats import file_stats
+
+    rows = []
+    for path, (stats, issues) in zip(files, file_stats(files, skip_invalid=skip_invalid, workers=workers)):
+        report_skipped(issues.skipped)
+        report_warnings(issues.warnings)
+        rows.append((path, stats))
+    print_stats(rows)
+
+
+def print_stats(rows: list) -> None:
+    """The statistics of each file as one row of a table (fits an 80-column terminal: short headings on two
+    lines, explained in the caption; numbers never wrap, so only a long file name folds)."""
     from rich import box
     from rich.table import Table
 
-    from cheems.data.dataset_stats import Counts, record_counts
-    from cheems.data.io import ReadResult
-    from cheems.data.stream import stream_records
-
-    # fits an 80-column terminal: short headings on two lines, explained in the caption; numbers never
-    # wrap, so only a long file name folds
     caption = "pairs: comparisons without ties; length: mean characters"
     table = Table(title="dataset statistics", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
     table.add_column("file", overflow="fold")
     for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
         table.add_column(col, justify="right", no_wrap=True)
-    for path in files:
-        issues, total = ReadResult(), Counts()
-        for counts in stream_records(
-            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
-        ):
-            total += counts
-        report_skipped(issues.skipped)
-        report_warnings(issues.warnings)
-        s = total.stats()
+    for path, s in rows:
         table.add_row(
             str(path),
             str(s.prompts),
@@ -143,17 +142,12 @@ def resolve(
     workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import write_lines_and_report
-    from cheems.data.stream import Records
     from cheems.outputs import claim_outputs
-    from cheems.ranking import ResolveStats
-    from cheems.ranking.resolve import resolve_step
+    from cheems.ranking.resolve import resolve_file
 
     claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
-    stats, warnings = ResolveStats(), list[tuple[str, list[str]]]()
-    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="resolving")
-    write_lines_and_report(output, resolve_step(records, stats, warnings), stats_json, stats.to_dict)
-    report_skipped(records.issues.skipped)
+    stats, warnings, issues = resolve_file(source, output, stats_json, skip_invalid=skip_invalid, workers=workers)
+    report_skipped(issues.skipped)
     for pid, unmentioned in warnings:
         err.print(
             Text.assemble(

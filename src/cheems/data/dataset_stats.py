@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from cheems.data.io import ReadResult
 from cheems.data.schema import Record
+from cheems.data.stream import stream_records
 
 
 @dataclass
@@ -89,3 +92,17 @@ def dataset_stats(records: Iterable[Record]) -> DatasetStats:
     for record in records:
         total += record_counts(record)
     return total.stats()
+
+
+def file_stats(
+    paths: Iterable[str | Path], *, skip_invalid: bool = False, workers: int | None = None
+) -> Iterator[tuple[DatasetStats, ReadResult]]:
+    """Each record file's statistics and what reading it skipped or warned of, a file at a time, as
+    ``cheems validate`` prints them; the records are streamed, not kept."""
+    for path in paths:
+        issues, total = ReadResult(), Counts()
+        for counts in stream_records(
+            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+        ):
+            total += counts
+        yield total.stats(), issues
