@@ -12,7 +12,7 @@ from rich.text import Text
 from cheems.cli import scoring
 from cheems.cli.console import console, err, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
-from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settings_options
+from cheems.cli.options import SkipInvalid, Workers, settings_of, settings_options
 from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
@@ -113,7 +113,7 @@ def import_(
     settings: dict,
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
-    from cheems.data.importers import import_file
+    from cheems.data.importers import convert_file
     from cheems.outputs import claim_outputs
 
     cfg = settings_of(ImportSettings, settings)
@@ -126,7 +126,7 @@ def import_(
             f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
         )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
-    n, issues = import_file(source, fmt, output, cfg, skip_invalid=skip_invalid, workers=workers)
+    n, issues = convert_file(source, fmt, output, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
     console.print(f"wrote {n} records to {output}")
 
@@ -163,7 +163,9 @@ def resolve(
 
 
 @app.command()
-@settings_options(SplitSettings, "train", "test", "test_fraction", "seed", "skip_invalid", "workers", show_defaults=True)
+@settings_options(
+    SplitSettings, "train", "test", "test_fraction", "seed", "skip_invalid", "workers", show_defaults=True
+)
 def split(
     *,
     source: Annotated[Path, typer.Argument(metavar="IN", help="Record file (any format read_records reads).")],

@@ -151,9 +151,9 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
 
     The help is the field's ``description``; the type comes from its annotation (a float is
-    checked by :func:`finite`, within its ``ge`` / ``le`` bounds; a list is repeatable); a bool is ``--x/--no-x`` unless its
-    :class:`Cli` marker says ``flag``. The option's default is None (not given), or the field's
-    default with ``show_default`` (a command without a config file shows it in ``--help``).
+    checked by :func:`finite`, within its ``ge`` / ``le`` bounds; a list is repeatable); a bool is
+    ``--x/--no-x`` unless its :class:`Cli` marker says ``flag``. The option's default is None (not
+    given), or the field's default with ``show_default`` (a command without a config file shows it in ``--help``).
     """
     model = owner(model, name)
     info = _field(model, name)

@@ -28,6 +28,8 @@ from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import Field
+
 from cheems.data.formats import (
     FORMATS,
     SAME_TEXT_HINT,
@@ -44,8 +46,6 @@ from cheems.data.formats import (
     distinct_pairs,
     register_format,
 )
-from pydantic import Field
-
 from cheems.data.io import ReadResult, iter_rows, record_line, write_lines
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import same_record, stream_records
@@ -441,12 +441,12 @@ def import_file(
 
 
 class ImportSettings(Settings):
-    """How ``cheems import`` (:func:`import_file`) reads a file."""
+    """How ``cheems import`` (:func:`convert_file`) reads a file."""
 
     lower_is_better: bool = Field(False, description="ratings: a lower score is better.")
 
 
-def import_file(
+def convert_file(
     source: str | Path,
     fmt: str | None,
     output: str | Path,

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
+
 from pydantic import Field
 
 from cheems.data.io import ReadResult, record_line
