@@ -12,27 +12,23 @@ from typing import Annotated, Optional
 import typer
 
 from cheems.cli.console import console
+from cheems.cli.options import settings_of, settings_options
 from cheems.errors import InputError
+from cheems.evaluate.run_settings import LeaderboardSettings
 
 SUFFIXES = (".md", ".html")
 
 
+@settings_options(LeaderboardSettings, "name", "output", "title", show_defaults=True)
 def leaderboard(
+    *,
     files: Annotated[
         list[Path], typer.Argument(metavar="J.json...", help="Outputs of cheems eval --output-json, one per row.")
     ],
-    name: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--name",
-            help="Row name, once per file in their order (default: the JSON's name, else the last part of its "
-            "scorer, e.g. a model's folder name, else the file stem).",
-        ),
-    ] = None,
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Also write the leaderboard: board.md or board.html.")
     ] = None,
-    title: Annotated[str, typer.Option(help="Title of the table and page.")] = "CheemsBench leaderboard",
+    settings: dict,
 ) -> None:
     """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
     from cheems.data.io import write_text
@@ -45,8 +41,10 @@ def leaderboard(
             path=str(output),
             hint="write board.md (markdown) or board.html (page)",
         )
+    cfg = settings_of(LeaderboardSettings, settings)
+    title = cfg.title
     claim_outputs(inputs=[("J.json", f) for f in files], files=[("--output", output)])
-    board = load_leaderboard(files, name or ())
+    board = load_leaderboard(files, cfg.name)
     console.print(board_table(board, title))
     for note in board.notes:
         console.print(f"note: {note}", soft_wrap=True, markup=False)  # "[low, high]" is text, not a style

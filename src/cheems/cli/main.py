@@ -17,7 +17,7 @@ from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
 from cheems.evaluate.benchmarks import METRICS
-from cheems.evaluate.run_settings import EvalSettings
+from cheems.evaluate.run_settings import DemoSettings, EvalSettings
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
@@ -322,21 +322,19 @@ def check_metric(metric: str, report: Path | None) -> None:
 
 
 @app.command()
+@settings_options(DemoSettings, "output", "model", "no_train", show_defaults=True)
 def demo(
+    *,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="The small Chinese model to score with.")
-    ] = "similarity:m3e-small",
-    no_train: Annotated[
-        bool, typer.Option("--no-train", help="Skip the training step (about a minute on 2 CPU cores).")
-    ] = False,
+    settings: dict,
 ) -> None:
     """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
     from cheems.outputs import claim_outputs
     from cheems.workflows.demo import run_demo
 
+    cfg = settings_of(DemoSettings, settings)
     claim_outputs(folders=[("--output", output, ())])
-    run_demo(output, model, console, train=not no_train)
+    run_demo(output, cfg.model, console, train=not cfg.no_train)
 
 
 from cheems.cli.train import train_command  # noqa: E402 - the command lives in its own module
