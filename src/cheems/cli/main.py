@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.text import Text
 
 from cheems.cli import scoring
-from cheems.cli.console import console, err, report_skipped, report_warnings, run
+from cheems.cli.console import console, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import SkipInvalid, Workers, settings_of, settings_options
 from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
-from cheems.evaluate.benchmarks import METRICS
 from cheems.evaluate.run_settings import DemoSettings, EvalSettings
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.llm.endpoint import ConnectionSettings
@@ -61,39 +60,14 @@ def validate(
     workers: Workers = None,
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1."""
-    from cheems.data.dataset_stats import file_stats
+    from cheems.data.dataset_stats import file_stats, print_stats
 
     rows = []
     for path, (stats, issues) in zip(files, file_stats(files, skip_invalid=skip_invalid, workers=workers)):
         report_skipped(issues.skipped)
         report_warnings(issues.warnings)
         rows.append((path, stats))
-    print_stats(rows)
-
-
-def print_stats(rows: list) -> None:
-    """The statistics of each file as one row of a table (fits an 80-column terminal: short headings on two
-    lines, explained in the caption; numbers never wrap, so only a long file name folds)."""
-    from rich import box
-    from rich.table import Table
-
-    caption = "pairs: comparisons without ties; length: mean characters"
-    table = Table(title="dataset statistics", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
-    table.add_column("file", overflow="fold")
-    for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for path, s in rows:
-        table.add_row(
-            str(path),
-            str(s.prompts),
-            str(s.responses),
-            f"{s.responses_per_prompt:.2f}",
-            str(s.comparisons),
-            f"{s.avg_prompt_chars:.1f}",
-            f"{s.avg_chosen_chars:.1f}",
-            f"{s.avg_rejected_chars:.1f}",
-        )
-    console.print(table)
+    print_stats(rows, console)
 
 
 @app.command("import")
@@ -148,14 +122,7 @@ def resolve(
     claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
     stats, warnings, issues = resolve_file(source, output, stats_json, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
-    for pid, unmentioned in warnings:
-        err.print(
-            Text.assemble(
-                ("warning ", "yellow"),
-                f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)",
-            ),
-            soft_wrap=True,
-        )
+    report_warnings(warnings)
     console.print(
         f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
         f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}"
@@ -272,7 +239,8 @@ def eval_(
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
     from cheems.evaluate.evaluation import evaluate_files
-    from cheems.evaluate.report import REPORT_FILES
+    from cheems.evaluate.report import REPORT_FILES, print_evaluation
+    from cheems.evaluate.run_settings import check_metric
     from cheems.outputs import claim_outputs
 
     needs = "cheems eval needs --bench and exactly one of --scores, --model or --judge-model"
@@ -293,32 +261,8 @@ def eval_(
     report_warnings(run.warnings)
     if by.judge is None:
         scoring.warn_unmatched(run.report.unmatched_scores, by.source, "the bench")
-    print_evaluation(run)
+    print_evaluation(run, console)
     run.write(output_json, report, details)
-
-
-def print_evaluation(run) -> None:
-    """CheemsBench's metrics as a table, or another benchmark's (with a judge's verdict statistics)."""
-    from cheems.evaluate.benchmarks import print_benchmark
-    from cheems.evaluate.report import judge_lines, print_report
-
-    if run.other is None:
-        print_report(run.report, title=f"CheemsBench metrics: {run.report.scorer}", console=console)
-        return
-    print_benchmark(run.other, console)
-    for line in judge_lines(run.report):
-        console.print(line, soft_wrap=True, highlight=False)
-
-
-def check_metric(metric: str, report: Path | None) -> None:
-    """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
-    other = METRICS.get(metric).subset is not None  # an unknown metric: the one line listing them
-    if other and report is not None:
-        raise InputError(
-            f"--report writes the CheemsBench report; --metric {metric} has none",
-            path="--report",
-            hint="leave out --report (use --output-json), or --metric",
-        )
 
 
 @app.command()
@@ -337,49 +281,25 @@ def demo(
     run_demo(output, cfg.model, console, train=not cfg.no_train)
 
 
-from cheems.cli.train import train_command  # noqa: E402 - the command lives in its own module
-
-app.command("train")(train_command)
-
-from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
-
-app.command()(judge)
-
-from cheems.cli.bon import bon  # noqa: E402 - the command lives in its own module
-
-app.command()(bon)
-
-from cheems.cli.compare import compare  # noqa: E402 - the command lives in its own module
-
-app.command()(compare)
-
-from cheems.cli.generate import generate  # noqa: E402 - the command lives in its own module
-
-app.command()(generate)
-
-from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
-
-app.command()(leaderboard)
-
-from cheems.cli.correlate import correlate  # noqa: E402 - the command lives in its own module
-
-app.command()(correlate)
-
-from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
-
-app.add_typer(curate_app, name="curate")
-
-from cheems.cli.annotate import annotate_app  # noqa: E402 - the sub-app lives in its own module
-
-app.add_typer(annotate_app, name="annotate")
-
-from cheems.cli.analyze import analyze_app  # noqa: E402 - the sub-app lives in its own module
-
-app.add_typer(analyze_app, name="analyze")
-
-from cheems.cli.winrate import winrate  # noqa: E402 - the command lives in its own module
-
-app.command()(winrate)
+# the commands and sub-apps that live in their own modules: (module, name in it, command name)
+for module, attr, name in [
+    ("train", "train_command", "train"),
+    ("judge", "judge", "judge"),
+    ("bon", "bon", "bon"),
+    ("compare", "compare", "compare"),
+    ("generate", "generate", "generate"),
+    ("leaderboard", "leaderboard", "leaderboard"),
+    ("correlate", "correlate", "correlate"),
+    ("curate", "curate_app", "curate"),
+    ("annotate", "annotate_app", "annotate"),
+    ("analyze", "analyze_app", "analyze"),
+    ("winrate", "winrate", "winrate"),
+]:
+    command = getattr(importlib.import_module(f"cheems.cli.{module}"), attr)
+    if isinstance(command, typer.Typer):
+        app.add_typer(command, name=name)
+    else:
+        app.command(name)(command)
 
 
 def main() -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ReadResult
 from cheems.data.schema import Record
 from cheems.data.stream import stream_records
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -106,3 +109,28 @@ def file_stats(
         ):
             total += counts
         yield total.stats(), issues
+
+
+def print_stats(rows: list[tuple[str | Path, DatasetStats]], console: Console) -> None:
+    """The statistics of each file as one row of a table (fits an 80-column terminal: short headings on two
+    lines, explained in the caption; numbers never wrap, so only a long file name folds)."""
+    from rich import box
+    from rich.table import Table
+
+    caption = "pairs: comparisons without ties; length: mean characters"
+    table = Table(title="dataset statistics", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("file", overflow="fold")
+    for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for path, s in rows:
+        table.add_row(
+            str(path),
+            str(s.prompts),
+            str(s.responses),
+            f"{s.responses_per_prompt:.2f}",
+            str(s.comparisons),
+            f"{s.avg_prompt_chars:.1f}",
+            f"{s.avg_chosen_chars:.1f}",
+            f"{s.avg_rejected_chars:.1f}",
+        )
+    console.print(table)

@@ -3,10 +3,12 @@ with its description. Apart from the modules that compute (numpy loads only for 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
+from cheems.errors import InputError
 from cheems.evaluate.benchmarks import METRICS
 from cheems.settings import Cli, Settings, rule
 
@@ -110,3 +112,14 @@ class DemoSettings(Settings):
     no_train: Annotated[bool, Cli(flag=True)] = Field(
         False, description="Skip the training step (about a minute on 2 CPU cores)."
     )
+
+
+def check_metric(metric: str, report: Path | None) -> None:
+    """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
+    other = METRICS.get(metric).subset is not None  # an unknown metric: the one line listing them
+    if other and report is not None:
+        raise InputError(
+            f"--report writes the CheemsBench report; --metric {metric} has none",
+            path="--report",
+            hint="leave out --report (use --output-json), or --metric",
+        )

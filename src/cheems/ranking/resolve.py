@@ -19,6 +19,7 @@ from cheems.data.dataset_stats import Counts, record_counts
 from cheems.data.io import ReadResult, write_lines_and_report
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
+from cheems.errors import InputError
 
 
 def preference_graph(record: Record) -> nx.DiGraph:
@@ -173,10 +174,15 @@ def resolve_file(
     *,
     skip_invalid: bool = False,
     workers: int | None = None,
-) -> tuple[ResolveStats, list[tuple[str, list[str]]], ReadResult]:
+) -> tuple[ResolveStats, list[InputError], ReadResult]:
     """Resolve a record file into ``output`` (and its pooled conflict statistics into ``stats_json``), streamed,
-    as ``cheems resolve``: the statistics, the warnings of :func:`resolve_step`, and the lines skipped."""
-    stats, warnings = ResolveStats(), list[tuple[str, list[str]]]()
+    as ``cheems resolve``: the statistics, a warning for each prompt with responses no comparison mentions,
+    and the lines skipped."""
+    stats, unmentioned = ResolveStats(), list[tuple[str, list[str]]]()
     records = Records([source], skip_invalid=skip_invalid, workers=workers, label="resolving")
-    write_lines_and_report(output, resolve_step(records, stats, warnings), stats_json, stats.to_dict)
+    write_lines_and_report(output, resolve_step(records, stats, unmentioned), stats_json, stats.to_dict)
+    warnings = [
+        InputError(f"prompt '{pid}': no comparison mentions {', '.join(ids)}; placed at rank 1 (Algorithm 1)")
+        for pid, ids in unmentioned
+    ]
     return stats, warnings, records.issues
