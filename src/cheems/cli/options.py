@@ -4,8 +4,9 @@
 of its settings model (:class:`cheems.settings.Settings`) that it exposes with
 :func:`settings_options`; each becomes an option whose flag comes from the field's name (or its
 :class:`~cheems.settings.Cli` marker), help from its ``description`` and type from its
-annotation. The command receives the options given as nested overrides (:func:`given_settings`)
-and builds its settings with :func:`from_options`, or passes them on under a config file. A new
+annotation. The command receives the options given as nested overrides
+(:func:`cheems.settings.given_settings`) and builds its settings with :func:`cheems.settings.settings_of` /
+:func:`~cheems.settings.from_options` (typer-free, in the settings layer), or passes them on under a config file. A new
 setting is one field; listing its name in the command puts it on the command line.
 
 **Numbers**: every float option of every command is checked by :func:`finite`. ``float()`` takes
@@ -22,20 +23,17 @@ import inspect
 import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Optional
 
 import annotated_types
 import typer
-from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
 from cheems.errors import InputError
-from cheems.settings import Cli, merged
-from cheems.yamlfile import located_validation_error
-
-M = TypeVar("M", bound=BaseModel)
+from cheems.settings import Models, cli_marker, field_info, given_settings, option_name, owner
+from cheems.settings import from_options as from_options  # re-exported: the command modules build settings with
+from cheems.settings import settings_of as settings_of  # these two
 
 # Options several commands share, declared once.
 SkipInvalid = Annotated[
@@ -102,51 +100,6 @@ def _cli_type(annotation: Any, path: bool) -> Any:
     return Path if path and annotation is str else annotation
 
 
-def _field(model: type[BaseModel], name: str) -> FieldInfo:
-    """The field ``name`` of ``model``; a dotted name is a field of a nested settings model (``lora.enabled``)."""
-    head, _, rest = name.partition(".")
-    info = model.model_fields[head]
-    if not rest:
-        return info
-    nested = next(
-        a
-        for a in (info.annotation, *typing.get_args(info.annotation))
-        if isinstance(a, type) and issubclass(a, BaseModel)
-    )
-    return _field(nested, rest)
-
-
-def _cli(info: FieldInfo) -> Cli:
-    return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
-
-
-def option_name(model: type[BaseModel], name: str) -> str:
-    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else its name with
-    ``-`` for ``_`` (``max_length`` -> ``--max-length``); a one-letter setting marked ``Cli("-n")`` is ``-n`` alone."""
-    names = _cli(_field(model, name)).names
-    long = [n for n in names if n.startswith("--")]
-    leaf = name.rpartition(".")[2].replace("_", "-")
-    if long:
-        return long[0]
-    return f"-{leaf}" if f"-{leaf}" in names else f"--{leaf}"  # a one-letter setting (bon's -n): its short name
-
-
-Models = type[BaseModel] | tuple[type[BaseModel], ...]
-
-
-def owner(models: Models, name: str) -> type[BaseModel]:
-    """The first of ``models`` (one model, or several a command composes) with the setting ``name``."""
-    if not isinstance(models, tuple):
-        return models
-    return next(m for m in models if name.partition(".")[0] in m.model_fields)
-
-
-def settings_of(model: type[M], given: Mapping[str, Any]) -> M:
-    """``model`` from those of the settings ``given`` that are its fields (a command composing several
-    settings models hands each its own); a bad value is one line naming its option."""
-    return from_options(model, {k: v for k, v in given.items() if k in model.model_fields})
-
-
 def setting_option(model: Models, name: str, show_default: bool = False) -> inspect.Parameter:
     """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
 
@@ -156,8 +109,8 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     given), or the field's default with ``show_default`` (a command without a config file shows it in ``--help``).
     """
     model = owner(model, name)
-    info = _field(model, name)
-    cli = _cli(info)
+    info = field_info(model, name)
+    cli = cli_marker(info)
     kind = _cli_type(info.annotation, cli.path)
     long = option_name(model, name)
     decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
@@ -173,21 +126,6 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
         default=default,
         annotation=Annotated[Optional[kind], option],
     )
-
-
-def given_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The overrides the options make: setting name -> value for those given (None: not given);
-    a dotted name goes into its nested mapping (``lora.enabled`` -> ``{"lora": {"enabled": ...}}``)."""
-    out: dict[str, Any] = {}
-    for name, value in values.items():
-        if value is None:
-            continue
-        *parents, leaf = name.split(".")
-        target = out
-        for key in parents:
-            target = target.setdefault(key, {})
-        target[leaf] = value
-    return out
 
 
 def settings_options(
@@ -230,26 +168,3 @@ def settings_options(
 def _py(name: str) -> str:
     """A setting's name as a Python parameter name (``lora.enabled`` -> ``lora__enabled``)."""
     return name.replace(".", "__")
-
-
-def from_options(model: type[M], given: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> M:
-    """``model`` from ``base`` (e.g. a config file's values, checked where they were read) with the
-    settings ``given`` on the command line over it; a bad option value is one ``InputError`` that
-    names the option (and the setting)."""
-    try:
-        return model.model_validate(merged(base or {}, given))
-    except ValidationError as e:
-        error = located_validation_error(e, model, None, {})
-    loc = error.field.split(".") if error.field else []
-    keys = next((loc[:n] for n in range(len(loc), 0, -1) if _has(given, loc[:n])), None)
-    option = option_name(model, ".".join(keys)) if keys else None
-    raise InputError(error.message, path=option, field=error.field, hint=error.hint)
-
-
-def _has(values: Mapping[str, Any], keys: list[str]) -> bool:
-    """Whether the nested ``values`` hold a value at ``keys``."""
-    for key in keys[:-1]:
-        values = values.get(key)  # type: ignore[assignment]
-        if not isinstance(values, Mapping):
-            return False
-    return keys[-1] in values
