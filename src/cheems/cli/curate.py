@@ -39,14 +39,7 @@ def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: t
 @curate_app.command("filter")
 @settings_options(
     FilterConfig,
-    "config",
-    "max_chars",
-    "max_length_ratio",
-    "long_min_chars",
-    "max_non_chinese_share",
-    "report_json",
-    "skip_invalid",
-    "workers",
+    *"config max_chars max_length_ratio long_min_chars max_non_chinese_share report_json skip_invalid workers".split(),
 )
 def filter_(
     *,
@@ -77,20 +70,8 @@ def filter_(
 @curate_app.command()
 @settings_options(
     (ScoringSettings, DistantSettings),
-    "output",
-    "scores",
-    "model",
-    "margin",
-    "sources",
-    "all_sources",
-    "batch_size",
-    "max_length",
-    "device",
-    "dtype",
-    "no_shared_prefix",
-    "report_json",
-    "skip_invalid",
-    "workers",
+    *"output scores model margin sources all_sources batch_size max_length device dtype no_shared_prefix".split(),
+    *("report_json", "skip_invalid", "workers"),
     show_defaults=True,
 )
 def distant(

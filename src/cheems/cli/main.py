@@ -195,19 +195,9 @@ def score(
 @app.command("eval")
 @settings_options(
     (ScoringSettings, JudgeSettings, EvalSettings),
-    "bench",
-    "scores",
-    "model",
-    *JUDGE_OPTIONS,
-    "metric",
-    "output_json",
-    "report",
-    "details",
-    "resamples",
-    "bootstrap_seed",
-    *scoring.SCORING_OPTIONS,
-    "no_progress",
-    "workers",
+    *("bench", "scores", "model", *JUDGE_OPTIONS),
+    *"metric output_json report details resamples bootstrap_seed".split(),
+    *(*scoring.SCORING_OPTIONS, "no_progress", "workers"),
     show_defaults=True,
 )
 def eval_(
