@@ -13,10 +13,7 @@ import typer
 
 from cheems.cli.console import console
 from cheems.cli.options import settings_of, settings_options
-from cheems.errors import InputError
 from cheems.evaluate.run_settings import LeaderboardSettings
-
-SUFFIXES = (".md", ".html")
 
 
 @settings_options(LeaderboardSettings, "name", "output", "title", show_defaults=True)
@@ -31,23 +28,16 @@ def leaderboard(
     settings: dict,
 ) -> None:
     """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
-    from cheems.data.io import write_text
-    from cheems.evaluate.leaderboard import board_html, board_markdown, board_table, load_leaderboard
+    from cheems.evaluate.leaderboard import board_format, board_table, load_leaderboard, write_board
     from cheems.outputs import claim_outputs
 
-    if output is not None and output.suffix.lower() not in SUFFIXES:
-        raise InputError(
-            f"unknown suffix '{output.suffix}'" if output.suffix else "no suffix",
-            path=str(output),
-            hint="write board.md (markdown) or board.html (page)",
-        )
+    board_format(output)  # a bad suffix fails before anything is read
     cfg = settings_of(LeaderboardSettings, settings)
-    title = cfg.title
     claim_outputs(inputs=[("J.json", f) for f in files], files=[("--output", output)])
     board = load_leaderboard(files, cfg.name)
-    console.print(board_table(board, title))
+    console.print(board_table(board, cfg.title))
     for note in board.notes:
         console.print(f"note: {note}", soft_wrap=True, markup=False)  # "[low, high]" is text, not a style
     if output is not None:
-        write_text(output, board_markdown(board, title) if output.suffix.lower() == ".md" else board_html(board, title))
+        write_board(board, output, cfg.title)
         console.print(f"wrote {output}")
