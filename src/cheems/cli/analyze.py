@@ -1,8 +1,4 @@
-"""``cheems analyze``: analyses of labels; ``analyze bias`` measures position and length bias (Figure 15).
-
-Registered in :mod:`cheems.cli.main` as ``app.add_typer(analyze_app, name="analyze")``. Thin: the
-numbers, charts and page come from :mod:`cheems.evaluate.bias`.
-"""
+"""``cheems analyze bias``: position and length bias (Figure 15), from :mod:`cheems.evaluate.bias`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""``cheems compare D1.jsonl D2.jsonl``: is one scorer better than another on the same bench, and is it significant?
-
-Registered in :mod:`cheems.cli.main` as ``app.command()(compare)``. The statistics live in
-:func:`cheems.compare` (:func:`cheems.evaluate.significance.compare_details`), the table in
-:func:`cheems.evaluate.significance.print_comparison`; this module parses and prints.
-"""
+"""``cheems compare D1 D2``: is one scorer better than another on one bench (:func:`cheems.compare`)?"""
 
 from __future__ import annotations
 

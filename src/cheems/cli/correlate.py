@@ -1,8 +1,4 @@
-"""``cheems correlate``: do benchmark numbers predict downstream results across reward models (Figure 5)?
-
-Registered in :mod:`cheems.cli.main` as ``app.command()(correlate)``. The numbers come from
-:mod:`cheems.evaluate.correlate`; this module parses and prints.
-"""
+"""``cheems correlate``: do benchmark numbers predict downstream results (Figure 5)? :mod:`cheems.evaluate.correlate`"""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``cheems curate``: quality filters, distant supervision, length debias, and the whole recipe.
-
-Registered in :mod:`cheems.cli.main` as ``app.add_typer(curate_app, name="curate")``. Thin:
-each command reads, calls :mod:`cheems.curate`, writes, and prints the report.
-"""
+"""``cheems curate``: quality filters, distant supervision, length debias, the whole recipe (:mod:`cheems.curate`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``cheems leaderboard``: eval JSONs side by side, one row each, best overall first (the paper's Tables 2 and 3).
-
-Registered in :mod:`cheems.cli.main` as ``app.command()(leaderboard)``. Prints the table; ``-o``
-also writes it as markdown (``.md``) or a self-contained HTML page (``.html``).
-"""
+"""``cheems leaderboard``: eval JSONs side by side, best overall first (Tables 2 and 3; :func:`cheems.leaderboard`)."""
 
 from __future__ import annotations
 

@@ -271,25 +271,11 @@ def demo(
     run_demo(output, cfg.model, console, train=not cfg.no_train)
 
 
-# the commands and sub-apps that live in their own modules: (module, name in it, command name)
-for module, attr, name in [
-    ("train", "train_command", "train"),
-    ("judge", "judge", "judge"),
-    ("bon", "bon", "bon"),
-    ("compare", "compare", "compare"),
-    ("generate", "generate", "generate"),
-    ("leaderboard", "leaderboard", "leaderboard"),
-    ("correlate", "correlate", "correlate"),
-    ("curate", "curate_app", "curate"),
-    ("annotate", "annotate_app", "annotate"),
-    ("analyze", "analyze_app", "analyze"),
-    ("winrate", "winrate", "winrate"),
-]:
-    command = getattr(importlib.import_module(f"cheems.cli.{module}"), attr)
-    if isinstance(command, typer.Typer):
-        app.add_typer(command, name=name)
-    else:
-        app.command(name)(command)
+# the commands and sub-apps living in their own modules, in --help's order: cheems.cli.MODULE[:its name there]
+MODULES = "train:train_command judge bon compare generate leaderboard correlate curate:curate_app annotate:annotate_app"
+for _module, _, _attr in (m.partition(":") for m in (*MODULES.split(), "analyze:analyze_app", "winrate")):
+    _command = getattr(importlib.import_module(f"cheems.cli.{_module}"), _attr or _module)
+    app.add_typer(_command, name=_module) if isinstance(_command, typer.Typer) else app.command(_module)(_command)
 
 
 def main() -> None:

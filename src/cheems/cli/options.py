@@ -1,19 +1,12 @@
-"""Command-line options: settings models mapped to options in one place, and the rule for numbers.
+"""Command-line options: settings fields as options (as TRL's ``TrlParser``), and the rule for numbers.
 
-**Settings as options** (as TRL's ``RewardConfig`` + ``TrlParser`` do): a command lists the fields
-of its settings model (:class:`cheems.settings.Settings`) that it exposes with
-:func:`settings_options`; each becomes an option whose flag comes from the field's name (or its
-:class:`~cheems.settings.Cli` marker), help from its ``description`` and type from its
-annotation. The command receives the options given as nested overrides
-(:func:`cheems.settings.given_settings`) and builds its settings with :func:`cheems.settings.settings_of` /
-:func:`~cheems.settings.from_options` (typer-free, in the settings layer), or passes them on under a config file. A new
-setting is one field; listing its name in the command puts it on the command line.
+A command lists the fields of its settings models it exposes with :func:`settings_options`: each is an
+option named from the field (or its :class:`~cheems.settings.Cli` marker), with its ``description`` as help.
+The command gets the options given as overrides and builds its settings with :func:`cheems.settings.settings_of`
+or :func:`~cheems.settings.from_options` (over a config file). A new setting is one field and its name here.
 
-**Numbers**: every float option of every command is checked by :func:`finite`. ``float()`` takes
-``nan``, ``inf`` and ``1e400`` (= inf), so ``--margin nan`` or ``--lr inf`` used to run with a
-number that means nothing (a NaN margin keeps or drops nothing consistently, a NaN learning rate
-trains NaN weights). The check runs when the command line is parsed, before any file is read,
-and fails as one ``InputError`` line naming the option.
+Every float option is checked by :func:`finite` as the command line is parsed (``float()`` takes ``nan``, ``inf``
+and ``1e400``, which mean nothing as a margin or a learning rate): one ``InputError`` line naming the option.
 """
 
 from __future__ import annotations
@@ -55,11 +48,8 @@ Workers = Annotated[
 
 
 def finite(low: float | None = None, high: float | None = None) -> Callable[..., float | None]:
-    """An option callback: the value must be a finite number within ``[low, high]`` (each bound optional).
-
-    Use as ``typer.Option(callback=finite())`` on every float option. ``None`` (an optional option
-    left out) passes.
-    """
+    """An option callback: the value must be a finite number within ``[low, high]`` (each bound optional;
+    ``None``, an option left out, passes)."""
 
     def check(param: typer.CallbackParam, value: float | None) -> float | None:
         if value is None:
@@ -131,15 +121,12 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
 def settings_options(
     model: Models, *order: str, show_defaults: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command the options for some of ``model``'s settings, in one place (as TRL's ``TrlParser``).
+    """Give a command the options for some settings of ``model`` (or of a tuple of models it composes: a name
+    is the first one's with that field).
 
-    ``model`` may be a tuple of settings models a command composes: a name is the first one's with that field.
-
-    ``order`` lists the command's options as ``--help`` shows them: names of ``model``'s fields
-    (dotted for a nested one) mixed with the command's own parameters (``config``, ``no_progress``).
-    The command's parameters not listed (arguments such as IN) come first. The command receives
-    the settings given on the command line as ``settings`` (see :func:`given_settings`); typer
-    reads the options from the generated signature.
+    ``order`` lists the options as ``--help`` shows them: field names (dotted for a nested one) mixed with the
+    command's own parameters (``config``); those not listed (arguments such as IN) come first. The command
+    receives the settings given as ``settings`` (:func:`~cheems.settings.given_settings`).
     """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,8 +1,4 @@
-"""``cheems train``: train a reward model (listwise Bradley–Terry, greedy prompt-grouped batches).
-
-Registered in :mod:`cheems.cli.main` as ``app.command("train")(train_command)``. Also runs on its own as
-``python -m cheems.cli.train ...`` (and under ``accelerate launch -m cheems train ...``).
-"""
+"""``cheems train`` (:func:`cheems.train`); also ``python -m cheems.cli.train`` (e.g. under ``accelerate launch``)."""
 
 from __future__ import annotations
 
