@@ -106,8 +106,8 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
     decls += [n for n in cli.names if not n.startswith("--") and n != long]
     # a float's bounds (``Field(ge=, le=)``) are checked as the command line is parsed, naming the option
-    low = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
-    high = next((m.le for m in info.metadata if isinstance(m, annotated_types.Le)), None)
+    low = next((typing.cast(float, m.ge) for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
+    high = next((typing.cast(float, m.le) for m in info.metadata if isinstance(m, annotated_types.Le)), None)
     option = typer.Option(*decls, help=info.description, callback=finite(low, high) if kind is float else None)
     default = info.get_default(call_default_factory=True) if show_default and not info.is_required() else None
     return inspect.Parameter(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,7 +111,7 @@ def file_stats(
         yield total.stats(), issues
 
 
-def print_stats(rows: list[tuple[str | Path, DatasetStats]], console: Console) -> None:
+def print_stats(rows: Sequence[tuple[str | Path, DatasetStats]], console: Console) -> None:
     """The statistics of each file as one row of a table (fits an 80-column terminal: short headings on two
     lines, explained in the caption; numbers never wrap, so only a long file name folds)."""
     from rich import box
