@@ -200,6 +200,10 @@ PLACES = [
     (["bon", "{pool}", "--model", "openrlhf:http://127.0.0.1:9#rm", "-o", "{out}"], "--model"),
     (["curate", "distant", "{pool}", "--model", "similarity:", "-o", "{out}"], "--model"),
     (["curate", "distant", "{pool}", "--scores", "{pool}", "--margin", "-1", "-o", "{out}"], "--margin"),
+    (
+        ["split", "{pool}", "--train", "{out}/a.jsonl", "--test", "{out}/b.jsonl", "--test-fraction", "1.5"],
+        "--test-fraction",
+    ),
     (["train", "--data", "{pool}", "--model", "not a/hub id", "--output", "{out}"], "--model"),
     (["demo", "--model", "similarity:", "--no-train", "-o", "{out}"], "--model"),
     (["judge", "{pool}", "-o", "{out}"], "--judge-model"),
