@@ -14,6 +14,7 @@ from cheems.curate.debias import DebiasSettings
 from cheems.curate.distant import DistantSettings
 from cheems.curate.filters import FilterConfig
 from cheems.models.scoring import ScoringSettings
+from cheems.outputs import claim_outputs
 
 curate_app = typer.Typer(
     help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",
@@ -27,8 +28,6 @@ ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="Write
 
 def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: tuple[str, Path | None]) -> None:
     """Check the outputs against the inputs before anything is read (see ``cheems.outputs``)."""
-    from cheems.outputs import claim_outputs
-
     claim_outputs(inputs=[("IN", source), *more_inputs], files=[("--output", output), ("--report-json", report_json)])
 
 

@@ -275,7 +275,10 @@ def demo(
 MODULES = "train:train_command judge bon compare generate leaderboard correlate curate:curate_app annotate:annotate_app"
 for _module, _, _attr in (m.partition(":") for m in (*MODULES.split(), "analyze:analyze_app", "winrate")):
     _command = getattr(importlib.import_module(f"cheems.cli.{_module}"), _attr or _module)
-    app.add_typer(_command, name=_module) if isinstance(_command, typer.Typer) else app.command(_module)(_command)
+    if isinstance(_command, typer.Typer):
+        app.add_typer(_command, name=_module)
+    else:
+        app.command(_module)(_command)
 
 
 def main() -> None:
