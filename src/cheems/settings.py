@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, WrapValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WrapValidator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -75,6 +75,18 @@ class Cli:
         self.names = names
         self.flag = flag
         self.path = path
+
+
+class RunSettings(Settings):
+    """How a command runs, whatever it computes: the options many commands share."""
+
+    skip_invalid: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Skip bad lines (each one is listed) instead of stopping."
+    )
+    no_progress: Annotated[bool, Cli(flag=True)] = Field(False, description="No progress bar.")
+    verbose: Annotated[bool, Cli("--verbose", "-v", flag=True)] = Field(
+        False, description="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars)."
+    )
 
 
 def invalid(message: str, hint: str | None = None, at: str | tuple | None = None) -> PydanticCustomError:

@@ -12,7 +12,7 @@ import typer
 from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
-from cheems.cli.options import SkipInvalid, Workers, settings_of, settings_options
+from cheems.cli.options import SkipInvalid, Verbose, Workers, settings_of, settings_options
 from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
@@ -31,16 +31,7 @@ app = typer.Typer(
 
 
 @app.callback()
-def _global_options(
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose",
-            "-v",
-            help="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars).",
-        ),
-    ] = False,
-) -> None:
+def _global_options(verbose: Verbose = False) -> None:
     """Options for every command (given before it: cheems --verbose eval ...)."""
     from cheems.models.quiet import set_verbose
 

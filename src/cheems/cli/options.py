@@ -24,15 +24,10 @@ import annotated_types
 import typer
 
 from cheems.errors import InputError
-from cheems.settings import Models, cli_marker, field_info, given_settings, option_name, owner
+from cheems.settings import Models, RunSettings, cli_marker, field_info, given_settings, option_name, owner
 from cheems.settings import from_options as from_options  # re-exported: the command modules build settings with
 from cheems.settings import settings_of as settings_of  # these two
 
-# Options several commands share, declared once.
-SkipInvalid = Annotated[
-    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-]
-NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 # How hard to try with a server: fields of cheems.llm.endpoint.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).
 CONNECTION_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")
@@ -118,6 +113,11 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     )
 
 
+def shared_option(name: str) -> Any:
+    """The parameter type of an option many commands share: the :class:`~cheems.settings.RunSettings` field ``name``."""
+    return setting_option(RunSettings, name).annotation
+
+
 def settings_options(
     model: Models, *order: str, show_defaults: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -155,3 +155,9 @@ def settings_options(
 def _py(name: str) -> str:
     """A setting's name as a Python parameter name (``lora.enabled`` -> ``lora__enabled``)."""
     return name.replace(".", "__")
+
+
+# options many commands share, declared once
+SkipInvalid = shared_option("skip_invalid")
+NoProgress = shared_option("no_progress")
+Verbose = shared_option("verbose")
