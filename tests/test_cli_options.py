@@ -200,6 +200,10 @@ PLACES = [
     (["bon", "{pool}", "--model", "openrlhf:http://127.0.0.1:9#rm", "-o", "{out}"], "--model"),
     (["curate", "distant", "{pool}", "--model", "similarity:", "-o", "{out}"], "--model"),
     (["curate", "distant", "{pool}", "--scores", "{pool}", "--margin", "-1", "-o", "{out}"], "--margin"),
+    (
+        ["split", "{pool}", "--train", "{out}/a.jsonl", "--test", "{out}/b.jsonl", "--test-fraction", "1.5"],
+        "--test-fraction",
+    ),
     (["train", "--data", "{pool}", "--model", "not a/hub id", "--output", "{out}"], "--model"),
     (["demo", "--model", "similarity:", "--no-train", "-o", "{out}"], "--model"),
     (["judge", "{pool}", "-o", "{out}"], "--judge-model"),
@@ -260,8 +264,7 @@ def _commands(app: typer.Typer, path: tuple[str, ...] = ()):
 def test_every_settings_field_of_a_command_has_a_description_shown_in_its_help():
     """A new setting is one field with a description: the option, its flag and its help come from it."""
     from cheems.cli.main import app
-    from cheems.cli.options import _field, option_name
-    from cheems.settings import Settings
+    from cheems.settings import Settings, field_info, option_name
 
     seen = set()
     for path, callback in _commands(app):
@@ -274,7 +277,7 @@ def test_every_settings_field_of_a_command_has_a_description_shown_in_its_help()
         text = " ".join(result.output.split())
         for model, name in fields:
             assert issubclass(model, Settings)
-            description = _field(model, name).description  # a dotted name: the nested field's
+            description = field_info(model, name).description  # a dotted name: the nested field's
             assert description, f"cheems {' '.join(path)}: setting {name} of {model.__name__} has no description"
             flag = option_name(model, name)
             assert f" {flag} " in text, f"cheems {' '.join(path)} --help does not show {flag}"

@@ -173,3 +173,24 @@ def test_resolved_file_is_the_same_bytes_whatever_the_hash_seed(tmp_path):
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
     assert list(json.loads(outputs[0].splitlines()[0])["rank"]) == [f"r{i}" for i in range(6)]
+
+
+def test_resolve_file_writes_the_ranks_and_warns_of_an_unmentioned_response(tmp_path, monkeypatch, capsys):
+    """``cheems.resolve_file`` (what ``cheems resolve`` runs) writes the resolved records and the statistics,
+    and returns one warning per prompt with a response no comparison mentions, which the command prints."""
+    import json
+
+    from cheems.ranking.resolve import resolve_file
+    from helpers import run_main, write_jsonl
+
+    source = write_jsonl(tmp_path / "in.jsonl", [record(3, [("r1", "r2", "a")]).model_dump(mode="json")])
+    stats, warnings, issues = resolve_file(source, tmp_path / "out.jsonl", tmp_path / "stats.json")
+    assert [str(w) for w in warnings] == [
+        "prompt 'p': no comparison mentions r3; placed at rank 1 (Algorithm 1)"
+    ] and not issues.skipped
+    ranks = json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))["rank"]
+    assert ranks == {"r1": 1, "r2": 2, "r3": 1}
+    assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == stats.to_dict()
+    proc = run_main("resolve", source, "-o", tmp_path / "cli.jsonl", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and proc.stderr.splitlines() == [f"warning {warnings[0]}"], proc.stderr
+    assert (tmp_path / "cli.jsonl").read_bytes() == (tmp_path / "out.jsonl").read_bytes()

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, WrapValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WrapValidator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from cheems.errors import InputError
 from cheems.yamlfile import located_validation_error
 
 if TYPE_CHECKING:  # the name pydantic keeps private; at run time it is what BaseModel's type is
@@ -73,6 +75,18 @@ class Cli:
         self.names = names
         self.flag = flag
         self.path = path
+
+
+class RunSettings(Settings):
+    """How a command runs, whatever it computes: the options many commands share."""
+
+    skip_invalid: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Skip bad lines (each one is listed) instead of stopping."
+    )
+    no_progress: Annotated[bool, Cli(flag=True)] = Field(False, description="No progress bar.")
+    verbose: Annotated[bool, Cli("--verbose", "-v", flag=True)] = Field(
+        False, description="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars)."
+    )
 
 
 def invalid(message: str, hint: str | None = None, at: str | tuple | None = None) -> PydanticCustomError:
@@ -145,3 +159,90 @@ def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
             below = out.get(key)
             out[key] = merged(below, value) if isinstance(below, Mapping) and isinstance(value, Mapping) else value
     return out
+
+
+# ---------------------------------------------------------------- settings from command-line values
+# (cheems.cli.options makes the options; what they give is merged and validated here, typer-free)
+M = TypeVar("M", bound=BaseModel)
+
+
+def field_info(model: type[BaseModel], name: str) -> FieldInfo:
+    """The field ``name`` of ``model``; a dotted name is a field of a nested settings model (``lora.enabled``)."""
+    head, _, rest = name.partition(".")
+    info = model.model_fields[head]
+    if not rest:
+        return info
+    nested = next(
+        a for a in (info.annotation, *get_args(info.annotation)) if isinstance(a, type) and issubclass(a, BaseModel)
+    )
+    return field_info(nested, rest)
+
+
+def cli_marker(info: FieldInfo) -> Cli:
+    """The field's :class:`Cli` marker (an empty one when it has none)."""
+    return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
+
+
+def option_name(model: type[BaseModel], name: str) -> str:
+    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else its name with
+    ``-`` for ``_`` (``max_length`` -> ``--max-length``); a one-letter setting marked ``Cli("-n")`` is ``-n`` alone."""
+    names = cli_marker(field_info(model, name)).names
+    long = [n for n in names if n.startswith("--")]
+    leaf = name.rpartition(".")[2].replace("_", "-")
+    if long:
+        return long[0]
+    return f"-{leaf}" if f"-{leaf}" in names else f"--{leaf}"  # a one-letter setting (bon's -n): its short name
+
+
+Models = type[BaseModel] | tuple[type[BaseModel], ...]
+
+
+def owner(models: Models, name: str) -> type[BaseModel]:
+    """The first of ``models`` (one model, or several a command composes) with the setting ``name``."""
+    if not isinstance(models, tuple):
+        return models
+    return next(m for m in models if name.partition(".")[0] in m.model_fields)
+
+
+def settings_of(model: type[M], given: Mapping[str, Any]) -> M:
+    """``model`` from those of the settings ``given`` that are its fields (a command composing several
+    settings models hands each its own); a bad value is one line naming its option."""
+    return from_options(model, {k: v for k, v in given.items() if k in model.model_fields})
+
+
+def given_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The overrides the options make: setting name -> value for those given (None: not given);
+    a dotted name goes into its nested mapping (``lora.enabled`` -> ``{"lora": {"enabled": ...}}``)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        *parents, leaf = name.split(".")
+        target = out
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[leaf] = value
+    return out
+
+
+def from_options(model: type[M], given: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> M:
+    """``model`` from ``base`` (e.g. a config file's values, checked where they were read) with the
+    settings ``given`` on the command line over it; a bad option value is one ``InputError`` that
+    names the option (and the setting)."""
+    try:
+        return model.model_validate(merged(base or {}, given))
+    except ValidationError as e:
+        error = located_validation_error(e, model, None, {})
+    loc = error.field.split(".") if error.field else []
+    keys = next((loc[:n] for n in range(len(loc), 0, -1) if _has(given, loc[:n])), None)
+    option = option_name(model, ".".join(keys)) if keys else None
+    raise InputError(error.message, path=option, field=error.field, hint=error.hint)
+
+
+def _has(values: Mapping[str, Any], keys: list[str]) -> bool:
+    """Whether the nested ``values`` hold a value at ``keys``."""
+    for key in keys[:-1]:
+        values = values.get(key)  # type: ignore[assignment]
+        if not isinstance(values, Mapping):
+            return False
+    return keys[-1] in values

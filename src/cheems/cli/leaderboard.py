@@ -1,8 +1,4 @@
-"""``cheems leaderboard``: eval JSONs side by side, one row each, best overall first (the paper's Tables 2 and 3).
-
-Registered in :mod:`cheems.cli.main` as ``app.command()(leaderboard)``. Prints the table; ``-o``
-also writes it as markdown (``.md``) or a self-contained HTML page (``.html``).
-"""
+"""``cheems leaderboard``: eval JSONs side by side, best overall first (Tables 2 and 3; :func:`cheems.leaderboard`)."""
 
 from __future__ import annotations
 
@@ -12,44 +8,32 @@ from typing import Annotated, Optional
 import typer
 
 from cheems.cli.console import console
-from cheems.errors import InputError
+from cheems.cli.options import settings_of, settings_options
+from cheems.evaluate.run_settings import LeaderboardSettings
 
-SUFFIXES = (".md", ".html")
 
-
+@settings_options(LeaderboardSettings, "name", "output", "title", show_defaults=True)
 def leaderboard(
+    *,
     files: Annotated[
         list[Path], typer.Argument(metavar="J.json...", help="Outputs of cheems eval --output-json, one per row.")
     ],
-    name: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--name",
-            help="Row name, once per file in their order (default: the JSON's name, else the last part of its "
-            "scorer, e.g. a model's folder name, else the file stem).",
-        ),
-    ] = None,
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Also write the leaderboard: board.md or board.html.")
     ] = None,
-    title: Annotated[str, typer.Option(help="Title of the table and page.")] = "CheemsBench leaderboard",
+    settings: dict,
 ) -> None:
     """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
-    from cheems.data.io import write_text
-    from cheems.evaluate.leaderboard import board_html, board_markdown, board_table, load_leaderboard
+    from cheems.evaluate.leaderboard import board_format, board_table, load_leaderboard, write_board
     from cheems.outputs import claim_outputs
 
-    if output is not None and output.suffix.lower() not in SUFFIXES:
-        raise InputError(
-            f"unknown suffix '{output.suffix}'" if output.suffix else "no suffix",
-            path=str(output),
-            hint="write board.md (markdown) or board.html (page)",
-        )
+    board_format(output)  # a bad suffix fails before anything is read
+    cfg = settings_of(LeaderboardSettings, settings)
     claim_outputs(inputs=[("J.json", f) for f in files], files=[("--output", output)])
-    board = load_leaderboard(files, name or ())
-    console.print(board_table(board, title))
+    board = load_leaderboard(files, cfg.name)
+    console.print(board_table(board, cfg.title))
     for note in board.notes:
         console.print(f"note: {note}", soft_wrap=True, markup=False)  # "[low, high]" is text, not a style
     if output is not None:
-        write_text(output, board_markdown(board, title) if output.suffix.lower() == ".md" else board_html(board, title))
+        write_board(board, output, cfg.title)
         console.print(f"wrote {output}")

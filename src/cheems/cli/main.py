@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.text import Text
 
 from cheems.cli import scoring
-from cheems.cli.console import console, err, report_skipped, report_warnings, run
+from cheems.cli.console import console, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
-from cheems.cli.options import SkipInvalid, Workers, finite, settings_of, settings_options
-from cheems.data.importers import FORMATS
+from cheems.cli.options import SkipInvalid, Verbose, Workers, settings_of, settings_options
+from cheems.data.importers import FORMATS, ImportSettings
+from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
-from cheems.evaluate.benchmarks import METRICS
-from cheems.evaluate.run_settings import EvalSettings
+from cheems.evaluate.run_settings import DemoSettings, EvalSettings
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
@@ -31,16 +31,7 @@ app = typer.Typer(
 
 
 @app.callback()
-def _global_options(
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose",
-            "-v",
-            help="Show the libraries' own output (load reports, hub and tokenizer warnings, progress bars).",
-        ),
-    ] = False,
-) -> None:
+def _global_options(verbose: Verbose = False) -> None:
     """Options for every command (given before it: cheems --verbose eval ...)."""
     from cheems.models.quiet import set_verbose
 
@@ -60,44 +51,20 @@ def validate(
     workers: Workers = None,
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1."""
-    from rich import box
-    from rich.table import Table
+    from cheems.data.dataset_stats import file_stats, print_stats
 
-    from cheems.data.dataset_stats import Counts, record_counts
-    from cheems.data.io import ReadResult
-    from cheems.data.stream import stream_records
-
-    # fits an 80-column terminal: short headings on two lines, explained in the caption; numbers never
-    # wrap, so only a long file name folds
-    caption = "pairs: comparisons without ties; length: mean characters"
-    table = Table(title="dataset statistics", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
-    table.add_column("file", overflow="fold")
-    for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for path in files:
-        issues, total = ReadResult(), Counts()
-        for counts in stream_records(
-            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
-        ):
-            total += counts
+    rows = []
+    for path, (stats, issues) in zip(files, file_stats(files, skip_invalid=skip_invalid, workers=workers)):
         report_skipped(issues.skipped)
         report_warnings(issues.warnings)
-        s = total.stats()
-        table.add_row(
-            str(path),
-            str(s.prompts),
-            str(s.responses),
-            f"{s.responses_per_prompt:.2f}",
-            str(s.comparisons),
-            f"{s.avg_prompt_chars:.1f}",
-            f"{s.avg_chosen_chars:.1f}",
-            f"{s.avg_rejected_chars:.1f}",
-        )
-    console.print(table)
+        rows.append((path, stats))
+    print_stats(rows, console)
 
 
 @app.command("import")
+@settings_options(ImportSettings, "output", "skip_invalid", "lower_is_better", "workers", show_defaults=True)
 def import_(
+    *,
     args: Annotated[
         list[str],
         typer.Argument(
@@ -107,14 +74,14 @@ def import_(
     ],
     output: Output,
     skip_invalid: SkipInvalid = False,
-    lower_is_better: Annotated[bool, typer.Option(help="ratings: a lower score is better.")] = False,
     workers: Workers = None,
+    settings: dict,
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
-    from cheems.data.importers import import_records
-    from cheems.data.io import ReadResult, record_line, write_lines
+    from cheems.data.importers import convert_file
     from cheems.outputs import claim_outputs
 
+    cfg = settings_of(ImportSettings, settings)
     if len(args) == 2 and args[0] in FORMATS:
         fmt, source = args
     elif len(args) == 1:
@@ -124,11 +91,7 @@ def import_(
             f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
         )
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
-    issues = ReadResult()
-    lines = import_records(
-        source, fmt, issues, record_line, skip_invalid=skip_invalid, lower_is_better=lower_is_better, workers=workers
-    )
-    n = write_lines(output, lines)
+    n, issues = convert_file(source, fmt, output, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
     console.print(f"wrote {n} records to {output}")
 
@@ -144,25 +107,13 @@ def resolve(
     workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.data.io import write_lines_and_report
-    from cheems.data.stream import Records
     from cheems.outputs import claim_outputs
-    from cheems.ranking import ResolveStats
-    from cheems.ranking.resolve import resolve_step
+    from cheems.ranking.resolve import resolve_file
 
     claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
-    stats, warnings = ResolveStats(), list[tuple[str, list[str]]]()
-    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="resolving")
-    write_lines_and_report(output, resolve_step(records, stats, warnings), stats_json, stats.to_dict)
-    report_skipped(records.issues.skipped)
-    for pid, unmentioned in warnings:
-        err.print(
-            Text.assemble(
-                ("warning ", "yellow"),
-                f"prompt '{pid}': no comparison mentions {', '.join(unmentioned)}; placed at rank 1 (Algorithm 1)",
-            ),
-            soft_wrap=True,
-        )
+    stats, warnings, issues = resolve_file(source, output, stats_json, skip_invalid=skip_invalid, workers=workers)
+    report_skipped(issues.skipped)
+    report_warnings(warnings)
     console.print(
         f"{stats.records} records, {stats.comparisons} comparisons, {stats.conflicts} conflicts "
         f"(conflict ratio {stats.conflict_ratio:.3f}) -> {output}"
@@ -170,38 +121,27 @@ def resolve(
 
 
 @app.command()
+@settings_options(
+    SplitSettings, "train", "test", "test_fraction", "seed", "skip_invalid", "workers", show_defaults=True
+)
 def split(
+    *,
     source: Annotated[Path, typer.Argument(metavar="IN", help="Record file (any format read_records reads).")],
     train: Annotated[Path, typer.Option("--train", help="Output JSONL for the training split.")],
     test: Annotated[Path, typer.Option("--test", help="Output JSONL for the held-out split.")],
-    test_fraction: Annotated[float, typer.Option(help="Share of prompts held out.", callback=finite(0.0, 1.0))] = 0.2,
-    seed: Annotated[int, typer.Option(help="Changes which prompts are held out.")] = 0,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
+    settings: dict,
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
-    from contextlib import ExitStack
+    from cheems.data.split import split_file
+    from cheems.outputs import claim_outputs
 
-    from cheems.data.io import ReadResult
-    from cheems.data.split import held_out_ids, id_and_line, record_id
-    from cheems.data.stream import stream_records
-    from cheems.outputs import atomic_file, claim_outputs, together
-
+    cfg = settings_of(SplitSettings, settings)
     claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
-    # two passes: which prompts are held out depends on every id; the records themselves are not kept
-    ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
-    held_out = held_out_ids(ids, test_fraction, seed)
-    issues, counts = ReadResult(), {train: 0, test: 0}
-    with together(), ExitStack() as files:
-        out = {side: files.enter_context(atomic_file(side)) for side in (train, test)}
-        for rid, line in stream_records(
-            source, id_and_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="split: writing"
-        ):
-            side = test if rid in held_out else train
-            out[side].write(line + "\n")
-            counts[side] += 1
+    n_train, n_test, issues = split_file(source, train, test, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
-    console.print(f"{counts[train]} prompts -> {train}, {counts[test]} held out -> {test}")
+    console.print(f"{n_train} prompts -> {train}, {n_test} held out -> {test}")
 
 
 BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); the file stem names the subset.")]
@@ -246,19 +186,9 @@ def score(
 @app.command("eval")
 @settings_options(
     (ScoringSettings, JudgeSettings, EvalSettings),
-    "bench",
-    "scores",
-    "model",
-    *JUDGE_OPTIONS,
-    "metric",
-    "output_json",
-    "report",
-    "details",
-    "resamples",
-    "bootstrap_seed",
-    *scoring.SCORING_OPTIONS,
-    "no_progress",
-    "workers",
+    *("bench", "scores", "model", *JUDGE_OPTIONS),
+    *"metric output_json report details resamples bootstrap_seed".split(),
+    *(*scoring.SCORING_OPTIONS, "no_progress", "workers"),
     show_defaults=True,
 )
 def eval_(
@@ -290,7 +220,8 @@ def eval_(
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
     from cheems.evaluate.evaluation import evaluate_files
-    from cheems.evaluate.report import REPORT_FILES
+    from cheems.evaluate.report import REPORT_FILES, print_evaluation
+    from cheems.evaluate.run_settings import check_metric
     from cheems.outputs import claim_outputs
 
     needs = "cheems eval needs --bench and exactly one of --scores, --model or --judge-model"
@@ -311,95 +242,34 @@ def eval_(
     report_warnings(run.warnings)
     if by.judge is None:
         scoring.warn_unmatched(run.report.unmatched_scores, by.source, "the bench")
-    print_evaluation(run)
+    print_evaluation(run, console)
     run.write(output_json, report, details)
 
 
-def print_evaluation(run) -> None:
-    """CheemsBench's metrics as a table, or another benchmark's (with a judge's verdict statistics)."""
-    from cheems.evaluate.benchmarks import print_benchmark
-    from cheems.evaluate.report import judge_lines, print_report
-
-    if run.other is None:
-        print_report(run.report, title=f"CheemsBench metrics: {run.report.scorer}", console=console)
-        return
-    print_benchmark(run.other, console)
-    for line in judge_lines(run.report):
-        console.print(line, soft_wrap=True, highlight=False)
-
-
-def check_metric(metric: str, report: Path | None) -> None:
-    """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
-    other = METRICS.get(metric).subset is not None  # an unknown metric: the one line listing them
-    if other and report is not None:
-        raise InputError(
-            f"--report writes the CheemsBench report; --metric {metric} has none",
-            path="--report",
-            hint="leave out --report (use --output-json), or --metric",
-        )
-
-
 @app.command()
+@settings_options(DemoSettings, "output", "model", "no_train", show_defaults=True)
 def demo(
+    *,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="The small Chinese model to score with.")
-    ] = "similarity:m3e-small",
-    no_train: Annotated[
-        bool, typer.Option("--no-train", help="Skip the training step (about a minute on 2 CPU cores).")
-    ] = False,
+    settings: dict,
 ) -> None:
     """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
     from cheems.outputs import claim_outputs
     from cheems.workflows.demo import run_demo
 
+    cfg = settings_of(DemoSettings, settings)
     claim_outputs(folders=[("--output", output, ())])
-    run_demo(output, model, console, train=not no_train)
+    run_demo(output, cfg.model, console, train=not cfg.no_train)
 
 
-from cheems.cli.train import train_command  # noqa: E402 - the command lives in its own module
-
-app.command("train")(train_command)
-
-from cheems.cli.judge import judge  # noqa: E402 - the command lives in its own module
-
-app.command()(judge)
-
-from cheems.cli.bon import bon  # noqa: E402 - the command lives in its own module
-
-app.command()(bon)
-
-from cheems.cli.compare import compare  # noqa: E402 - the command lives in its own module
-
-app.command()(compare)
-
-from cheems.cli.generate import generate  # noqa: E402 - the command lives in its own module
-
-app.command()(generate)
-
-from cheems.cli.leaderboard import leaderboard  # noqa: E402 - the command lives in its own module
-
-app.command()(leaderboard)
-
-from cheems.cli.correlate import correlate  # noqa: E402 - the command lives in its own module
-
-app.command()(correlate)
-
-from cheems.cli.curate import curate_app  # noqa: E402 - the sub-app lives in its own module
-
-app.add_typer(curate_app, name="curate")
-
-from cheems.cli.annotate import annotate_app  # noqa: E402 - the sub-app lives in its own module
-
-app.add_typer(annotate_app, name="annotate")
-
-from cheems.cli.analyze import analyze_app  # noqa: E402 - the sub-app lives in its own module
-
-app.add_typer(analyze_app, name="analyze")
-
-from cheems.cli.winrate import winrate  # noqa: E402 - the command lives in its own module
-
-app.command()(winrate)
+# the commands and sub-apps living in their own modules, in --help's order: cheems.cli.MODULE[:its name there]
+MODULES = "train:train_command judge bon compare generate leaderboard correlate curate:curate_app annotate:annotate_app"
+for _module, _, _attr in (m.partition(":") for m in (*MODULES.split(), "analyze:analyze_app", "winrate")):
+    _command = getattr(importlib.import_module(f"cheems.cli.{_module}"), _attr or _module)
+    if isinstance(_command, typer.Typer):
+        app.add_typer(_command, name=_module)
+    else:
+        app.command(_module)(_command)
 
 
 def main() -> None:

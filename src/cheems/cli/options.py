@@ -1,18 +1,12 @@
-"""Command-line options: settings models mapped to options in one place, and the rule for numbers.
+"""Command-line options: settings fields as options (as TRL's ``TrlParser``), and the rule for numbers.
 
-**Settings as options** (as TRL's ``RewardConfig`` + ``TrlParser`` do): a command lists the fields
-of its settings model (:class:`cheems.settings.Settings`) that it exposes with
-:func:`settings_options`; each becomes an option whose flag comes from the field's name (or its
-:class:`~cheems.settings.Cli` marker), help from its ``description`` and type from its
-annotation. The command receives the options given as nested overrides (:func:`given_settings`)
-and builds its settings with :func:`from_options`, or passes them on under a config file. A new
-setting is one field; listing its name in the command puts it on the command line.
+A command lists the fields of its settings models it exposes with :func:`settings_options`: each is an
+option named from the field (or its :class:`~cheems.settings.Cli` marker), with its ``description`` as help.
+The command gets the options given as overrides and builds its settings with :func:`cheems.settings.settings_of`
+or :func:`~cheems.settings.from_options` (over a config file). A new setting is one field and its name here.
 
-**Numbers**: every float option of every command is checked by :func:`finite`. ``float()`` takes
-``nan``, ``inf`` and ``1e400`` (= inf), so ``--margin nan`` or ``--lr inf`` used to run with a
-number that means nothing (a NaN margin keeps or drops nothing consistently, a NaN learning rate
-trains NaN weights). The check runs when the command line is parsed, before any file is read,
-and fails as one ``InputError`` line naming the option.
+Every float option is checked by :func:`finite` as the command line is parsed (``float()`` takes ``nan``, ``inf``
+and ``1e400``, which mean nothing as a margin or a learning rate): one ``InputError`` line naming the option.
 """
 
 from __future__ import annotations
@@ -22,25 +16,18 @@ import inspect
 import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Optional
 
+import annotated_types
 import typer
-from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
 from cheems.errors import InputError
-from cheems.settings import Cli, merged
-from cheems.yamlfile import located_validation_error
+from cheems.settings import Models, RunSettings, cli_marker, field_info, given_settings, option_name, owner
+from cheems.settings import from_options as from_options  # re-exported: the command modules build settings with
+from cheems.settings import settings_of as settings_of  # these two
 
-M = TypeVar("M", bound=BaseModel)
-
-# Options several commands share, declared once.
-SkipInvalid = Annotated[
-    bool, typer.Option("--skip-invalid", help="Skip bad lines (each one is listed) instead of stopping.")
-]
-NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar.")]
 # How hard to try with a server: fields of cheems.llm.endpoint.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).
 CONNECTION_OPTIONS = ("concurrency", "timeout", "max_retries", "max_consecutive_failures", "give_up_after")
@@ -56,11 +43,8 @@ Workers = Annotated[
 
 
 def finite(low: float | None = None, high: float | None = None) -> Callable[..., float | None]:
-    """An option callback: the value must be a finite number within ``[low, high]`` (each bound optional).
-
-    Use as ``typer.Option(callback=finite())`` on every float option. ``None`` (an optional option
-    left out) passes.
-    """
+    """An option callback: the value must be a finite number within ``[low, high]`` (each bound optional;
+    ``None``, an option left out, passes)."""
 
     def check(param: typer.CallbackParam, value: float | None) -> float | None:
         if value is None:
@@ -101,67 +85,25 @@ def _cli_type(annotation: Any, path: bool) -> Any:
     return Path if path and annotation is str else annotation
 
 
-def _field(model: type[BaseModel], name: str) -> FieldInfo:
-    """The field ``name`` of ``model``; a dotted name is a field of a nested settings model (``lora.enabled``)."""
-    head, _, rest = name.partition(".")
-    info = model.model_fields[head]
-    if not rest:
-        return info
-    nested = next(
-        a
-        for a in (info.annotation, *typing.get_args(info.annotation))
-        if isinstance(a, type) and issubclass(a, BaseModel)
-    )
-    return _field(nested, rest)
-
-
-def _cli(info: FieldInfo) -> Cli:
-    return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
-
-
-def option_name(model: type[BaseModel], name: str) -> str:
-    """The ``--long`` name of the option for setting ``name``: from its :class:`Cli` marker, else its name with
-    ``-`` for ``_`` (``max_length`` -> ``--max-length``); a one-letter setting marked ``Cli("-n")`` is ``-n`` alone."""
-    names = _cli(_field(model, name)).names
-    long = [n for n in names if n.startswith("--")]
-    leaf = name.rpartition(".")[2].replace("_", "-")
-    if long:
-        return long[0]
-    return f"-{leaf}" if f"-{leaf}" in names else f"--{leaf}"  # a one-letter setting (bon's -n): its short name
-
-
-Models = type[BaseModel] | tuple[type[BaseModel], ...]
-
-
-def owner(models: Models, name: str) -> type[BaseModel]:
-    """The first of ``models`` (one model, or several a command composes) with the setting ``name``."""
-    if not isinstance(models, tuple):
-        return models
-    return next(m for m in models if name.partition(".")[0] in m.model_fields)
-
-
-def settings_of(model: type[M], given: Mapping[str, Any]) -> M:
-    """``model`` from those of the settings ``given`` that are its fields (a command composing several
-    settings models hands each its own); a bad value is one line naming its option."""
-    return from_options(model, {k: v for k, v in given.items() if k in model.model_fields})
-
-
 def setting_option(model: Models, name: str, show_default: bool = False) -> inspect.Parameter:
     """The typer option for setting ``name`` of ``model``, as a parameter of a command's signature.
 
     The help is the field's ``description``; the type comes from its annotation (a float is
-    checked by :func:`finite`, a list is repeatable); a bool is ``--x/--no-x`` unless its
-    :class:`Cli` marker says ``flag``. The option's default is None (not given), or the field's
-    default with ``show_default`` (a command without a config file shows it in ``--help``).
+    checked by :func:`finite`, within its ``ge`` / ``le`` bounds; a list is repeatable); a bool is
+    ``--x/--no-x`` unless its :class:`Cli` marker says ``flag``. The option's default is None (not
+    given), or the field's default with ``show_default`` (a command without a config file shows it in ``--help``).
     """
     model = owner(model, name)
-    info = _field(model, name)
-    cli = _cli(info)
+    info = field_info(model, name)
+    cli = cli_marker(info)
     kind = _cli_type(info.annotation, cli.path)
     long = option_name(model, name)
     decls = [f"{long}/--no-{long[2:]}" if kind is bool and not cli.flag else long]
     decls += [n for n in cli.names if not n.startswith("--") and n != long]
-    option = typer.Option(*decls, help=info.description, callback=finite() if kind is float else None)
+    # a float's bounds (``Field(ge=, le=)``) are checked as the command line is parsed, naming the option
+    low = next((typing.cast(float, m.ge) for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
+    high = next((typing.cast(float, m.le) for m in info.metadata if isinstance(m, annotated_types.Le)), None)
+    option = typer.Option(*decls, help=info.description, callback=finite(low, high) if kind is float else None)
     default = info.get_default(call_default_factory=True) if show_default and not info.is_required() else None
     return inspect.Parameter(
         _py(name),
@@ -171,33 +113,20 @@ def setting_option(model: Models, name: str, show_default: bool = False) -> insp
     )
 
 
-def given_settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The overrides the options make: setting name -> value for those given (None: not given);
-    a dotted name goes into its nested mapping (``lora.enabled`` -> ``{"lora": {"enabled": ...}}``)."""
-    out: dict[str, Any] = {}
-    for name, value in values.items():
-        if value is None:
-            continue
-        *parents, leaf = name.split(".")
-        target = out
-        for key in parents:
-            target = target.setdefault(key, {})
-        target[leaf] = value
-    return out
+def shared_option(name: str) -> Any:
+    """The parameter type of an option many commands share: the :class:`~cheems.settings.RunSettings` field ``name``."""
+    return setting_option(RunSettings, name).annotation
 
 
 def settings_options(
     model: Models, *order: str, show_defaults: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command the options for some of ``model``'s settings, in one place (as TRL's ``TrlParser``).
+    """Give a command the options for some settings of ``model`` (or of a tuple of models it composes: a name
+    is the first one's with that field).
 
-    ``model`` may be a tuple of settings models a command composes: a name is the first one's with that field.
-
-    ``order`` lists the command's options as ``--help`` shows them: names of ``model``'s fields
-    (dotted for a nested one) mixed with the command's own parameters (``config``, ``no_progress``).
-    The command's parameters not listed (arguments such as IN) come first. The command receives
-    the settings given on the command line as ``settings`` (see :func:`given_settings`); typer
-    reads the options from the generated signature.
+    ``order`` lists the options as ``--help`` shows them: field names (dotted for a nested one) mixed with the
+    command's own parameters (``config``); those not listed (arguments such as IN) come first. The command
+    receives the settings given as ``settings`` (:func:`~cheems.settings.given_settings`).
     """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -228,24 +157,7 @@ def _py(name: str) -> str:
     return name.replace(".", "__")
 
 
-def from_options(model: type[M], given: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> M:
-    """``model`` from ``base`` (e.g. a config file's values, checked where they were read) with the
-    settings ``given`` on the command line over it; a bad option value is one ``InputError`` that
-    names the option (and the setting)."""
-    try:
-        return model.model_validate(merged(base or {}, given))
-    except ValidationError as e:
-        error = located_validation_error(e, model, None, {})
-    loc = error.field.split(".") if error.field else []
-    keys = next((loc[:n] for n in range(len(loc), 0, -1) if _has(given, loc[:n])), None)
-    option = option_name(model, ".".join(keys)) if keys else None
-    raise InputError(error.message, path=option, field=error.field, hint=error.hint)
-
-
-def _has(values: Mapping[str, Any], keys: list[str]) -> bool:
-    """Whether the nested ``values`` hold a value at ``keys``."""
-    for key in keys[:-1]:
-        values = values.get(key)  # type: ignore[assignment]
-        if not isinstance(values, Mapping):
-            return False
-    return keys[-1] in values
+# options many commands share, declared once
+SkipInvalid = shared_option("skip_invalid")
+NoProgress = shared_option("no_progress")
+Verbose = shared_option("verbose")

@@ -1,8 +1,4 @@
-"""``cheems train``: train a reward model (listwise Bradley–Terry, greedy prompt-grouped batches).
-
-Registered in :mod:`cheems.cli.main` as ``app.command("train")(train_command)``. Also runs on its own as
-``python -m cheems.cli.train ...`` (and under ``accelerate launch -m cheems train ...``).
-"""
+"""``cheems train`` (:func:`cheems.train`); also ``python -m cheems.cli.train`` (e.g. under ``accelerate launch``)."""
 
 from __future__ import annotations
 
@@ -15,36 +11,13 @@ from cheems.cli.options import NoProgress, from_options, settings_options
 from cheems.errors import InputError
 from cheems.train.config import TrainConfig, check_run, load_config
 
+# the options in the order --help shows them: TrainConfig's fields and the command's own config and no_progress
+TRAIN_OPTIONS = """data output model config epochs max_length lr batch_size grad_accum warmup_ratio reg_coef truncation
+pooling preset eval_bench eval_every save_every seed bf16 lora.enabled gradient_checkpointing cpu no_progress resume
+force overwrite""".split()
 
-@settings_options(
-    TrainConfig,
-    "data",
-    "output",
-    "model",
-    "config",
-    "epochs",
-    "max_length",
-    "lr",
-    "batch_size",
-    "grad_accum",
-    "warmup_ratio",
-    "reg_coef",
-    "truncation",
-    "pooling",
-    "preset",
-    "eval_bench",
-    "eval_every",
-    "save_every",
-    "seed",
-    "bf16",
-    "lora.enabled",
-    "gradient_checkpointing",
-    "cpu",
-    "no_progress",
-    "resume",
-    "force",
-    "overwrite",
-)
+
+@settings_options(TrainConfig, *TRAIN_OPTIONS)
 def train_command(
     *,
     config: Annotated[

@@ -32,19 +32,32 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
+from cheems.data.io import ReadResult, write_lines_and_report
 from cheems.data.keytable import key_digest, load_table, sort_keys
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
 from cheems.errors import InputError
 from cheems.ranking.pairs import training_pairs
 from cheems.ranking.resolve import resolve_record
+from cheems.settings import Settings
 
 LONGER = "chosen_longer"
 SHORTER = "chosen_shorter"
 EQUAL = "equal_length"
 GROUPS = (LONGER, SHORTER, EQUAL)
 UNITS = ("chars", "tokens")
+
+
+class DebiasSettings(Settings):
+    """How length debias draws (``cheems curate debias``, a recipe's ``debias:``)."""
+
+    seed: int = Field(0, description="Seed of the downsampling.")
+    tokenizer: str | None = Field(
+        None, description="Measure length in tokens of this tokenizer (folder or hub id) instead of characters."
+    )
+
 
 LengthFn = Callable[[str], int]
 
@@ -267,3 +280,21 @@ def debias_step(records: Records, report: DebiasReport, tokenizer: str | None = 
                 continue
             report.records_out += 1
             yield out
+
+
+def debias_file(
+    source: str | Path,
+    output: str | Path,
+    settings: DebiasSettings | None = None,
+    report_json: str | Path | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> tuple[DebiasReport, ReadResult]:
+    """:func:`debias_step` from a record file into ``output`` (and its report into ``report_json``), streamed,
+    as ``cheems curate debias``: lengths in tokens with a tokenizer, else in characters."""
+    settings = settings or DebiasSettings()
+    report = DebiasReport(seed=settings.seed, unit="tokens" if settings.tokenizer else "chars")
+    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="curate debias")
+    write_lines_and_report(output, debias_step(records, report, settings.tokenizer), report_json, report.to_dict)
+    return report, records.issues

@@ -35,18 +35,43 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import networkx as nx
+from pydantic import Field
 
-from cheems.data.io import ScoreKey
+from cheems.data.io import ReadResult, ScoreKey, write_lines_and_report
 from cheems.data.keytable import KeyTable, load_table, read_score_table
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
 from cheems.errors import InputError
 from cheems.ranking.resolve import ResolveStats, conflict_stats, resolve_record
+from cheems.settings import Cli, Settings
 
 UNSPECIFIED_SOURCE = "(none)"  # how a comparison without ``source`` is counted in the report
+
+
+class DistantSettings(Settings):
+    """Which comparisons distant supervision filters, and how sure the RM must be (``cheems curate distant``,
+    a recipe's ``distant:``)."""
+
+    margin: float = Field(
+        0.0,
+        ge=0,
+        description="Drop a comparison only when the RM prefers the loser by at least this much (0: whenever "
+        "it does not prefer the winner).",
+    )
+    sources: Annotated[list[str], Cli("--source")] = Field(
+        default_factory=lambda: ["judge"], description="Comparison sources to filter (default: judge); repeat for more."
+    )
+    all_sources: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Filter comparisons of every source, human ones too."
+    )
+
+    @property
+    def filtered(self) -> list[str] | None:
+        """The sources whose comparisons are filtered; None: every source."""
+        return None if self.all_sources else self.sources
 
 
 def keep_comparison(c: Comparison, score_a: float, score_b: float, margin: float = 0.0) -> bool:
@@ -308,3 +333,22 @@ def _distant_outputs(
 def source_counts(records: Iterable[Record]) -> Counter[str]:
     """How many comparisons each source has (``(none)`` for comparisons without one)."""
     return Counter(c.source or UNSPECIFIED_SOURCE for r in records for c in r.comparisons)
+
+
+def distant_file(
+    source: str | Path,
+    output: str | Path,
+    scores: str | Path,
+    settings: DistantSettings | None = None,
+    report_json: str | Path | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> tuple[DistantReport, ReadResult]:
+    """:func:`distant_step` from a record file and a scores file into ``output`` (and its report into
+    ``report_json``), streamed, as ``cheems curate distant --scores``: the report and the lines skipped."""
+    settings = settings or DistantSettings()
+    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="curate distant")
+    lines, report = distant_step(records, scores, settings.margin, settings.filtered)
+    write_lines_and_report(output, lines, report_json, report.to_dict)
+    return report, records.issues

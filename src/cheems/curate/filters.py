@@ -33,10 +33,12 @@ import statistics
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
 
+from cheems.data.io import ReadResult, write_lines_and_report
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import Records
 from cheems.settings import Settings
@@ -459,3 +461,20 @@ def filter_step(records: Records, config: FilterConfig, report: FilterReport, ma
         add_to_report(report, outcome, max_examples)
         if kept is not None:
             yield kept
+
+
+def filter_file(
+    source: str | Path,
+    output: str | Path,
+    config: FilterConfig | None = None,
+    report_json: str | Path | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> tuple[FilterReport, ReadResult]:
+    """:func:`filter_step` from a record file into ``output`` (and its report into ``report_json``), streamed,
+    as ``cheems curate filter``: the report and the lines skipped."""
+    report = FilterReport()
+    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="curate filter")
+    write_lines_and_report(output, filter_step(records, config or FilterConfig(), report), report_json, report.to_dict)
+    return report, records.issues

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from cheems.curate.debias import DebiasReport, debias_step
-from cheems.curate.distant import distant_step, source_counts
+from cheems.curate.debias import DebiasReport, DebiasSettings, debias_step
+from cheems.curate.distant import DistantSettings, distant_step, source_counts
 from cheems.curate.filters import FilterConfig, FilterReport, filter_step
 from cheems.curate.subsets import MergeReport, merge_step
 from cheems.data.dataset_stats import Counts
@@ -65,14 +65,11 @@ SUMMARY_FILES = ("summary.json", "summary.md")
 SCORES_FILE = "scores.jsonl"  # the RM's scores, when distant supervision scores with a model
 
 
-class DistantStage(Settings):
+class DistantStage(DistantSettings):
     """Distant supervision settings: exactly one of ``scores`` (a scores file) or ``model`` (an RM)."""
 
     scores: Path | None = None
     model: str | None = None
-    margin: float = Field(0.0, ge=0)
-    sources: list[str] = Field(default_factory=lambda: ["judge"])
-    all_sources: bool = False
 
     @model_validator(mode="after")
     def _one_scorer(self) -> "DistantStage":
@@ -81,12 +78,10 @@ class DistantStage(Settings):
         return self
 
 
-class DebiasStage(Settings):
+class DebiasStage(DebiasSettings):
     """Length debias settings."""
 
-    seed: int = 0
     unit: Literal["chars", "tokens"] = "chars"
-    tokenizer: str | None = None
 
     @model_validator(mode="after")
     def _tokens_need_a_tokenizer(self) -> "DebiasStage":
@@ -329,7 +324,7 @@ def run_recipe(
             records,
             _distant_scores(stage, records, score, out),
             stage.margin,
-            None if stage.all_sources else stage.sources,
+            stage.filtered,
         )
         records = write("distant", kept, distant_report.to_dict)
     else:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from cheems.data.io import ReadResult
 from cheems.data.schema import Record
+from cheems.data.stream import stream_records
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -89,3 +95,42 @@ def dataset_stats(records: Iterable[Record]) -> DatasetStats:
     for record in records:
         total += record_counts(record)
     return total.stats()
+
+
+def file_stats(
+    paths: Iterable[str | Path], *, skip_invalid: bool = False, workers: int | None = None
+) -> Iterator[tuple[DatasetStats, ReadResult]]:
+    """Each record file's statistics and what reading it skipped or warned of, a file at a time, as
+    ``cheems validate`` prints them; the records are streamed, not kept."""
+    for path in paths:
+        issues, total = ReadResult(), Counts()
+        for counts in stream_records(
+            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+        ):
+            total += counts
+        yield total.stats(), issues
+
+
+def print_stats(rows: Sequence[tuple[str | Path, DatasetStats]], console: Console) -> None:
+    """The statistics of each file as one row of a table (fits an 80-column terminal: short headings on two
+    lines, explained in the caption; numbers never wrap, so only a long file name folds)."""
+    from rich import box
+    from rich.table import Table
+
+    caption = "pairs: comparisons without ties; length: mean characters"
+    table = Table(title="dataset statistics", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("file", overflow="fold")
+    for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for path, s in rows:
+        table.add_row(
+            str(path),
+            str(s.prompts),
+            str(s.responses),
+            f"{s.responses_per_prompt:.2f}",
+            str(s.comparisons),
+            f"{s.avg_prompt_chars:.1f}",
+            f"{s.avg_chosen_chars:.1f}",
+            f"{s.avg_rejected_chars:.1f}",
+        )
+    console.print(table)

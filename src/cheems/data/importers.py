@@ -21,6 +21,8 @@ from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import Field
+
 from cheems.data.formats import (
     FORMATS,
     SAME_TEXT_HINT,
@@ -37,10 +39,11 @@ from cheems.data.formats import (
     distinct_pairs,
     register_format,
 )
-from cheems.data.io import ReadResult, iter_rows
+from cheems.data.io import ReadResult, iter_rows, record_line, write_lines
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import same_record, stream_records
 from cheems.errors import InputError
+from cheems.settings import Settings
 
 T = TypeVar("T")
 
@@ -428,6 +431,37 @@ def import_file(
     result = ReadResult()
     result.records = list(import_records(path, fmt, result, skip_invalid=skip_invalid, lower_is_better=lower_is_better))
     return result
+
+
+class ImportSettings(Settings):
+    """How ``cheems import`` (:func:`convert_file`) reads a file."""
+
+    lower_is_better: bool = Field(False, description="ratings: a lower score is better.")
+
+
+def convert_file(
+    source: str | Path,
+    fmt: str | None,
+    output: str | Path,
+    settings: ImportSettings | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = 1,
+) -> tuple[int, ReadResult]:
+    """Convert one file of format ``fmt`` (guessed when None) to canonical records in ``output``, as
+    ``cheems import``: the number of records written and the rows skipped (see :func:`import_records`)."""
+    settings = settings or ImportSettings()
+    issues = ReadResult()
+    lines = import_records(
+        source,
+        fmt,
+        issues,
+        record_line,
+        skip_invalid=skip_invalid,
+        lower_is_better=settings.lower_is_better,
+        workers=workers,
+    )
+    return write_lines(output, lines), issues
 
 
 def import_records(

@@ -10,9 +10,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from contextlib import ExitStack
+from pathlib import Path
 
-from cheems.data.io import record_line
+from pydantic import Field
+
+from cheems.data.io import ReadResult, record_line
 from cheems.data.schema import Record
+from cheems.data.stream import stream_records
+from cheems.outputs import atomic_file, together
+from cheems.settings import Settings
+
+
+class SplitSettings(Settings):
+    """How ``cheems split`` (:func:`split_file`) holds prompts out."""
+
+    test_fraction: float = Field(0.2, ge=0, le=1, description="Share of prompts held out.")
+    seed: int = Field(0, description="Changes which prompts are held out.")
 
 
 def _split_key(seed: int, record_id: str) -> str:
@@ -49,3 +63,33 @@ def record_id(record: Record) -> str:
 def id_and_line(record: Record) -> tuple[str, str]:
     """(id, output line) of a record (the second pass of a streamed split)."""
     return record.id, record_line(record)
+
+
+def split_file(
+    source: str | Path,
+    train: str | Path,
+    test: str | Path,
+    settings: SplitSettings | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> tuple[int, int, ReadResult]:
+    """Split a record file into ``train`` and ``test`` files (both or neither written), as ``cheems split``:
+    the number of records in each, and the lines skipped.
+
+    Two passes over ``source``: which prompts are held out depends on every id; the records are not kept.
+    """
+    settings = settings or SplitSettings()
+    ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
+    held_out = held_out_ids(ids, settings.test_fraction, settings.seed)
+    issues, counts = ReadResult(), {"train": 0, "test": 0}
+    with together(), ExitStack() as files:
+        out = {side: files.enter_context(atomic_file(path)) for side, path in (("train", train), ("test", test))}
+        lines = stream_records(
+            source, id_and_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="split: writing"
+        )
+        for rid, line in lines:
+            side = "test" if rid in held_out else "train"
+            out[side].write(line + "\n")
+            counts[side] += 1
+    return counts["train"], counts["test"], issues

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ReadResult, load_rows
 from cheems.data.schema import Comparison, Record
@@ -42,6 +42,9 @@ from cheems.errors import InputError
 from cheems.evaluate.details import Details, read_details
 from cheems.evaluate.outcomes import PairOutcome
 from cheems.ranking import rank_comparisons
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 BY = ("file", "source", "annotator")
 LEVEL = 0.95
@@ -577,3 +580,32 @@ def write_bias(report: BiasReport, folder: Path, title: str) -> None:
     write_bytes(folder / position_file, position)
     write_bytes(folder / length_file, length)
     write_text(folder / page_file, bias_page(report, title, position, length))
+
+
+def write_bias_outputs(
+    report: BiasReport, output_json: str | Path | None, folder: str | Path | None, title: str
+) -> None:
+    """The numbers as JSON (``output_json``) and :data:`BIAS_FILES` in ``folder`` (:func:`write_bias`), all or none."""
+    from cheems.data.io import write_json
+    from cheems.outputs import together
+
+    with together():
+        if output_json:
+            write_json(output_json, report.to_dict())
+        if folder:
+            write_bias(report, Path(folder), title)
+
+
+def print_bias(report: BiasReport, by: str, console: Console) -> None:
+    """The bias of each group as a table, then the report's notes."""
+    from rich.table import Table
+
+    table = Table(title=f"position and length bias, by {by}")
+    table.add_column(TABLE_COLUMNS[0], overflow="fold")  # a group name is wrapped, never cut
+    for col in TABLE_COLUMNS[1:]:
+        table.add_column(col, justify="right")
+    for row in table_rows(report):
+        table.add_row(*row)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", soft_wrap=True)

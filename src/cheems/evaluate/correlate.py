@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
 from cheems.evaluate.leaderboard import load_leaderboard
 from cheems.evaluate.plots import new_figure, new_panels, png_bytes
 from cheems.evaluate.report_html import compact_interval
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 METHODS = ("pearson", "spearman", "kendall")
 FEW_RMS = 10  # under this many RMs the table is warned about: the paper correlates 26
@@ -370,3 +374,43 @@ def page_notes(correlations: list[Correlation], table: RmTable) -> list[str]:
         f"{max(used):,} used)",
         *table.warnings,
     ]
+
+
+def write_correlations(
+    table: RmTable, result: list[Correlation], output_json: str | Path | None, output: str | Path | None
+) -> None:
+    """The correlations as JSON (``output_json``) and the page with its charts (:data:`PAGE_FILES` in the folder
+    ``output``), all or none."""
+    from cheems.data.io import write_bytes, write_json, write_text
+    from cheems.outputs import together
+
+    with together():
+        if output_json:
+            write_json(output_json, {"correlations": [c.to_dict() for c in result]})
+        if output:
+            folder = Path(output)
+            write_text(folder / "correlate.html", correlate_html(table, result))
+            write_bytes(folder / "scatter.png", scatter_chart(table, result))
+            write_bytes(folder / "heatmap.png", heatmap_chart(table, result))
+
+
+def print_correlations(result: list[Correlation], console: Console) -> None:
+    """The table: one row per (benchmark number, metric), each coefficient with its interval."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = result[0]
+    title = f"correlation over {c.n} RMs ({c.level:.0%} bootstrap CI over RMs)"
+    # fits an 80-column terminal: no vertical rules, each interval under its coefficient; a long
+    # benchmark number or metric name folds, nothing is cut
+    table = Table(title=title, box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("benchmark", overflow="fold")
+    table.add_column("downstream", overflow="fold")
+    for method in METHODS:
+        table.add_column(method, justify="right", overflow="fold")
+    for c in result:
+        cells = (cell(c, m, p_value=False, compact=True) for m in METHODS)
+        table.add_row(escape(c.bench), escape(c.downstream), *cells)
+    console.print(table)
+    console.print("p-values: in --output-json and the -o page", highlight=False)

@@ -269,6 +269,32 @@ def board_html(board: Leaderboard, title: str = "") -> str:
     return render_page(title or "CheemsBench leaderboard", [section], board.notes)
 
 
+BOARD_SUFFIXES = (".md", ".html")
+
+
+def board_format(output: str | Path | None) -> str | None:
+    """``md`` or ``html``, from the suffix of the file the leaderboard is written to (None: no file); another
+    suffix is an error naming the file."""
+    if output is None:
+        return None
+    suffix = Path(output).suffix
+    if suffix.lower() not in BOARD_SUFFIXES:
+        raise InputError(
+            f"unknown suffix '{suffix}'" if suffix else "no suffix",
+            path=str(output),
+            hint="write board.md (markdown) or board.html (page)",
+        )
+    return suffix.lower()[1:]
+
+
+def write_board(board: Leaderboard, output: str | Path, title: str = "") -> None:
+    """Write the leaderboard as markdown (``.md``) or a self-contained HTML page (``.html``)."""
+    from cheems.data.io import write_text
+
+    page = board_markdown(board, title) if board_format(output) == "md" else board_html(board, title)
+    write_text(output, page)
+
+
 def overall_chart(board: Leaderboard) -> Figure:
     """Horizontal bars of overall, best on top, with each row's interval where its JSON has one."""
     fig, ax = new_figure(6.4, 0.9 + 0.38 * len(board.rows))

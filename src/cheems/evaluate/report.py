@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -155,3 +156,16 @@ def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
     write_json(folder / json_file, data)
     write_text(folder / markdown_file, report_markdown(report, title))
     write_text(folder / html_file, page)
+
+
+def print_evaluation(run: Any, console: Console) -> None:
+    """A :class:`~cheems.evaluate.evaluation.BenchEvaluation`'s CheemsBench metrics as a table, or another
+    benchmark's (with a judge's verdict statistics); ``run`` is not typed by name: evaluation imports this module."""
+    from cheems.evaluate.benchmarks import print_benchmark
+
+    if run.other is None:
+        print_report(run.report, title=f"CheemsBench metrics: {run.report.scorer}", console=console)
+        return
+    print_benchmark(run.other, console)
+    for line in judge_lines(run.report):
+        console.print(line, soft_wrap=True, highlight=False)

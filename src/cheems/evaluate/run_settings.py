@@ -1,12 +1,14 @@
-"""The settings of the evaluation commands (``eval``, ``bon``, ``winrate``): one field per option, with its
-description. Apart from the modules that compute (numpy loads only for a command that needs it)."""
+"""The settings of the evaluation commands (``eval``, ``bon``, ``winrate``, ``demo``, ...): one field per option,
+with its description. Apart from the modules that compute (numpy loads only for a command that needs it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
+from cheems.errors import InputError
 from cheems.evaluate.benchmarks import METRICS
 from cheems.settings import Cli, Settings, rule
 
@@ -88,3 +90,36 @@ class BiasSettings(Settings):
     bins: Annotated[int, rule(lambda n: n >= 1, "must be at least 1, got {value}")] = Field(
         10, description="Equal-count bins of the length difference."
     )
+
+
+class LeaderboardSettings(Settings):
+    """How ``cheems leaderboard`` names its rows and titles the table."""
+
+    name: list[str] = Field(
+        default_factory=list,
+        description="Row name, once per file in their order (default: the JSON's name, else the last part of its "
+        "scorer, e.g. a model's folder name, else the file stem).",
+    )
+    title: str = Field("CheemsBench leaderboard", description="Title of the table and page.")
+
+
+class DemoSettings(Settings):
+    """What ``cheems demo`` scores with, and whether it trains."""
+
+    model: Annotated[str, Cli("--model", "-m")] = Field(
+        "similarity:m3e-small", description="The small Chinese model to score with."
+    )
+    no_train: Annotated[bool, Cli(flag=True)] = Field(
+        False, description="Skip the training step (about a minute on 2 CPU cores)."
+    )
+
+
+def check_metric(metric: str, report: Path | None) -> None:
+    """``--metric`` names a known metric; the HTML report (``--report``) is CheemsBench's only."""
+    other = METRICS.get(metric).subset is not None  # an unknown metric: the one line listing them
+    if other and report is not None:
+        raise InputError(
+            f"--report writes the CheemsBench report; --metric {metric} has none",
+            path="--report",
+            hint="leave out --report (use --output-json), or --metric",
+        )

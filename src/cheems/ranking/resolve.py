@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
 from cheems.data.dataset_stats import Counts, record_counts
+from cheems.data.io import ReadResult, write_lines_and_report
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
+from cheems.errors import InputError
 
 
 def preference_graph(record: Record) -> nx.DiGraph:
@@ -162,3 +165,24 @@ def resolve_file_records(records: list[Record]) -> tuple[list[Record], ResolveSt
     warnings, ``(prompt_id, unmentioned response ids)`` (:func:`resolve_step` over the list)."""
     stats, warnings = ResolveStats(), list[tuple[str, list[str]]]()
     return list(resolve_step(Records(records), stats, warnings)), stats, warnings
+
+
+def resolve_file(
+    source: str | Path,
+    output: str | Path,
+    stats_json: str | Path | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> tuple[ResolveStats, list[InputError], ReadResult]:
+    """Resolve a record file into ``output`` (and its pooled conflict statistics into ``stats_json``), streamed,
+    as ``cheems resolve``: the statistics, a warning for each prompt with responses no comparison mentions,
+    and the lines skipped."""
+    stats, unmentioned = ResolveStats(), list[tuple[str, list[str]]]()
+    records = Records([source], skip_invalid=skip_invalid, workers=workers, label="resolving")
+    write_lines_and_report(output, resolve_step(records, stats, unmentioned), stats_json, stats.to_dict)
+    warnings = [
+        InputError(f"prompt '{pid}': no comparison mentions {', '.join(ids)}; placed at rank 1 (Algorithm 1)")
+        for pid, ids in unmentioned
+    ]
+    return stats, warnings, records.issues

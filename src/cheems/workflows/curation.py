@@ -11,11 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cheems.curate.distant import DistantReport, DistantSettings, distant_file, distant_supervision
 from cheems.curate.recipe import RecipeSummary, load_recipe, run_recipe
+from cheems.data.io import ReadResult, record_line, write_lines_and_report
 from cheems.data.schema import Record
+from cheems.data.stream import read_records
+from cheems.errors import InputError
 from cheems.judge.judge_settings import JudgeSettings
 
 if TYPE_CHECKING:
+    from cheems.evaluate.evaluation import ScoredBy
     from cheems.models.base import Scorer
 
 
@@ -50,3 +55,31 @@ def run_curation(path: str | Path, *, skip_invalid: bool, log: Callable[[str], N
         skip_invalid=skip_invalid,
         log=log,
     )
+
+
+def curate_distant(
+    source: str | Path,
+    output: str | Path,
+    by: ScoredBy,
+    settings: DistantSettings | None = None,
+    report_json: str | Path | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> tuple[DistantReport, ReadResult]:
+    """Distant supervision of a record file by a scores file (streamed: :func:`~cheems.curate.distant.distant_file`)
+    or a reward model (which scores every record at once: they are read into memory), as ``cheems curate distant``:
+    the report and the lines skipped."""
+    settings = settings or DistantSettings()
+    if by.scores is not None:
+        return distant_file(
+            source, output, by.scores, settings, report_json, skip_invalid=skip_invalid, workers=workers
+        )
+    loaded = read_records(source, skip_invalid=skip_invalid)
+    try:
+        scores = rm_scores(loaded.records, by.scoring.scorer())
+    except InputError as e:  # the records are read: an error without a place of its own is the model's
+        raise e.located("--model") from None
+    out, report = distant_supervision(loaded.records, scores, settings.margin, settings.filtered, scores_path=by.source)
+    write_lines_and_report(output, map(record_line, out), report_json, report.to_dict)
+    return report, loaded
