@@ -13,9 +13,9 @@ from pydantic import Field, model_validator
 from typer.testing import CliRunner
 
 from cheems.cli.main import run
-from cheems.cli.options import from_options, given_settings, settings_options
+from cheems.cli.options import given_settings, settings_options
 from cheems.errors import InputError
-from cheems.settings import Cli, Settings, Text, TextList, invalid, rule
+from cheems.settings import Cli, Settings, Text, TextList, from_options, invalid, rule
 from helpers import assert_user_error, record, run_main, write_jsonl
 
 

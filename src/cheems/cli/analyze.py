@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.cli.options import SkipInvalid, settings_of, settings_options
+from cheems.cli.options import SkipInvalid, settings_options
 from cheems.evaluate.run_settings import BiasSettings
+from cheems.settings import settings_of
 
 analyze_app = typer.Typer(
     help="Analyse labels: position and length bias of annotators and judges (Cheems Figure 15).",

@@ -14,7 +14,8 @@ import typer
 
 from cheems.annotate.people import ProjectSettings, ServeSettings, StatusSettings
 from cheems.cli.console import console, err, report_skipped
-from cheems.cli.options import SkipInvalid, settings_of, settings_options
+from cheems.cli.options import SkipInvalid, settings_options
+from cheems.settings import settings_of
 
 annotate_app = typer.Typer(
     help="Human annotation (the paper's triple-wise protocol): init a project, serve it, export, status.",

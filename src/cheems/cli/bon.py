@@ -12,8 +12,9 @@ import typer
 
 from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings
-from cheems.cli.options import SkipInvalid, settings_of, settings_options
+from cheems.cli.options import SkipInvalid, settings_options
 from cheems.evaluate.run_settings import BonSettings
+from cheems.settings import settings_of
 
 NEEDS = "cheems bon needs -o PICKS.jsonl and exactly one of --model or --scores"
 HINT = "e.g. cheems bon pool.jsonl --model length -o picks.jsonl"

@@ -8,13 +8,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cheems.cli.console import console, report_skipped
-from cheems.cli.options import SkipInvalid, Workers, from_options, settings_of, settings_options
+from cheems.cli.options import SkipInvalid, Workers, settings_options
 from cheems.cli.scoring import scored_by
 from cheems.curate.debias import DebiasSettings
 from cheems.curate.distant import DistantSettings
 from cheems.curate.filters import FilterConfig
 from cheems.models.scoring import ScoringSettings
 from cheems.outputs import claim_outputs
+from cheems.settings import from_options, settings_of
 
 curate_app = typer.Typer(
     help="Curate a preference set: quality filters, distant supervision, length debias (Cheems part 2).",

@@ -16,9 +16,10 @@ import typer
 
 from cheems.cli.console import console
 from cheems.cli.judge import RUN_OPTIONS, StatsJson
-from cheems.cli.options import NoProgress, settings_of, settings_options
+from cheems.cli.options import NoProgress, settings_options
 from cheems.errors import InputError
 from cheems.llm.sampling import GenerateSettings
+from cheems.settings import settings_of
 
 PROMPTS_HELP = "Prompt records (JSONL/JSON; 'responses' may be missing, or kept when given)."
 OUT_HELP = "Output JSONL: the records with the samples appended as responses."

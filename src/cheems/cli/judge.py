@@ -14,9 +14,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cheems.cli.console import console, report_skipped
-from cheems.cli.options import NoProgress, SkipInvalid, settings_of, settings_options
+from cheems.cli.options import NoProgress, SkipInvalid, settings_options
 from cheems.errors import InputError
 from cheems.judge.judge_settings import JudgeSettings
+from cheems.settings import settings_of
 
 # The judge options of the commands that ask a judge for a number (eval --judge-model, winrate).
 JUDGE_OPTIONS = (

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from cheems.cli.console import console
-from cheems.cli.options import settings_of, settings_options
+from cheems.cli.options import settings_options
 from cheems.evaluate.run_settings import LeaderboardSettings
+from cheems.settings import settings_of
 
 
 @settings_options(LeaderboardSettings, "name", "output", "title", show_defaults=True)

@@ -12,7 +12,7 @@ import typer
 from cheems.cli import scoring
 from cheems.cli.console import console, report_skipped, report_warnings, run
 from cheems.cli.judge import JUDGE_OPTIONS
-from cheems.cli.options import SkipInvalid, Verbose, Workers, settings_of, settings_options
+from cheems.cli.options import NoProgress, SkipInvalid, Verbose, Workers, settings_options
 from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
@@ -21,6 +21,7 @@ from cheems.judge.judge_settings import JudgeSettings
 from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
 from cheems.runtime import is_main_process
+from cheems.settings import settings_of
 
 app = typer.Typer(
     help="Build and evaluate Chinese reward models (Cheems, Wen et al. 2025).",
@@ -214,7 +215,7 @@ def eval_(
             "judgement cache (default $CHEEMS_CACHE_DIR/judge.sqlite).",
         ),
     ] = None,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar (judges).")] = False,
+    no_progress: NoProgress = False,
     workers: Workers = None,
     settings: dict,
 ) -> None:

@@ -25,8 +25,6 @@ import typer
 
 from cheems.errors import InputError
 from cheems.settings import Models, RunSettings, cli_marker, field_info, given_settings, option_name, owner
-from cheems.settings import from_options as from_options  # re-exported: the command modules build settings with
-from cheems.settings import settings_of as settings_of  # these two
 
 # How hard to try with a server: fields of cheems.llm.endpoint.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).

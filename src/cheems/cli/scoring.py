@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cheems.cli.console import report_warnings
-from cheems.cli.options import CONNECTION_OPTIONS, settings_of
+from cheems.cli.options import CONNECTION_OPTIONS
 from cheems.data.io import ScoreKey
 from cheems.errors import InputError
 from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
+from cheems.settings import settings_of
 
 if TYPE_CHECKING:
     from cheems.evaluate.evaluation import ScoredBy

@@ -7,8 +7,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cheems.cli.options import NoProgress, from_options, settings_options
+from cheems.cli.options import NoProgress, settings_options
 from cheems.errors import InputError
+from cheems.settings import from_options
 from cheems.train.config import TrainConfig, check_run, load_config
 
 # the options in the order --help shows them: TrainConfig's fields and the command's own config and no_progress

@@ -13,10 +13,11 @@ import typer
 
 from cheems.cli.console import console, err, report_skipped
 from cheems.cli.judge import JUDGE_OPTIONS
-from cheems.cli.options import NoProgress, settings_of, settings_options
+from cheems.cli.options import NoProgress, settings_options
 from cheems.cli.scoring import scored_by
 from cheems.evaluate.run_settings import WinrateSettings
 from cheems.judge.judge_settings import JudgeSettings
+from cheems.settings import settings_of
 
 NEEDS = "cheems winrate needs --pool, --baseline-field and exactly one of --judge-model, --annotate or --from-export"
 HINT = "e.g. cheems winrate picks.jsonl --pool pool.jsonl --baseline-field reference --judge-model NAME --base-url URL"
