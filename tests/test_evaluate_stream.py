@@ -1,5 +1,5 @@
 """``cheems score`` and ``cheems eval --scores`` a chunk at a time (on a pool of processes) write exactly what the
-in-memory functions (``load_bench``, ``score_bench``, ``read_scores``, ``evaluate``) give."""
+in-memory functions (``load_bench``, ``score``, ``read_scores``, ``evaluate``) give."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cheems.data.io import read_scores, write_json, write_scores
 from cheems.errors import InputError
 from cheems.evaluate import bench as bench_module
-from cheems.evaluate import evaluate, load_bench, score_bench
+from cheems.evaluate import evaluate, load_bench, score
 from cheems.evaluate.details import write_details
 from cheems.evaluate.significance import add_intervals
 from cheems.models import load_scorer
@@ -66,10 +66,10 @@ def _bench(tmp_path: Path, open_rows: list[dict], hidden_rows: list[dict]) -> li
 
 
 def _score(tmp_path: Path, open_rows: list[dict], hidden_rows: list[dict], workers: int, monkeypatch, capsys) -> None:
-    """``cheems score`` writes the bytes of ``write_scores(score_bench(load_bench(...)))``."""
+    """``cheems score`` writes the bytes of ``write_scores(score(load_bench(...)))``."""
     paths = _bench(tmp_path, open_rows, hidden_rows)
     whole = tmp_path / "whole.jsonl"
-    write_scores(whole, score_bench(load_bench(paths, require_pairs=False), load_scorer("length"), None))
+    write_scores(whole, score(load_bench(paths, require_pairs=False), load_scorer("length")))
     out = tmp_path / "s.jsonl"
     args = ["score", "--model", "length", "--no-cache", "--workers", workers, "-o", out]
     result = run_main(*args, *[x for p in paths for x in ("--bench", p)], monkeypatch=monkeypatch, capsys=capsys)
