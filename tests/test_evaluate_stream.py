@@ -193,3 +193,25 @@ def test_eval_scores_on_two_workers_writes_what_one_process_writes(tmp_path, poo
     assert result.returncode == 0, result.stderr
     assert (out.read_bytes(), details.read_bytes()) == expected
     assert json.loads((report / "report.json").read_text()) == json.loads(expected[0])
+
+
+def test_one_evaluation_step_over_files_and_over_lists(tmp_path) -> None:
+    """``evaluate_bench`` (with ``bench_prompt`` per record) gives the same report, fingerprint and warnings over
+    the bench files streamed as over their records in memory; ``score_responses`` the same scores in chunks of
+    one response as in one call."""
+    from cheems.data.stream import Records
+    from cheems.evaluate.bench import ScoreMap, evaluate_bench, score_responses, stream_bench
+    from cheems.evaluate.details import bench_fingerprint
+
+    paths = _bench(tmp_path, _fixed_rows("o", 9), _fixed_rows("h", 4))
+    bench = load_bench(paths)
+    records = [r for subset in bench.values() for r in subset]
+    scorer = load_scorer("length")
+    scores = dict(score_responses(records, scorer, None, chunk=None))
+    assert dict(score_responses(records, scorer, None, chunk=1)) == scores
+    lists = [(name, Records(subset)) for name, subset in bench.items()]
+    streamed = evaluate_bench(stream_bench(paths, workers=1), ScoreMap(scores), "length", fingerprint=True)
+    in_memory = evaluate_bench(lists, ScoreMap(scores), "length", fingerprint=True)
+    assert streamed[0].to_dict() == in_memory[0].to_dict() == evaluate(bench, scores, "length").to_dict()
+    assert streamed[1] == in_memory[1] == bench_fingerprint(bench)
+    assert [e.message for e in streamed[2]] == [e.message for e in in_memory[2]]
