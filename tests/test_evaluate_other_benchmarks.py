@@ -33,7 +33,7 @@ import pytest
 
 from cheems.data.importers import import_file
 from cheems.errors import InputError
-from cheems.evaluate import evaluate, load_bench, score_bench
+from cheems.evaluate import evaluate, load_bench, score
 from cheems.evaluate.benchmarks import benchmark_report, pair_right
 from cheems.evaluate.leaderboard import read_eval_json
 from cheems.evaluate.outcomes import PairOutcome, ShownVerdict
@@ -228,7 +228,7 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, name, change, expected
 
 def length_report(metric: str, *files: Path) -> dict:
     bench = load_bench(list(files))
-    result = evaluate(bench, score_bench(bench, load_scorer("length"), None), "length")
+    result = evaluate(bench, score(bench, load_scorer("length")), "length")
     return benchmark_report(metric, bench, result).to_dict()
 
 

@@ -1,5 +1,5 @@
 """``cheems score`` and ``cheems eval --scores`` a chunk at a time (on a pool of processes) write exactly what the
-in-memory functions (``load_bench``, ``score_bench``, ``read_scores``, ``evaluate``) give."""
+in-memory functions (``load_bench``, ``score``, ``read_scores``, ``evaluate``) give."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cheems.data.io import read_scores, write_json, write_scores
 from cheems.errors import InputError
 from cheems.evaluate import bench as bench_module
-from cheems.evaluate import evaluate, load_bench, score_bench
+from cheems.evaluate import evaluate, load_bench, score
 from cheems.evaluate.details import write_details
 from cheems.evaluate.significance import add_intervals
 from cheems.models import load_scorer
@@ -66,10 +66,10 @@ def _bench(tmp_path: Path, open_rows: list[dict], hidden_rows: list[dict]) -> li
 
 
 def _score(tmp_path: Path, open_rows: list[dict], hidden_rows: list[dict], workers: int, monkeypatch, capsys) -> None:
-    """``cheems score`` writes the bytes of ``write_scores(score_bench(load_bench(...)))``."""
+    """``cheems score`` writes the bytes of ``write_scores(score(load_bench(...)))``."""
     paths = _bench(tmp_path, open_rows, hidden_rows)
     whole = tmp_path / "whole.jsonl"
-    write_scores(whole, score_bench(load_bench(paths, require_pairs=False), load_scorer("length"), None))
+    write_scores(whole, score(load_bench(paths, require_pairs=False), load_scorer("length")))
     out = tmp_path / "s.jsonl"
     args = ["score", "--model", "length", "--no-cache", "--workers", workers, "-o", out]
     result = run_main(*args, *[x for p in paths for x in ("--bench", p)], monkeypatch=monkeypatch, capsys=capsys)
@@ -193,3 +193,25 @@ def test_eval_scores_on_two_workers_writes_what_one_process_writes(tmp_path, poo
     assert result.returncode == 0, result.stderr
     assert (out.read_bytes(), details.read_bytes()) == expected
     assert json.loads((report / "report.json").read_text()) == json.loads(expected[0])
+
+
+def test_one_evaluation_step_over_files_and_over_lists(tmp_path) -> None:
+    """``evaluate_bench`` (with ``bench_prompt`` per record) gives the same report, fingerprint and warnings over
+    the bench files streamed as over their records in memory; ``score_responses`` the same scores in chunks of
+    one response as in one call."""
+    from cheems.data.stream import Records
+    from cheems.evaluate.bench import ScoreMap, evaluate_bench, score_responses, stream_bench
+    from cheems.evaluate.details import bench_fingerprint
+
+    paths = _bench(tmp_path, _fixed_rows("o", 9), _fixed_rows("h", 4))
+    bench = load_bench(paths)
+    records = [r for subset in bench.values() for r in subset]
+    scorer = load_scorer("length")
+    scores = dict(score_responses(records, scorer, None, chunk=None))
+    assert dict(score_responses(records, scorer, None, chunk=1)) == scores
+    lists = [(name, Records(subset)) for name, subset in bench.items()]
+    streamed = evaluate_bench(stream_bench(paths, workers=1), ScoreMap(scores), "length", fingerprint=True)
+    in_memory = evaluate_bench(lists, ScoreMap(scores), "length", fingerprint=True)
+    assert streamed[0].to_dict() == in_memory[0].to_dict() == evaluate(bench, scores, "length").to_dict()
+    assert streamed[1] == in_memory[1] == bench_fingerprint(bench)
+    assert [e.message for e in streamed[2]] == [e.message for e in in_memory[2]]

@@ -448,6 +448,7 @@ class Records:
     runs a step (:data:`StepFn`) and yields ``(output, outcome)`` in input order, the output being the
     record over a list and its line over files (None when left out). Files are read again on every
     call (a two-pass step reads them twice); ``issues`` holds the last pass's skipped lines and warnings.
+    ``ids``: the prompt ids of other files, which these files' ids must not repeat (a bench's files).
     """
 
     def __init__(
@@ -457,12 +458,13 @@ class Records:
         skip_invalid: bool = False,
         workers: int | None = 1,
         label: str | None = None,
+        ids: PromptIds | None = None,
     ) -> None:
         items = [source] if isinstance(source, (str, Path)) else list(source)
         in_memory = all(isinstance(r, Record) for r in items)  # an empty list too: no records
         self.records: list[Record] | None = cast("list[Record]", items) if in_memory else None
         self.paths: list[str | Path] = [] if in_memory else cast("list[str | Path]", items)
-        self.skip_invalid, self.workers, self.label = skip_invalid, workers, label
+        self.skip_invalid, self.workers, self.label, self.ids = skip_invalid, workers, label, ids
         self.issues = ReadResult()
 
     @property
@@ -482,6 +484,7 @@ class Records:
             issues=self.issues,
             workers=self.workers,
             progress=self.label,
+            ids=self.ids,
         )
 
     def step(self, fn: StepFn) -> Iterator[tuple[Any, Any]]:

@@ -15,7 +15,7 @@ _EXPORTS = {
     "expected_calibration_error": "metrics",
     "load_bench": "bench",
     "overall": "metrics",
-    "score_bench": "bench",
+    "score": "evaluation",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

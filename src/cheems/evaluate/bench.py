@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol
 
-from cheems.data.io import ReadResult, ScoreKey
-from cheems.data.keytable import ScoreTable
+from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
-from cheems.data.stream import PromptIds, same_record, stream_records
+from cheems.data.stream import PromptIds, Records
 from cheems.errors import InputError
 from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
 from cheems.evaluate.metrics import (
@@ -19,17 +18,14 @@ from cheems.evaluate.metrics import (
     bare_outcome,
     length_split,
     overall,
-    prompt_outcome,
     scored_outcome,
     subset_metrics,
 )
 from cheems.evaluate.outcomes import Outcomes, PromptOutcome
 from cheems.models import ScoreCache, Scorer, score_records
 
-T = TypeVar("T")
-
 SCORE_CHUNK = 4096
-"""Responses scored at a time by :func:`score_stream`: enough for a model to fill its length-grouped batches,
+"""Responses scored at a time by :func:`score_responses`: enough for a model to fill its length-grouped batches,
 few enough that a chunk's records are a few MB."""
 
 
@@ -47,17 +43,11 @@ def load_bench(
     """
     bench: dict[str, list[Record]] = {}
     warnings = warnings if warnings is not None else []
-    issues = ReadResult()
-    for (name, read), p in zip(stream_bench(paths, same_record, issues), paths):
-        records = list(read)
-        warnings.extend(issues.warnings)  # this file's, before its own no-pair warning
-        issues.warnings.clear()
-        needs_ranks = [r for r in records if r.rank is None and r.comparisons]
-        if needs_ranks:
-            resolved = {r.id: r for r in _resolved(needs_ranks)}
-            records = [resolved.get(r.id, r) for r in records]
+    for name, file in stream_bench(paths):
+        records = list(file.map(ranked))
+        warnings.extend(file.issues.warnings)  # this file's, before its own no-pair warning
         if require_pairs and not _has_pair(records):
-            warnings.append(_no_pair_warning(name, p))
+            warnings.append(_no_pair_warning(name, file.paths[0]))
         bench[name] = records
     if require_pairs and not any(_has_pair(records) for records in bench.values()):
         raise _no_pair_anywhere(paths)
@@ -94,55 +84,50 @@ def _subset_name(p: str | Path, names: set[str]) -> str:
 
 
 def stream_bench(
-    paths: Sequence[str | Path],
-    fn: Callable[[Record], T],
-    issues: ReadResult,
-    *,
-    workers: int | None = 1,
-    progress: str | None = None,
-) -> Iterator[tuple[str, Iterator[T]]]:
-    """Each bench file as ``(subset name, fn(record) of its records)``, in order, read a chunk at a time (each
-    file's records must be consumed before the next file's).
+    paths: Sequence[str | Path], *, workers: int | None = 1, label: str | None = None
+) -> Iterator[tuple[str, Records]]:
+    """Each bench file as ``(subset name, its records)``, in order: :class:`~cheems.data.stream.Records` that
+    stream the file a chunk at a time (each file's records must be consumed before the next file's).
 
     The checks of :func:`load_bench` that need no ranks: subset names (file stems) and prompt ids are
-    unique across the files. ``fn`` runs in worker processes (see :func:`cheems.data.stream.stream_records`);
-    the files' warnings go to ``issues``.
+    unique across the files. ``workers`` and ``label`` (a progress bar) as for ``Records``.
     """
     names: set[str] = set()
     ids = PromptIds()  # one for all the files: a prompt id in two files is a duplicate
     for p in paths:
-        name = _subset_name(p, names)
-        yield name, stream_records(p, fn, issues=issues, workers=workers, progress=progress, ids=ids)
+        yield _subset_name(p, names), Records([p], workers=workers, label=label, ids=ids)
 
 
-def _resolved(records: list[Record]) -> list[Record]:
-    """Records ranked from their comparisons. networkx is imported on first use: bench files usually carry
-    ranks, and the workers reading them are ~13 MB smaller without it."""
-    from cheems.ranking import resolve_file_records
+def ranked(record: Record) -> Record:
+    """The record with ranks: resolved from its comparisons when it has none. networkx is imported on first
+    use: bench files usually carry ranks, and the workers reading them are ~13 MB smaller without it."""
+    if record.rank is not None or not record.comparisons:
+        return record
+    from cheems.ranking.resolve import resolved
 
-    return resolve_file_records(records)[0]
+    return resolved(record)[0]
 
 
 def _has_pair(records: list[Record]) -> bool:
     return any(r.ranked_pairs() for r in records)
 
 
-def score_bench(bench: dict[str, list[Record]], scorer: Scorer, cache: ScoreCache | None) -> dict[ScoreKey, float]:
-    """Score every response of every subset in one call (so length bucketing spans the whole bench)."""
-    return score_records([r for records in bench.values() for r in records], scorer, cache=cache)
-
-
-def score_stream(
-    records: Iterable[Record], scorer: Scorer, cache: ScoreCache | None, chunk: int | None = None
+def score_responses(
+    records: Iterable[Record], scorer: Scorer, cache: ScoreCache | None, chunk: int | None = SCORE_CHUNK
 ) -> Iterator[tuple[ScoreKey, float]]:
-    """Every response's score in record order, scoring ``chunk`` responses at a time (the same scores as
-    :func:`score_bench` for a scorer whose scores do not depend on the batch)."""
+    """Every response's score in record order, scoring ``chunk`` responses at a time (records streamed from
+    files: memory bounded by a chunk). ``chunk=None`` scores them all in one call, with a progress bar, so that
+    a model's length bucketing spans every record (a bench or a pool in memory); the scores are the same for
+    a scorer whose scores do not depend on the batch."""
+    if chunk is None:
+        yield from score_records(list(records), scorer, cache=cache).items()
+        return
     batch: list[Record] = []
     size = 0
     for record in records:
         batch.append(record)
         size += len(record.responses)
-        if size >= (chunk or SCORE_CHUNK):
+        if size >= chunk:
             yield from score_records(batch, scorer, cache=cache, progress=False).items()
             batch, size = [], 0
     if batch:
@@ -227,55 +212,82 @@ class EvalReport:
         return out
 
 
-def unmatched_scores(records: Iterable[Record], scores: Iterable[ScoreKey]) -> list[ScoreKey]:
+class ScoreLookup(Protocol):
+    """Scores as an evaluation looks them up: a prompt's at a time, then the ones never asked for
+    (:class:`ScoreMap` in memory, :class:`cheems.data.keytable.ScoreTable` for a scores file)."""
+
+    def get_many(self, prompt_id: str, response_ids: list[str]) -> dict[ScoreKey, float]:
+        """The scores of these responses of one prompt that there are (marked used)."""
+        ...
+
+    def unused(self) -> list[ScoreKey]:
+        """The keys never looked up, in their order."""
+        ...
+
+
+class ScoreMap:
+    """A mapping ``{(prompt_id, response_id): score}`` as a :class:`ScoreLookup`."""
+
+    def __init__(self, scores: Mapping[ScoreKey, float]) -> None:
+        self.scores = scores
+        self.used: set[ScoreKey] = set()
+
+    def get_many(self, prompt_id: str, response_ids: list[str]) -> dict[ScoreKey, float]:
+        """The scores of these responses of one prompt that there are (marked used)."""
+        found = {key: self.scores[key] for key in ((prompt_id, rid) for rid in response_ids) if key in self.scores}
+        self.used.update(found)
+        return found
+
+    def unused(self) -> list[ScoreKey]:
+        """The keys never looked up, in the mapping's order."""
+        return [key for key in self.scores if key not in self.used]
+
+
+def unmatched_scores(records: Iterable[Record], scores: Mapping[ScoreKey, float]) -> list[ScoreKey]:
     """The keys of ``scores`` that name no response of ``records`` (an unknown prompt or response), in their order:
     they are not used, and ``eval`` and ``bon`` count them."""
-    known = {(r.id, resp.id) for r in records for resp in r.responses}
-    return [key for key in scores if key not in known]
+    lookup = ScoreMap(scores)
+    for r in records:
+        lookup.get_many(r.id, [resp.id for resp in r.responses])
+    return lookup.unused()
 
 
-def evaluate(bench: dict[str, list[Record]], scores: dict[ScoreKey, float], source: str = "scores") -> EvalReport:
-    """Compute the metrics of every subset from per-response scores.
+def evaluate(bench: Mapping[str, list[Record]], scores: Mapping[ScoreKey, float], source: str = "scores") -> EvalReport:
+    """Compute the metrics of every subset from per-response scores (:func:`evaluate_bench` over the lists).
 
     A subset without a ranked pair has no accuracy: it is listed in ``without_pairs``, not averaged
-    in as 0 (``load_bench`` refuses a bench where no subset has one).
+    in as 0; a bench where no subset has one is refused (``InputError``).
     """
-    outcomes = {
-        name: [prompt_outcome(r, scores, source) for r in records]
-        for name, records in bench.items()
-        if _has_pair(records)
-    }
-    report = report_from_outcomes(outcomes, [name for name in bench if name not in outcomes])
-    report.scorer = source
-    report.unmatched_scores = unmatched_scores([r for records in bench.values() for r in records], scores)
-    report.unranked_responses = sum(len(r.unranked()) for records in bench.values() for r in records)
-    return report
+    subsets = [(name, Records(records)) for name, records in bench.items()]
+    return evaluate_bench(subsets, ScoreMap(scores), source)[0]
 
 
-def _bench_prompt(record: Record, fingerprint: bool) -> tuple[PromptOutcome, list[str], int, str | None]:
+BenchPrompt = tuple[PromptOutcome, list[str], int, str | None]
+
+
+def bench_prompt(record: Record, fingerprint: bool = False) -> BenchPrompt:
     """What an evaluation keeps of a record (runs in a worker): its ranks resolved as :func:`load_bench` does,
     its pairs not yet scored, its response ids, unranked responses and its part of the bench fingerprint."""
-    if record.rank is None and record.comparisons:
-        record = _resolved([record])[0]
+    record = ranked(record)
     entry = fingerprint_entry(record) if fingerprint else None
     return bare_outcome(record), [r.id for r in record.responses], len(record.unranked()), entry
 
 
-def evaluate_stream(
-    paths: Sequence[str | Path], scores: ScoreTable, source: str, *, workers: int | None = 1, fingerprint: bool = False
+def evaluate_bench(
+    subsets: Iterable[tuple[str, Records]], scores: ScoreLookup, source: str, *, fingerprint: bool = False
 ) -> tuple[EvalReport, str | None, list[InputError]]:
-    """:func:`evaluate` of ``load_bench(paths)`` with a scores file, reading the bench a chunk at a time: the
-    report, the bench fingerprint (with ``fingerprint``) and the warnings, as the in-memory functions give them.
-    Only each prompt's judged pairs are kept, as columns (:class:`Outcomes`), never its texts."""
-    issues = ReadResult()
+    """CheemsBench's metrics of the subsets (:func:`stream_bench` of files, or lists in memory) from per-response
+    scores: :func:`bench_prompt` of every record, scored as it passes. Returns the report, the bench fingerprint
+    (with ``fingerprint``) and the warnings, as :func:`load_bench` gives them. Only each prompt's judged pairs
+    are kept, as columns (:class:`Outcomes`), never its texts, so files are evaluated in bounded memory."""
+    warnings: list[InputError] = []
     outcomes: dict[str, Outcomes] = {}
     without: list[str] = []
+    places: list[str | Path] = []
     spool = FingerprintSpool() if fingerprint else None
     unranked, missing = 0, None
 
-    def scored(
-        name: str, prompts: Iterator[tuple[PromptOutcome, list[str], int, str | None]]
-    ) -> Iterator[PromptOutcome]:
+    def scored(name: str, prompts: Iterator[BenchPrompt]) -> Iterator[PromptOutcome]:
         nonlocal unranked, missing
         for outcome, response_ids, left_out, entry in prompts:
             unranked += left_out
@@ -290,23 +302,25 @@ def evaluate_stream(
                     missing = e
             yield outcome
 
-    files = stream_bench(paths, partial(_bench_prompt, fingerprint=fingerprint), issues, workers=workers)
-    for (name, prompts), path in zip(files, paths):
-        table = Outcomes.of(scored(name, prompts))
+    for name, records in subsets:
+        place = records.paths[0] if records.streamed else name
+        places.append(place)
+        table = Outcomes.of(scored(name, records.map(partial(bench_prompt, fingerprint=fingerprint))))
+        warnings.extend(records.issues.warnings)  # this file's, before its own no-pair warning
         if table.n_pairs:
             outcomes[name] = table
         else:
             without.append(name)
-            issues.warnings.append(_no_pair_warning(name, path))
+            warnings.append(_no_pair_warning(name, place))
     if not outcomes:
-        raise _no_pair_anywhere(paths)
+        raise _no_pair_anywhere(places)
     if missing is not None:
         raise missing
     report = report_from_outcomes(outcomes, without)
     report.scorer = source
     report.unmatched_scores = scores.unused()
     report.unranked_responses = unranked
-    return report, spool.hexdigest() if spool is not None else None, issues.warnings
+    return report, spool.hexdigest() if spool is not None else None, warnings
 
 
 def report_from_outcomes(

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
+from cheems.data.stream import Records, same_record
 from cheems.errors import InputError
-from cheems.evaluate.bench import EvalReport, load_bench, score_bench
+from cheems.evaluate.bench import EvalReport, load_bench, score_responses
 from cheems.evaluate.bench import evaluate as evaluate_scores
 from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.details import Details, read_details
@@ -38,9 +39,10 @@ def score(bench: Bench, scorer: Scorer, *, cache: ScoreCache | None = None) -> d
 
     Returns ``{(prompt_id, response_id): score}``, the rows ``cheems score`` writes. ``cache``: a
     :class:`cheems.models.ScoreCache` to read and fill (``ScoreCache()`` is the CLI's default file); None
-    scores everything afresh.
+    scores everything afresh. All in one call, so that a model's length bucketing spans the whole bench
+    (:func:`score_files` scores files a chunk at a time).
     """
-    return score_bench(dict(bench), scorer, cache)
+    return dict(score_responses((r for records in bench.values() for r in records), scorer, cache, chunk=None))
 
 
 def evaluate(
@@ -76,7 +78,7 @@ def evaluate(
     elif isinstance(by, Mapping):
         report = evaluate_scores(bench, dict(by), source or "scores")
     else:
-        report = evaluate_scores(bench, score_bench(bench, by, cache), source or by.name)
+        report = evaluate_scores(bench, score(bench, by, cache=cache), source or by.name)
     if resamples:
         add_intervals(report, resamples, seed)
     return report
@@ -129,7 +131,7 @@ def bon(
     if isinstance(by, Mapping):
         values, name = dict(by), source or "scores"
     else:
-        values, name = score_bench({"pool": pool}, by, cache), source or by.name
+        values, name = score({"pool": pool}, by, cache=cache), source or by.name
     return best_of_n(pool, values, n=n, sample=sample, seed=seed, scorer=name)
 
 
@@ -220,13 +222,20 @@ def score_files(
     """:func:`score` the bench files a chunk at a time, in their order, with a progress bar: memory stays bounded
     by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a launcher every
     process reads the files and takes its share of each chunk's batches. ``cheems score`` writes these rows."""
-    from cheems.data.stream import same_record
-    from cheems.evaluate.bench import score_stream, stream_bench
+    from cheems.evaluate.bench import stream_bench
 
     scorer = scoring.scorer(connection)
-    files = stream_bench(bench, same_record, issues or ReadResult(), workers=workers, progress="scoring")
-    records = (r for _, file_records in files for r in file_records)
-    return score_stream(records, scorer, scoring.score_cache())
+    return score_responses(
+        _bench_records(stream_bench(bench, workers=workers, label="scoring"), issues), scorer, scoring.score_cache()
+    )
+
+
+def _bench_records(files: Iterator[tuple[str, Records]], issues: ReadResult | None) -> Iterator[Record]:
+    """The records of every bench file in turn, each file's warnings added to ``issues`` once it is read."""
+    for _, records in files:
+        yield from records.map(same_record)
+        if issues is not None:
+            issues.warnings += records.issues.warnings
 
 
 @dataclass
@@ -269,14 +278,15 @@ def evaluate_files(
     chunk at a time (bounded memory), anything else on the bench in memory; another ``settings.metric`` is that
     benchmark's metric of the judged pairs (no intervals); ``fingerprint``: the bench's, for a details file."""
     from cheems.data.keytable import read_score_table
-    from cheems.evaluate.bench import evaluate_stream
+    from cheems.evaluate.bench import evaluate_bench, stream_bench
     from cheems.evaluate.details import bench_fingerprint
 
     settings = settings or EvalSettings()
     metric, resamples, seed = settings.metric, settings.resamples, settings.bootstrap_seed
     if by.scores is not None and metric == "cheems":
         table = read_score_table(by.scores)
-        result, printed, issues = evaluate_stream(bench, table, by.source, workers=workers, fingerprint=fingerprint)
+        files = stream_bench(bench, workers=workers)
+        result, printed, issues = evaluate_bench(files, table, by.source, fingerprint=fingerprint)
         if resamples:
             add_intervals(result, resamples, seed)
         return BenchEvaluation(result, None, printed, issues)

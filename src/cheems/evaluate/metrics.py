@@ -61,11 +61,6 @@ def scored_outcome(outcome: PromptOutcome, scores: Mapping[ScoreKey, float], sou
     return outcome
 
 
-def prompt_outcome(record: Record, scores: Mapping[ScoreKey, float], source: str = "scores") -> PromptOutcome:
-    """Every ranked pair of one (ranked) record, right iff score(chosen) > score(rejected)."""
-    return scored_outcome(bare_outcome(record), scores, source)
-
-
 @dataclass
 class GroupMetrics:
     """Accuracy and exact match of one category or subset."""
