@@ -20,6 +20,7 @@ LAYERS = [
     {"annotate"},  # the human annotation app
     {"curate"},
     {"models"},
+    {"prompts"},  # the prompt pool: dedup, decontaminate, categorise (the classifier embeds with a model)
     {"evaluate"},
     {"train"},
     {"workflows"},
