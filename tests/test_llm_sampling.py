@@ -213,11 +213,60 @@ def test_budget_stops_the_run_and_a_rerun_resumes(server, tmp_path):
     assert (rest.stats.generated, rest.stats.cached) == (2, 4) and contents(rest) == expected(recs, 3)
 
 
-def test_a_response_id_the_model_would_reuse_is_a_user_error(server, tmp_path):
-    record = Record.model_validate({"id": "p0", "input": "问", "responses": [{"id": "fake-gen-1", "content": "x"}]})
-    with pytest.raises(InputError, match="already has a response 'fake-gen-1'"):
-        generate_records([record], settings(server, tmp_path), progress=False)
+def test_a_response_id_another_model_holds_is_a_user_error(server, tmp_path):
+    for given in (
+        {"id": "fake-gen-1", "content": "x"},
+        {"id": "fake-gen-1", "content": "x", "model": "other/fake-gen"},
+    ):
+        record = Record.model_validate({"id": "p0", "input": "问", "responses": [given]})
+        with pytest.raises(InputError, match="already has a response 'fake-gen-1' of another model"):
+            generate_records([record], settings(server, tmp_path), progress=False)
     assert server.total == 0
+
+
+def pool_view(result) -> dict[str, list[tuple]]:
+    """Each prompt's responses as (id, content, model, models, merged)."""
+    return {
+        r.id: [
+            (x.id, x.content, x.model, (x.model_extra or {}).get("models"), (x.model_extra or {}).get("merged"))
+            for x in r.responses
+        ]
+        for r in result.records
+    }
+
+
+def test_models_grow_one_pool_identical_texts_stored_once_and_a_rerun_adds_nothing(server, tmp_path):
+    recs = prompts(2)
+    first = generate_records(recs, settings(server, tmp_path, n=2), progress=False)
+    # the fake server's text depends on the prompt and the seed only: the same seed gives another model the
+    # same texts (stored once, both names); another seed gives it texts of its own
+    same = generate_records(first.records, settings(server, tmp_path, gen_model="other/twin", n=3), progress=False)
+    pool = generate_records(same.records, settings(server, tmp_path, gen_model="third", n=1, seed=9), progress=False)
+    text = {
+        (pid, i, seed): fake_sample(f"问题{pid[1]}", seed_of(seed, pid, i))
+        for pid in ("p0", "p1")
+        for i in range(3)
+        for seed in (0, 9)
+    }
+    for pid in ("p0", "p1"):
+        assert pool_view(pool)[pid] == [
+            (f"fake-gen-{i}", text[pid, i, 0], "org/fake-gen", ["org/fake-gen", "other/twin"], [f"twin-{i}"])
+            for i in range(2)
+        ] + [("twin-2", text[pid, 2, 0], "other/twin", None, None), ("third-0", text[pid, 0, 9], "third", None, None)]
+    assert (same.stats.samples, same.stats.merged, pool.stats.merged) == (6, 4, 0)
+    assert server.total == 4 + 6 + 2
+    # rerunning any model on the pool adds nothing and asks nothing, with or without the cache
+    for model, n, seed in (("org/fake-gen", 2, 0), ("other/twin", 3, 0), ("third", 1, 9)):
+        kw = dict(gen_model=model, n=n, seed=seed, cache=tmp_path / "fresh.sqlite")
+        again = generate_records(pool.records, settings(server, tmp_path, **kw), progress=False)
+        assert pool_view(again) == pool_view(pool) and (again.stats.samples, again.stats.in_pool) == (0, 2 * n)
+    assert server.total == 12
+    # asking for more samples adds only the new ones, after what is there
+    more = generate_records(pool.records, settings(server, tmp_path, gen_model="third", n=2, seed=9), progress=False)
+    assert [r.id for r in more.records[0].responses][-2:] == ["third-0", "third-1"] and server.total == 14
+    # the pool is valid canonical records, and its extra keys survive a round trip
+    for record in more.records:
+        assert Record.model_validate(record.to_json()).to_json() == record.to_json()
 
 
 # ------------------------------------------------------------------------------ the command

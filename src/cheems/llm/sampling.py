@@ -13,9 +13,11 @@ raising N asks only for the new ones.
 
 The output is the input records, in order, each with its N samples appended as responses
 ``{"id": "<model>-<i>", "content", "model": <model>}``; whatever the input record held (responses,
-``reference``, ``rank``, extra keys) is kept. Samples that failed (after the retries, or a reply
-with no text or reasoning only: :func:`settle`) are left out and listed, never cached; a prompt with
-no response at all is left out of the output, and a run with no sample at all is an error.
+``reference``, ``rank``, extra keys) is kept. So a pool grows one model at a time (:func:`merge_sample`):
+a sample already in the input pool is not asked again, and a sample whose text is exactly that of
+another model's response is stored once, on that response, under both names. Samples that failed
+(after the retries, or a reply with no text or reasoning only: :func:`settle`) are left out and listed,
+never cached; a prompt with no response at all is left out of the output, and a run with no sample at all is an error.
 """
 
 from __future__ import annotations
@@ -272,7 +274,9 @@ class GenerateStats:
 
     gen_model: str
     prompts: int = 0
-    samples: int = 0  # planned
+    samples: int = 0  # planned: the ones the input pool lacks
+    in_pool: int = 0  # already in the input pool: not asked again
+    merged: int = 0  # the text of another model's response: stored on it (both names)
     generated: int = 0  # from the model in this run
     cached: int = 0  # taken from the cache
     failed: Counter = field(default_factory=Counter)  # reason code -> samples
@@ -294,6 +298,8 @@ class GenerateStats:
             "gen_model": self.gen_model,
             "prompts": self.prompts,
             "samples": self.samples,
+            "in_pool": self.in_pool,
+            "merged": self.merged,
             "generated": self.generated,
             "cached": self.cached,
             "failed": dict(sorted(self.failed.items())),
@@ -343,25 +349,65 @@ class _Planned:
     item: str
 
 
-def _plan(records: Sequence[Record], settings: GenerateSettings) -> list[_Planned]:
-    """Every (prompt, sample index) to have, with its seed and cache key; InputError on an id clash."""
+def pool_samples(response: Response) -> tuple[list[str], list[str]]:
+    """The models that gave ``response``'s text and the sample ids it stands for (:func:`merge_sample`)."""
+    extra = response.model_extra or {}
+    models = extra.get("models") or ([response.model] if response.model else [])
+    return list(models), [response.id, *extra.get("merged", [])]
+
+
+def merge_sample(responses: list[Response], sample_id: str, content: str, model: str) -> None:
+    """Add one sample of ``model`` to a prompt's ``responses`` (in place), storing each text once.
+
+    A text equal (exactly) to a response of another model is not added again: that response gets
+    ``models`` (every model that gave the text, its own ``model`` first) and ``merged`` (the sample
+    ids stored in it), so the pool keeps who said what and a rerun knows the sample is there.
+    Otherwise the sample is appended as ``{"id": sample_id, "content", "model"}``.
+    """
+    for index, response in enumerate(responses):
+        if response.content == content and response.model not in (None, model):
+            models, ids = pool_samples(response)
+            update = {"models": list(dict.fromkeys([*models, model])), "merged": [*ids[1:], sample_id]}
+            responses[index] = response.model_copy(update=update)
+            return
+    responses.append(Response(id=sample_id, content=content, model=model))
+
+
+def _in_pool(record: Record, model: str) -> set[str]:
+    """The sample ids of ``model`` already in the record's responses (its own or merged into another's)."""
+    present: set[str] = set()
+    for response in record.responses:
+        models, ids = pool_samples(response)
+        if model in models:
+            present.update(ids)
+    return present
+
+
+def _plan(records: Sequence[Record], settings: GenerateSettings) -> tuple[list[_Planned], int]:
+    """Every (prompt, sample index) to have that the pool lacks, with its seed and cache key, and how many
+    the pool already has; InputError on an id clash."""
     tag = model_tag(settings.gen_model)
-    planned = []
+    planned: list[_Planned] = []
+    in_pool = 0
     for index, record in enumerate(records):
         messages = prompt_messages(record.prompt)
         taken = {r.id for r in record.responses}
+        present = _in_pool(record, settings.gen_model)
         for i in range(settings.n):
-            if f"{tag}-{i}" in taken:
+            sample_id = f"{tag}-{i}"
+            if sample_id in present:
+                in_pool += 1
+                continue
+            if sample_id in taken:
                 raise InputError(
-                    f"prompt '{record.id}' already has a response '{tag}-{i}'",
+                    f"prompt '{record.id}' already has a response '{sample_id}' of another model",
                     field="responses",
-                    hint="generate from the prompts, not from an earlier output of this model "
-                    "(a rerun of the same command resumes from the cache)",
+                    hint="rename that response, or serve this model under another name",
                 )
             seed = sample_seed(settings.seed, record.id, i)
             item = content_hash({"messages": messages, "sample": i, "seed": seed})
             planned.append(_Planned(index, i, seed, item))
-    return planned
+    return planned, in_pool
 
 
 def generate_records(records: Sequence[Record], settings: GenerateSettings, progress: bool = True) -> GenerateResult:
@@ -376,8 +422,8 @@ def generate_records(records: Sequence[Record], settings: GenerateSettings, prog
     budget = RequestBudget(settings.max_requests)
     backend = make_generator(settings, budget)
     generator = content_hash(backend.identity, keyed=True)
-    planned = _plan(records, settings)
-    stats = GenerateStats(settings.gen_model, prompts=len(records), samples=len(planned))
+    planned, in_pool = _plan(records, settings)
+    stats = GenerateStats(settings.gen_model, prompts=len(records), samples=len(planned), in_pool=in_pool)
     outcomes: dict[str, Outcome] = {}
     new: set[str] = set()
     with SampleCache(settings.cache) as cache:
@@ -460,7 +506,7 @@ def _assemble(
 ) -> GenerateResult:
     """Append each record's samples in sample order; count and list what is missing."""
     tag = model_tag(settings.gen_model)
-    added: list[list[Response]] = [[] for _ in records]
+    pools = [list(record.responses) for record in records]
     failures: list[FailedSample] = []
     for p in planned:
         outcome = outcomes.get(p.item)
@@ -472,13 +518,13 @@ def _assemble(
         else:
             stats.generated += p.item in new
             stats.cached += p.item not in new
-            added[p.record].append(
-                Response(id=f"{tag}-{p.sample}", content=outcome.raw or "", model=settings.gen_model)
-            )
+            before = len(pools[p.record])
+            merge_sample(pools[p.record], f"{tag}-{p.sample}", outcome.raw or "", settings.gen_model)
+            stats.merged += len(pools[p.record]) == before
     out = []
-    for record, responses in zip(records, added):
-        if record.responses or responses:
-            out.append(record.model_copy(update={"responses": [*record.responses, *responses]}))
+    for record, responses in zip(records, pools):
+        if responses:
+            out.append(record.model_copy(update={"responses": responses}))
         else:
             stats.prompts_left_out += 1
     return GenerateResult(out, stats, failures)
@@ -509,9 +555,11 @@ def print_generate_run(run: ChatRun[GenerateResult], console: Console) -> None:
     stats = run.result.stats
     rows = [
         ("prompts", str(stats.prompts)),
-        ("samples (prompt × n)", str(stats.samples)),
+        ("samples to have", str(stats.samples)),
+        ("already in the pool", str(stats.in_pool)),
         ("generated now", str(stats.generated)),
         ("from cache", str(stats.cached)),
+        ("merged (same text)", str(stats.merged)),
         *request_rows(stats),
     ]
     console.print(summary_table(f"generate: {stats.gen_model}", rows))
