@@ -50,16 +50,25 @@ def validate(
     files: Annotated[list[Path], typer.Argument(help="Record files (canonical or official format).")],
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
+    plot: Annotated[
+        Optional[Path],
+        typer.Option("--plot", help="Draw the prompts per category and subcategory (a sunburst) to this PNG."),
+    ] = None,
 ) -> None:
-    """Check record files and print their statistics in the shape of the paper's Table 1."""
-    from cheems.data.dataset_stats import file_stats, print_stats
+    """Check record files and print their statistics in the shape of the paper's Table 1, responses per model
+    and prompts per category."""
+    from cheems.data.dataset_stats import print_stats
+    from cheems.evaluate.distribution import validate_files
+    from cheems.outputs import claim_outputs
 
-    rows = []
-    for path, (stats, issues) in zip(files, file_stats(files, skip_invalid=skip_invalid, workers=workers)):
-        report_skipped(issues.skipped)
-        report_warnings(issues.warnings)
-        rows.append((path, stats))
+    claim_outputs(inputs=[("FILES", path) for path in files], files=[("--plot", plot)])
+    rows = validate_files(files, skip_invalid=skip_invalid, workers=workers, plot=plot)
+    for row in rows:
+        report_skipped(row.issues.skipped)
+        report_warnings(row.issues.warnings)
     print_stats(rows, console)
+    if plot is not None:
+        console.print(f"wrote {plot}")
 
 
 @app.command("import")

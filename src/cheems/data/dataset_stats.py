@@ -1,14 +1,15 @@
-"""Dataset statistics in the shape of the paper's Table 1."""
+"""Dataset statistics in the shape of the paper's Table 1, and a pool's responses per model and category."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ReadResult
-from cheems.data.schema import Record
+from cheems.data.schema import UNCATEGORISED, Record, Response
 from cheems.data.stream import stream_records
 
 if TYPE_CHECKING:
@@ -97,23 +98,87 @@ def dataset_stats(records: Iterable[Record]) -> DatasetStats:
     return total.stats()
 
 
+NO_MODEL = "(no model)"
+
+
+@dataclass
+class PoolCounts:
+    """Who wrote a pool's responses and what its prompts are about; sums record by record, in any grouping.
+
+    A response stored once for several models (``models``, see ``cheems generate``) counts for each of them.
+    """
+
+    responses: Counter[str] = field(default_factory=Counter)  # model -> responses
+    prompts: Counter[str] = field(default_factory=Counter)  # model -> prompts it answered
+    categories: Counter[tuple[str, str]] = field(default_factory=Counter)  # (main, sub) -> prompts
+    category_responses: Counter[str] = field(default_factory=Counter)  # main category -> responses
+
+    def __iadd__(self, other: PoolCounts) -> PoolCounts:
+        for name in ("responses", "prompts", "categories", "category_responses"):
+            getattr(self, name).update(getattr(other, name))
+        return self
+
+    def main_categories(self) -> Counter[str]:
+        """Prompts per main category."""
+        out: Counter[str] = Counter()
+        for (main, _), n in self.categories.items():
+            out[main] += n
+        return out
+
+
+def response_models(response: Response) -> list[str]:
+    """The models that gave a response's text: its ``models`` when merged, else its ``model`` (or none)."""
+    models = (response.model_extra or {}).get("models")
+    if isinstance(models, list) and models:
+        return [str(m) for m in models]
+    return [response.model or NO_MODEL]
+
+
+def pool_counts(record: Record) -> PoolCounts:
+    """One record's share of :class:`PoolCounts`: its category path is (main, sub), sub ``""`` when absent."""
+    counts = PoolCounts()
+    for response in record.responses:
+        counts.responses.update(response_models(response))
+    counts.prompts.update(set(counts.responses))
+    main = record.main_category
+    counts.categories[main, record.category[1] if len(record.category) > 1 else ""] = 1
+    counts.category_responses[main] = len(record.responses)
+    return counts
+
+
+@dataclass
+class FileStats:
+    """One record file's statistics, pool counts and what reading it skipped or warned of."""
+
+    path: str | Path
+    stats: DatasetStats
+    pool: PoolCounts
+    issues: ReadResult
+
+
+def _file_counts(record: Record) -> tuple[Counts, PoolCounts]:
+    return record_counts(record), pool_counts(record)
+
+
 def file_stats(
     paths: Iterable[str | Path], *, skip_invalid: bool = False, workers: int | None = None
-) -> Iterator[tuple[DatasetStats, ReadResult]]:
-    """Each record file's statistics and what reading it skipped or warned of, a file at a time, as
-    ``cheems validate`` prints them; the records are streamed, not kept."""
+) -> Iterator[FileStats]:
+    """Each record file's statistics (:class:`FileStats`), a file at a time, as ``cheems validate`` prints
+    them; the records are streamed, not kept."""
     for path in paths:
-        issues, total = ReadResult(), Counts()
-        for counts in stream_records(
-            path, record_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+        issues, total, pool = ReadResult(), Counts(), PoolCounts()
+        for counts, share in stream_records(
+            path, _file_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
         ):
             total += counts
-        yield total.stats(), issues
+            pool += share
+        yield FileStats(path, total.stats(), pool, issues)
 
 
-def print_stats(rows: Sequence[tuple[str | Path, DatasetStats]], console: Console) -> None:
+def print_stats(rows: Sequence[FileStats], console: Console) -> None:
     """The statistics of each file as one row of a table (fits an 80-column terminal: short headings on two
-    lines, explained in the caption; numbers never wrap, so only a long file name folds)."""
+    lines, explained in the caption; numbers never wrap, so only a long file name folds); then, over all the
+    files, responses per model when any response names its model and prompts per category when any has one."""
     from rich import box
     from rich.table import Table
 
@@ -122,9 +187,12 @@ def print_stats(rows: Sequence[tuple[str | Path, DatasetStats]], console: Consol
     table.add_column("file", overflow="fold")
     for col in ("prompts", "responses", "per\nprompt", "pairs", "prompt\nlength", "chosen\nlength", "rejected\nlength"):
         table.add_column(col, justify="right", no_wrap=True)
-    for path, s in rows:
+    pool = PoolCounts()
+    for row in rows:
+        s = row.stats
+        pool += row.pool
         table.add_row(
-            str(path),
+            str(row.path),
             str(s.prompts),
             str(s.responses),
             f"{s.responses_per_prompt:.2f}",
@@ -134,3 +202,42 @@ def print_stats(rows: Sequence[tuple[str | Path, DatasetStats]], console: Consol
             f"{s.avg_rejected_chars:.1f}",
         )
     console.print(table)
+    if set(pool.responses) - {NO_MODEL}:
+        console.print(_model_table(pool))
+    if set(pool.category_responses) - {UNCATEGORISED}:
+        console.print(_category_table(pool))
+
+
+def _share(n: int, total: int) -> str:
+    return f"{100 * n / total:.1f}%" if total else "-"
+
+
+def _model_table(pool: PoolCounts) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    caption = "a shared text counts for each"
+    table = Table(title="responses per model", caption=caption, box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("model", overflow="fold")
+    for col in ("responses", "share", "prompts"):
+        table.add_column(col, justify="right", no_wrap=True)
+    total = sum(pool.responses.values())
+    for name, n in sorted(pool.responses.items(), key=lambda kv: (-kv[1], kv[0])):
+        table.add_row(name, str(n), _share(n, total), str(pool.prompts[name]))
+    return table
+
+
+def _category_table(pool: PoolCounts) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="prompts per category", box=box.SIMPLE_HEAVY, collapse_padding=True)
+    table.add_column("category", overflow="fold")
+    for col in ("prompts", "share", "responses", "sub-\ncategories"):
+        table.add_column(col, justify="right", no_wrap=True)
+    mains = pool.main_categories()
+    total = sum(mains.values())
+    subs = Counter(main for main, sub in pool.categories if sub)
+    for main, n in sorted(mains.items(), key=lambda kv: (-kv[1], kv[0])):
+        table.add_row(main, str(n), _share(n, total), str(pool.category_responses[main]), str(subs[main]))
+    return table
