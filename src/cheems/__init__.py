@@ -28,6 +28,7 @@ _EXPORTS = {
     "convert_file": "data.importers",
     "ImportSettings": "data.importers",
     "file_stats": "data.dataset_stats",
+    "validate_files": "evaluate.distribution",
     "split_file": "data.split",
     "SplitSettings": "data.split",
     # ranking

@@ -8,9 +8,11 @@ CheemsBench's 50+ subcategories.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from cheems.data.dataset_stats import FileStats, PoolCounts, file_stats
 from cheems.errors import InputError
@@ -66,22 +68,13 @@ def category_sunburst(categories: Mapping[tuple[str, str], int], title: str = "p
             outer_sizes.append(m)
             outer_colors.append(tuple(c + (1 - c) * lighten for c in base[:3]))
             outer_names.append(sub)
-    wedge = {"edgecolor": "white", "linewidth": 0.8}
-    inner, _ = ax.pie(
-        inner_sizes,
-        radius=0.62,
-        colors=inner_colors,
-        startangle=90,
-        counterclock=False,
-        wedgeprops={**wedge, "width": 0.36},
-    )
-    outer, _ = ax.pie(
-        outer_sizes,
-        radius=1.0,
-        colors=outer_colors,
-        startangle=90,
-        counterclock=False,
-        wedgeprops={**wedge, "width": 0.38},
+    # one ring each: (sizes, colours, outer radius, ring width)
+    inner, outer = (
+        ax.pie(sizes, radius=radius, colors=colors, startangle=90, counterclock=False, wedgeprops=wedge)[0]
+        for sizes, colors, radius, wedge in (
+            (inner_sizes, inner_colors, 0.62, {"edgecolor": "white", "linewidth": 0.8, "width": 0.36}),
+            (outer_sizes, outer_colors, 1.0, {"edgecolor": "white", "linewidth": 0.8, "width": 0.38}),
+        )
     )
     for w, (main, n, _) in zip(inner, groups):
         if w.theta2 - w.theta1 >= INNER_LABEL_DEGREES:
@@ -95,26 +88,15 @@ def category_sunburst(categories: Mapping[tuple[str, str], int], title: str = "p
     return png_bytes(fig)
 
 
-def _label(ax: object, wedge: object, radius: float, text: str, size: float, radial: bool) -> None:
+def _label(ax: Any, wedge: Any, radius: float, text: str, size: float, radial: bool) -> None:
     """``text`` at the middle of ``wedge``, ``radius`` from the centre; radial text reads outwards, never
     upside down."""
-    import math
-
-    angle = (wedge.theta1 + wedge.theta2) / 2  # type: ignore[attr-defined]
+    angle = (wedge.theta1 + wedge.theta2) / 2
     x, y = radius * math.cos(math.radians(angle)), radius * math.sin(math.radians(angle))
     rotation = 0.0
     if radial:
         rotation = angle if -90 <= (angle + 180) % 360 - 180 <= 90 else angle + 180
-    ax.text(
-        x,
-        y,
-        text,
-        ha="center",
-        va="center",
-        fontsize=size,
-        rotation=rotation,  # type: ignore[attr-defined]
-        rotation_mode="anchor",
-    )
+    ax.text(x, y, text, ha="center", va="center", fontsize=size, rotation=rotation, rotation_mode="anchor")
 
 
 def validate_files(
