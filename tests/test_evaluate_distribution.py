@@ -116,6 +116,14 @@ def test_plot_refuses_what_is_not_a_png_and_never_replaces_an_input(tmp_path, mo
     assert src.read_bytes() == before and list(tmp_path.iterdir()) == [src]
 
 
+@pytest.mark.parametrize("bad", [{"models": "org/x"}, {"merged": [3]}])
+def test_a_pool_s_models_or_merged_that_is_no_list_of_names_is_one_line(tmp_path, monkeypatch, capsys, bad):
+    response = {"id": "x-0", "content": "答", "model": "org/x"} | bad
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "input": "问", "responses": [response]}])
+    proc = run_main("validate", src, monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{src}:1", next(iter(bad)))
+
+
 def test_validate_without_models_or_categories_prints_only_the_statistics(tmp_path, monkeypatch, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "input": "问", "responses": [{"id": "r", "content": "答"}]}])
     proc = run_main("validate", src, monkeypatch=monkeypatch, capsys=capsys)

@@ -226,13 +226,7 @@ def test_a_response_id_another_model_holds_is_a_user_error(server, tmp_path):
 
 def pool_view(result) -> dict[str, list[tuple]]:
     """Each prompt's responses as (id, content, model, models, merged)."""
-    return {
-        r.id: [
-            (x.id, x.content, x.model, (x.model_extra or {}).get("models"), (x.model_extra or {}).get("merged"))
-            for x in r.responses
-        ]
-        for r in result.records
-    }
+    return {r.id: [(x.id, x.content, x.model, x.models, x.merged) for x in r.responses] for r in result.records}
 
 
 def test_models_grow_one_pool_identical_texts_stored_once_and_a_rerun_adds_nothing(server, tmp_path):

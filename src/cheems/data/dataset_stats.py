@@ -128,10 +128,7 @@ class PoolCounts:
 
 def response_models(response: Response) -> list[str]:
     """The models that gave a response's text: its ``models`` when merged, else its ``model`` (or none)."""
-    models = (response.model_extra or {}).get("models")
-    if isinstance(models, list) and models:
-        return [str(m) for m in models]
-    return [response.model or NO_MODEL]
+    return response.models or [response.model or NO_MODEL]
 
 
 def pool_counts(record: Record) -> PoolCounts:

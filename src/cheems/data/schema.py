@@ -32,6 +32,10 @@ class Response(BaseModel):
     id: StrictStr = Field(min_length=1)
     content: StrictStr
     model: str | None = None
+    models: list[StrictStr] | None = None
+    """Every model that gave this exact text, ``model`` first (a pool built by ``cheems generate``)."""
+    merged: list[StrictStr] | None = None
+    """The ids of the other models' samples stored in this response (their text was this one)."""
 
 
 class Comparison(BaseModel):

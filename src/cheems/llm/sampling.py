@@ -351,9 +351,8 @@ class _Planned:
 
 def pool_samples(response: Response) -> tuple[list[str], list[str]]:
     """The models that gave ``response``'s text and the sample ids it stands for (:func:`merge_sample`)."""
-    extra = response.model_extra or {}
-    models = extra.get("models") or ([response.model] if response.model else [])
-    return list(models), [response.id, *extra.get("merged", [])]
+    models = response.models or ([response.model] if response.model else [])
+    return list(models), [response.id, *(response.merged or [])]
 
 
 def merge_sample(responses: list[Response], sample_id: str, content: str, model: str) -> None:
