@@ -1,4 +1,5 @@
-"""``cheems generate``: N sampled responses per prompt (a candidate pool), from an endpoint or a local model.
+"""``cheems generate``: N sampled responses per prompt (a candidate pool), from an endpoint or a local model;
+run once per model, each on the previous output, it builds one pool from many models.
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(generate)``. Exit 0 when the run finished,
 even with failed samples (listed in ``OUT.failures.jsonl``) or a spent request budget (a rerun
@@ -21,7 +22,10 @@ from cheems.errors import InputError
 from cheems.llm.sampling import GenerateSettings
 from cheems.settings import settings_of
 
-PROMPTS_HELP = "Prompt records (JSONL/JSON; 'responses' may be missing, or kept when given)."
+PROMPTS_HELP = (
+    "Prompt records or a pool (JSONL/JSON; 'responses' may be missing). Given responses are kept; this model's "
+    "samples already there are not asked again, and a text another model gave is stored once with both names."
+)
 OUT_HELP = "Output JSONL: the records with the samples appended as responses."
 
 
