@@ -96,6 +96,11 @@ def test_validate_headings_and_numbers_are_whole(tmp_path):
         assert heading in words
     row = next(line for line in lines if " 117 " in line)
     assert row.split()[-7:] == ["24", "117", "4.88", "332", "56.8", "103.2", "66.7"]
+    # then the responses per model and the prompts per category, every line whole
+    lines = proc.stdout.splitlines()
+    assert_fits(lines)
+    assert next(line for line in lines if "demo-j " in line).split() == ["demo-j", "17", "14.5%", "17"]
+    assert next(line for line in lines if "复杂指令 " in line).split() == ["复杂指令", "3", "12.5%", "15", "3"]
 
 
 def test_compare_table_fits_with_the_overall_row_on_one_line(tmp_path):
