@@ -60,7 +60,8 @@ def category_sunburst(categories: Mapping[tuple[str, str], int], title: str = "p
     palette = colormaps["tab10" if len(groups) <= 10 else "tab20"]
     inner_sizes, inner_colors, outer_sizes, outer_colors, outer_names = [], [], [], [], []
     for k, (_, n, subs) in enumerate(groups):
-        base = palette(k % palette.N)
+        # tab20 comes in dark/light pairs: every dark one first, so neighbours differ
+        base = palette(k % 10 if palette.N == 10 else (2 * k) % 20 + (k // 10) % 2)
         inner_sizes.append(n)
         inner_colors.append(base)
         for j, (sub, m) in enumerate(subs):
