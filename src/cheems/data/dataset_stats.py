@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ReadResult
-from cheems.data.schema import UNCATEGORISED, Record, Response
+from cheems.data.schema import UNCATEGORISED, Record
 from cheems.data.stream import stream_records
 
 if TYPE_CHECKING:
@@ -126,16 +126,11 @@ class PoolCounts:
         return out
 
 
-def response_models(response: Response) -> list[str]:
-    """The models that gave a response's text: its ``models`` when merged, else its ``model`` (or none)."""
-    return response.models or [response.model or NO_MODEL]
-
-
 def pool_counts(record: Record) -> PoolCounts:
     """One record's share of :class:`PoolCounts`: its category path is (main, sub), sub ``""`` when absent."""
     counts = PoolCounts()
     for response in record.responses:
-        counts.responses.update(response_models(response))
+        counts.responses.update(response.all_models or [NO_MODEL])
     counts.prompts.update(set(counts.responses))
     main = record.main_category
     counts.categories[main, record.category[1] if len(record.category) > 1 else ""] = 1

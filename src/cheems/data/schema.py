@@ -37,6 +37,11 @@ class Response(BaseModel):
     merged: list[StrictStr] | None = None
     """The ids of the other models' samples stored in this response (their text was this one)."""
 
+    @property
+    def all_models(self) -> list[str]:
+        """The models that gave this text: ``models`` when several did, else ``model`` (none when unknown)."""
+        return self.models or ([self.model] if self.model else [])
+
 
 class Comparison(BaseModel):
     """One pairwise judgement: ``label`` says which of ``a`` / ``b`` is better, or ``tie``."""

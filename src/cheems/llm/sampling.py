@@ -349,12 +349,6 @@ class _Planned:
     item: str
 
 
-def pool_samples(response: Response) -> tuple[list[str], list[str]]:
-    """The models that gave ``response``'s text and the sample ids it stands for (:func:`merge_sample`)."""
-    models = response.models or ([response.model] if response.model else [])
-    return list(models), [response.id, *(response.merged or [])]
-
-
 def merge_sample(responses: list[Response], sample_id: str, content: str, model: str) -> None:
     """Add one sample of ``model`` to a prompt's ``responses`` (in place), storing each text once.
 
@@ -365,8 +359,8 @@ def merge_sample(responses: list[Response], sample_id: str, content: str, model:
     """
     for index, response in enumerate(responses):
         if response.content == content and response.model not in (None, model):
-            models, ids = pool_samples(response)
-            update = {"models": list(dict.fromkeys([*models, model])), "merged": [*ids[1:], sample_id]}
+            models = list(dict.fromkeys([*response.all_models, model]))
+            update = {"models": models, "merged": [*(response.merged or []), sample_id]}
             responses[index] = response.model_copy(update=update)
             return
     responses.append(Response(id=sample_id, content=content, model=model))
@@ -376,9 +370,8 @@ def _in_pool(record: Record, model: str) -> set[str]:
     """The sample ids of ``model`` already in the record's responses (its own or merged into another's)."""
     present: set[str] = set()
     for response in record.responses:
-        models, ids = pool_samples(response)
-        if model in models:
-            present.update(ids)
+        if model in response.all_models:
+            present.update([response.id, *(response.merged or [])])
     return present
 
 
