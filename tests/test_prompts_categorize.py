@@ -262,3 +262,18 @@ def test_cli_writes_records_stats_and_failures_and_refuses_bad_input(server, tmp
     assert "bad.jsonl:2" in line and "input" in line
     assert "--concurrency" in refused(*base, "-o", tmp_path / "o.jsonl", "--concurrency", "0")
     assert out.read_bytes() == before and server.total == 2 and not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_taxonomy_example_in_the_docs_loads(tmp_path):
+    text = (Path(__file__).parents[1] / "docs" / "formats.md").read_text(encoding="utf-8")
+    example = re.search(r"<!-- taxonomy example -->\n```yaml\n(.*?)```", text, re.DOTALL)
+    assert example is not None
+    (tmp_path / "tax.yaml").write_text(example.group(1), encoding="utf-8")
+    taxonomy = load_taxonomy(tmp_path / "tax.yaml")
+    assert taxonomy.paths() == [
+        ("数学", "应用题"),
+        ("数学", "代数"),
+        ("数学", "几何"),
+        ("代码", "代码生成"),
+        ("代码", "调试"),
+    ]

@@ -10,7 +10,7 @@ finished replies in the cache.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -40,7 +40,7 @@ OUT_HELP = "Output JSONL: the records, each with the category path the model nam
 def apply(
     *,
     source: Annotated[Path, typer.Argument(metavar="PROMPTS", help=PROMPTS_HELP)],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help=OUT_HELP)] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help=OUT_HELP)],
     stats_json: StatsJson = None,
     no_progress: NoProgress = False,
     settings: dict[str, Any],
@@ -48,8 +48,6 @@ def apply(
     """Ask an LLM for the category path of every prompt without one; unparsable answers are counted, never guessed."""
     from cheems.prompts.categorize import categorize_files, print_categorize_run
 
-    if output is None:
-        raise InputError("cheems categorize apply needs an output file", path="--output", hint="add -o out.jsonl")
     if not settings.get("judge_model"):
         hint = "the model name the endpoint serves, e.g. --judge-model qwen2.5-72b-instruct"
         raise InputError("cheems categorize apply needs --judge-model", path="--judge-model", hint=hint)
