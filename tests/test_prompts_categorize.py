@@ -149,6 +149,7 @@ def test_paths_are_assigned_existing_categories_kept_and_parse_failures_counted(
         multi,
         prompt("d", "答：数学/不存在"),
         prompt("e", "答：我觉得是 数学/代数"),
+        prompt("f", "答：数学/代数", ["数学"]),  # kept, though only a main category
     ]
     result = categorize_records(records, settings(server, tmp_path), progress=False)
     assert categories(result) == {
@@ -157,28 +158,30 @@ def test_paths_are_assigned_existing_categories_kept_and_parse_failures_counted(
         "chat": ["代码", "调试"],
         "d": [],
         "e": [],
+        "f": ["数学"],
     }
     assert result.records[2].responses == multi.responses and result.records[2].reference == "参考"
     stats = result.stats
-    assert (stats.assigned, stats.kept, dict(stats.failed), stats.cached) == (2, 1, {"unparsed": 2}, 0)
+    assert (stats.assigned, stats.kept, stats.kept_outside, dict(stats.failed)) == (2, 2, 1, {"unparsed": 2})
+    assert stats.cached == 0
     assert dict(stats.by_category) == {"数学": 1, "代码": 1}
     assert [(f.prompt_id, f.reason, f.reply) for f in result.failures] == [
         ("d", "unparsed", "数学/不存在"),
         ("e", "unparsed", "我觉得是 数学/代数"),
     ]
-    assert server.total == 4  # b was not asked
+    assert server.total == 4  # b and f were not asked
     seeds = [body["seed"] for body in server.bodies]
     assert len(set(seeds)) == 4  # each prompt its own seed
     assert "数学/代数" in server.bodies[0]["messages"][0]["content"]  # the taxonomy's paths are shown
 
     # --overwrite: b is asked now; the others come from the cache (parse failures included: same question, same answer)
     again = categorize_records(records, settings(server, tmp_path, overwrite=True), progress=False)
-    assert categories(again)["b"] == ["写作", "诗歌"]
-    assert (again.stats.assigned, again.stats.kept, again.stats.cached) == (3, 0, 4)
-    assert server.total == 5
+    assert categories(again)["b"] == ["写作", "诗歌"] and categories(again)["f"] == ["数学", "代数"]
+    assert (again.stats.assigned, again.stats.kept, again.stats.cached) == (4, 0, 4)
+    assert server.total == 6
     # another seed is another question
     categorize_records(records, settings(server, tmp_path, seed=1), progress=False)
-    assert server.total == 9
+    assert server.total == 10
 
 
 def test_transport_failures_are_listed_not_cached_and_a_rerun_asks_only_those(tmp_path):
@@ -244,7 +247,8 @@ def test_cli_writes_records_stats_and_failures_and_refuses_bad_input(server, tmp
     failures = [json.loads(line) for line in (tmp_path / "out.failures.jsonl").read_text().splitlines()]
     assert [(f["prompt_id"], f["reason"], f["reply"]) for f in failures] == [("c", "unparsed", "随便")]
     words = " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━┏┓┗┛┡┩╇]", " ", proc.stdout).split())  # the table's cells, in order
-    assert "assigned 1" in words and "kept (had a category) 1" in words and "failed 1" in words
+    assert "assigned 1" in words and "kept (had a category) 1 of them not in the taxonomy 0" in words
+    assert "failed 1" in words
     assert "1 record(s) got no category" in words
     assert server.total == 2
 

@@ -125,6 +125,7 @@ class CategorizeStats:
     judge_model: str
     records: int = 0
     kept: int = 0  # had a category and kept it
+    kept_outside: int = 0  # of those kept, a category that is no [main, sub] path of the taxonomy
     assigned: int = 0  # got a category from the model (this run or the cache)
     cached: int = 0  # of those assigned or failed, answered from the cache
     failed: Counter = field(default_factory=Counter)  # reason code -> records
@@ -147,6 +148,7 @@ class CategorizeStats:
             "records": self.records,
             "assigned": self.assigned,
             "kept": self.kept,
+            "kept_outside_taxonomy": self.kept_outside,
             "failed": dict(sorted(self.failed.items())),
             "not_attempted": self.not_attempted,
             "cached": self.cached,
@@ -203,9 +205,11 @@ def categorize_records(
     model = content_hash({**client.identity, "task": "categorize"}, keyed=True)
     stats = CategorizeStats(settings.judge_model, records=len(records))
     asked: dict[int, tuple[str, list[dict[str, str]], int]] = {}  # record index -> (item, messages, seed)
+    paths = set(taxonomy.paths())
     for index, record in enumerate(records):
         if record.category and not settings.overwrite:
             stats.kept += 1
+            stats.kept_outside += tuple(record.category) not in paths
             continue
         messages = categorize_messages(record, taxonomy)
         seed = sample_seed(settings.seed, record.id, 0)
@@ -326,6 +330,7 @@ def print_categorize_run(run: ChatRun[CategorizeResult], console: Console) -> No
         ("assigned", str(stats.assigned)),
         *((f"  {main}", str(n)) for main, n in sorted(stats.by_category.items())),
         ("kept (had a category)", str(stats.kept)),
+        ("  of them not in the taxonomy", str(stats.kept_outside)),
         ("answered from cache", str(stats.cached)),
         *request_rows(stats, lambda code: failure_text(code, REASONS)),
     ]
