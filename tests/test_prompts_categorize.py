@@ -224,6 +224,20 @@ def test_a_server_killed_mid_run_keeps_the_finished_replies(tmp_path):
     assert server.total == 1 and again.stats.assigned == 3
 
 
+def test_the_output_is_the_same_bytes_for_any_number_of_workers(server, tmp_path):
+    from cheems.data.io import write_records
+
+    answers = ["数学/代数", "写作/诗歌", "不知道", "代码/调试", "安全/诈骗", "知识/历史"]
+    records = [prompt(f"p{k}", f"问题{k} 答：{answers[k % len(answers)]}") for k in range(24)]
+    outputs = []
+    for workers in (1, 7):
+        cache = tmp_path / f"cat{workers}.sqlite"  # each run asks every prompt itself
+        result = categorize_records(records, settings(server, tmp_path, concurrency=workers, cache=cache), False)
+        write_records(tmp_path / f"out{workers}.jsonl", result.records)
+        outputs.append((tmp_path / f"out{workers}.jsonl").read_bytes())
+    assert outputs[0] == outputs[1] and server.total == 48
+
+
 # ------------------------------------------------------------------------------ the command
 
 
