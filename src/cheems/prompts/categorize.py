@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from pydantic import Field
 
 from cheems.cachedb import cache_file
-from cheems.data.schema import Record, prompt_messages
+from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.llm.endpoint import EndpointSettings, Outcome, RequestBudget
 from cheems.llm.replies import REPLY_REASONS, clip_reply, failure_text, strip_reasoning
 from cheems.llm.runs import ChatRun, print_budget_reached, request_rows, run_to_files, summary_table, with_saved_note
 from cheems.llm.sampling import CachedSample, GenJob, OpenAIGenerator, SampleCache, read_prompts, sample_seed
+from cheems.models.base import prompt_text
 from cheems.prompts.taxonomy import SEPARATOR, Taxonomy, load_taxonomy
 from cheems.runtime import ProgressBar, content_hash
 from cheems.settings import Cli, one_of, rule
@@ -74,15 +75,6 @@ def reply_cache(settings: CategorizeSettings) -> SampleCache:
     return SampleCache(settings.cache if settings.cache is not None else cache_file("categorize.sqlite"))
 
 
-def prompt_text(record: Record) -> str:
-    """The prompt as the categoriser reads it: the text of a one-turn prompt, or every turn with its role."""
-    messages = prompt_messages(record.prompt)
-    if len(messages) == 1:
-        return messages[0]["content"]
-    names = {"user": "用户", "assistant": "助手", "system": "系统"}
-    return "\n\n".join(f"{names.get(m['role'], m['role'])}：{m['content']}" for m in messages)
-
-
 def system_message(taxonomy: Taxonomy) -> str:
     """What the categoriser is told: the task, every path of the taxonomy (with each main category's
     description), and the one form of answer that counts."""
@@ -100,7 +92,7 @@ def system_message(taxonomy: Taxonomy) -> str:
 
 def categorize_messages(record: Record, taxonomy: Taxonomy) -> list[dict[str, str]]:
     """The request for one record: the taxonomy in the system message, the prompt (fenced) as the user turn."""
-    user = f"提示词：\n<<<\n{prompt_text(record)}\n>>>"
+    user = f"提示词：\n<<<\n{prompt_text(record.prompt)}\n>>>"
     return [{"role": "system", "content": system_message(taxonomy)}, {"role": "user", "content": user}]
 
 
