@@ -30,7 +30,7 @@ categorize_app = typer.Typer(
 
 PROMPTS_HELP = "Prompt records (JSONL/JSON; 'responses' may be missing, or kept when given)."
 CLASSIFIER_HELP = "A classifier folder from cheems categorize fit (instead of --judge-model)."
-LABELLED_HELP = "Prompt records whose category is a [main, sub] path of the taxonomy (others are not used)."
+LABELLED_HELP = "Prompt records whose category is a main/sub path of the taxonomy (those without one are not used)."
 OUT_HELP = "Output JSONL: the records, each with the category path the model named, main and sub."
 
 
@@ -81,7 +81,9 @@ def apply(
 
 
 @categorize_app.command("fit")
-@settings_options(FitSettings, "output", "encoder", "held_out", "seed", "taxonomy", "max_length", "device")
+@settings_options(
+    FitSettings, "output", "encoder", "held_out", "seed", "taxonomy", "max_length", "device", show_defaults=True
+)
 def fit(
     *,
     sources: Annotated[list[Path], typer.Argument(metavar="LABELLED...", help=LABELLED_HELP)],

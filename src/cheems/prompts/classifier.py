@@ -46,7 +46,7 @@ class FitSettings(Settings):
 
     encoder: str = Field("m3e-small", description="Sentence encoder: a backbone name, a model folder or a hub id.")
     held_out: Annotated[float, SHARE] = Field(
-        0.2, description="Share of each category's labelled prompts held out to measure accuracy (0: none)."
+        0.2, description="Share of each category's labelled prompts held out (rounded down) to measure accuracy."
     )
     seed: int = Field(0, description="Seeds the held-out split.")
     taxonomy: Annotated[str | Path | None, Cli(path=True)] = Field(
@@ -174,10 +174,15 @@ def fit_classifier(paths: Sequence[Path], output: Path, settings: FitSettings) -
     texts, labels, unlabelled = labelled(paths, settings)
     train, held = split(labels, settings.held_out, settings.seed)
     vectors = embed(texts, settings.encoder, settings.max_length, settings.device)
+    # Standardised features: unit-length embeddings have tiny coordinates, which the default L2 penalty would
+    # flatten into near-uniform probabilities (useless for --min-confidence). The scaling is folded into the
+    # linear weights below, so applying the classifier stays one matrix product.
+    mean, scale = vectors[train].mean(axis=0), vectors[train].std(axis=0) + 1e-6
     model = LogisticRegression(max_iter=2000)
-    model.fit(vectors[train], [labels[i] for i in train])
+    model.fit((vectors[train] - mean) / scale, [labels[i] for i in train])
     classes = [str(c) for c in model.classes_]
-    coef, intercept = model.coef_, model.intercept_
+    coef = model.coef_ / scale
+    intercept = model.intercept_ - coef @ mean
     if len(classes) == 2:  # one row (the second class's log-odds): as two softmax rows, so one formula serves
         coef, intercept = np.vstack([np.zeros_like(coef), coef]), np.concatenate([[0.0], intercept])
     report = FitReport(classes, len(train), len(held), unlabelled)
