@@ -20,7 +20,8 @@ echo_key_401 (an error whose message holds that header).
 
 ``die_after=N`` answers N requests, then the server dies: it stops listening and resets every open
 connection (a judge server killed mid-run); ``kill()`` does that at once. ``usage=`` replaces the
-``usage`` object of every reply (a server reporting broken token counts).
+``usage`` object of every reply (a server reporting broken token counts). ``reply=`` is a callable
+``(body) -> text`` whose text is the content of every ok reply (a categoriser's answer, say).
 
 Every request is counted per question: the key is the sha256 of the messages as the client's
 cache computes it, so tests can check that nothing was asked twice.
@@ -118,8 +119,9 @@ class FakeJudgeServer:
         die_after: int | None = None,
         huge_bytes: int = 3 * 1024 * 1024,
         usage: Any = None,
+        reply: Callable[[dict], str] | None = None,
     ) -> None:
-        self.usage = usage
+        self.usage, self.reply = usage, reply
         self.die_after, self.dead, self.huge_bytes = die_after, False, huge_bytes
         self.latency, self.slow_s, self.hang_s, self.retry_after = latency, slow_s, hang_s, retry_after
         self.always = always  # a judge with total position bias: this label whatever the answers
@@ -296,6 +298,8 @@ class FakeJudgeServer:
                     content = None
                 elif behaviour == "reasoning":
                     content = ""
+                elif server.reply is not None:
+                    content = server.reply(body)
                 elif "seed" in body:  # a generation request (the judge sends no seed)
                     content = fake_sample(user, body["seed"])
                 else:

@@ -273,7 +273,10 @@ def demo(
 
 
 # the commands and sub-apps living in their own modules, in --help's order: cheems.cli.MODULE[:its name there]
-MODULES = "train:train_command judge bon compare generate leaderboard correlate curate:curate_app annotate:annotate_app"
+MODULES = (
+    "train:train_command judge bon compare generate leaderboard correlate curate:curate_app annotate:annotate_app"
+    " categorize:categorize_app"
+)
 for _module, _, _attr in (m.partition(":") for m in (*MODULES.split(), "analyze:analyze_app", "winrate")):
     _command = getattr(importlib.import_module(f"cheems.cli.{_module}"), _attr or _module)
     if isinstance(_command, typer.Typer):
