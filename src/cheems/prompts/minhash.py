@@ -1,0 +1,125 @@
+"""Near-duplicate prompts: MinHash over character n-grams of the normalised text, found with LSH.
+
+``datasketch`` (MinHash, MinHashLSH) is the library for this: it is what the large dedup pipelines build on
+(text-dedup, the BigCode and RedPajama near-dedup), pure Python over numpy, and its LSH picks the bands for a
+Jaccard threshold itself. Shingles are characters, not words: Chinese has no spaces, and one character is about
+one token of a Chinese tokenizer.
+
+Two prompts are near duplicates when the estimated Jaccard similarity of their shingle sets reaches the threshold
+AND they carry the same numbers: a template filled with other numbers (计算 3+5 / 计算 7+9) is another question,
+however alike the text around them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from typing import NamedTuple
+
+import numpy as np
+from pydantic import Field
+
+from cheems.data.schema import Record
+from cheems.prompts.textnorm import normalized_prompt
+from cheems.settings import Settings
+
+NUM_PERM = 128
+"""Hash functions per signature: the similarity estimate's standard error is at most 0.045 (√(J(1−J)/128))."""
+SEED = 1
+SCHEME = "affine32"  # datasketch 2's default: 32-bit values, unbiased for sets of a prompt's size
+_NUMBER = re.compile(r"\d+")
+
+
+class NearSettings(Settings):
+    """When two prompts are near duplicates (``dedup``, ``decontaminate``)."""
+
+    threshold: float = Field(
+        0.7, ge=0.1, le=1, description="Near duplicates: estimated Jaccard similarity of character shingles, at least."
+    )
+    # 3 characters: prompts are short (a few dozen characters), and one changed character breaks n shingles of a
+    # prompt's ~length ones, so 5-grams (the usual web-text size) miss one-character edits of short prompts, while
+    # 2-grams (about one Chinese word each) make prompts on the same topic look alike.
+    shingle: int = Field(3, ge=1, le=50, description="Characters per shingle of the near-duplicate MinHash.")
+
+
+class PromptKey(NamedTuple):
+    """What comparing a prompt needs: the hash of its normalised text, its numbers and its MinHash signature."""
+
+    id: str
+    exact: bytes
+    numbers: tuple[str, ...]
+    signature: bytes
+    text: str
+
+
+@functools.cache
+def _permutations(num_perm: int, seed: int) -> tuple:
+    from datasketch import MinHash
+
+    # made once: making them costs more than hashing a prompt
+    return MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
+
+
+def shingles(text: str, n: int) -> set[bytes]:
+    """The character ``n``-grams of ``text`` (a text shorter than ``n`` is its own one shingle)."""
+    if len(text) <= n:
+        return {text.encode("utf-8")}
+    return {text[i : i + n].encode("utf-8") for i in range(len(text) - n + 1)}
+
+
+def signature(text: str, n: int) -> bytes:
+    """The MinHash signature of ``text``'s ``n``-character shingles (``NUM_PERM`` 32-bit values)."""
+    from datasketch import MinHash
+
+    minhash = MinHash(num_perm=NUM_PERM, seed=SEED, permutations=_permutations(NUM_PERM, SEED), scheme=SCHEME)
+    minhash.update_batch(list(shingles(text, n)))
+    return minhash.hashvalues.astype(np.uint32).tobytes()  # affine32 values are below 2**32
+
+
+def prompt_key(shingle: int, record: Record) -> PromptKey:
+    """A record's :class:`PromptKey` (runs in the data workers)."""
+    text = normalized_prompt(record)
+    exact = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    return PromptKey(record.id, exact, tuple(_NUMBER.findall(text)), signature(text, shingle), text)
+
+
+def similarity(a: bytes, b: bytes) -> float:
+    """Estimated Jaccard similarity of two signatures (the share of equal values), rounded to 3 places."""
+    return round(float(np.mean(np.frombuffer(a, np.uint32) == np.frombuffer(b, np.uint32))), 3)
+
+
+class NearIndex:
+    """Prompts added one by one; :meth:`match` finds the most similar one added, if it is a near duplicate."""
+
+    def __init__(self, threshold: float) -> None:
+        from datasketch import MinHashLSH
+
+        self.threshold = threshold
+        self._lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
+        self._keys: list[tuple[bytes, tuple[str, ...]]] = []
+
+    @staticmethod
+    def _minhash(sig: bytes) -> object:
+        from datasketch import LeanMinHash
+
+        return LeanMinHash(seed=SEED, scheme=SCHEME, hashvalues=np.frombuffer(sig, np.uint32).astype(np.uint64))
+
+    def add(self, key: PromptKey) -> int:
+        """Add a prompt; its number in this index."""
+        self._keys.append((key.signature, key.numbers))
+        self._lsh.insert(len(self._keys) - 1, self._minhash(key.signature), check_duplication=False)
+        return len(self._keys) - 1
+
+    def match(self, key: PromptKey) -> tuple[int, float] | None:
+        """(number, similarity) of the most similar prompt added that is a near duplicate of ``key`` (the first
+        added on a tie), or None."""
+        best: tuple[int, float] | None = None
+        for i in sorted(self._lsh.query(self._minhash(key.signature))):
+            sig, numbers = self._keys[i]
+            if numbers != key.numbers:
+                continue
+            sim = similarity(sig, key.signature)
+            if sim >= self.threshold and (best is None or sim > best[1]):
+                best = (i, sim)
+        return best
