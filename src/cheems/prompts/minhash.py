@@ -35,7 +35,7 @@ class NearSettings(Settings):
     """When two prompts are near duplicates (``dedup``, ``decontaminate``)."""
 
     threshold: float = Field(
-        0.7, ge=0.1, le=1, description="Near duplicates: estimated Jaccard similarity of character shingles, at least."
+        0.8, ge=0.1, le=1, description="Near duplicates: estimated Jaccard similarity of character shingles, at least."
     )
     # 3 characters: prompts are short (a few dozen characters), and one changed character breaks n shingles of a
     # prompt's ~length ones, so 5-grams (the usual web-text size) miss one-character edits of short prompts, while
@@ -89,6 +89,16 @@ def similarity(a: bytes, b: bytes) -> float:
     return round(float(np.mean(np.frombuffer(a, np.uint32) == np.frombuffer(b, np.uint32))), 3)
 
 
+def bands(threshold: float) -> tuple[int, int]:
+    """LSH (bands, rows per band) for ``threshold``: as many rows as keep a pair at the threshold a candidate with
+    probability 99.5 % or more. Every candidate's similarity is then computed, so recall is worth the extra ones
+    (datasketch's own choice balances misses and extra candidates, and misses half the pairs at the threshold)."""
+    for rows in range(NUM_PERM, 0, -1):
+        if 1 - (1 - threshold**rows) ** (NUM_PERM // rows) >= 0.995:
+            return NUM_PERM // rows, rows
+    return NUM_PERM, 1
+
+
 class NearIndex:
     """Prompts added one by one; :meth:`match` finds the most similar one added, if it is a near duplicate."""
 
@@ -96,7 +106,7 @@ class NearIndex:
         from datasketch import MinHashLSH
 
         self.threshold = threshold
-        self._lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
+        self._lsh = MinHashLSH(num_perm=NUM_PERM, params=bands(threshold))
         self._keys: list[tuple[bytes, tuple[str, ...]]] = []
 
     @staticmethod
