@@ -6,7 +6,8 @@ Three kinds of overlap, checked in this order (the report names the first that h
 - ``ngram``: a run of ``ngram`` normalised characters in common, such as a bench prompt quoted in a longer one.
   GPT-3's contamination rule is 13 shared words; a Chinese word is about 1.5 characters, so 13 words are about
   20 characters. A bench prompt shorter than that overlaps only exactly or as a near duplicate, so a short prompt
-  (写一首诗) inside many long ones drops none of them;
+  (写一首诗) inside many long ones drops none of them. The training prompt must also hold every number of the bench
+  prompt: a template filled with other numbers shares its long wording, but is another question;
 - ``near``: a MinHash near duplicate with the same numbers (:mod:`cheems.prompts.minhash`).
 
 The bench prompts are held (their n-grams as hashes, their signatures); the training records are read twice and
@@ -16,6 +17,7 @@ never held: once to decide, once to write those kept.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from pydantic import Field
 
 from cheems.data.io import ReadResult, record_line, write_lines_and_report
 from cheems.data.stream import stream_records
+from cheems.errors import InputError
 from cheems.prompts.minhash import NearIndex, NearSettings, PromptKey, prompt_key
 
 
@@ -42,6 +45,7 @@ class BenchIndex:
 
     settings: DecontaminateSettings
     ids: list[str] = field(default_factory=list)
+    numbers: list[frozenset[str]] = field(default_factory=list)
     exact: dict[bytes, int] = field(default_factory=dict)
     grams: dict[int, int] = field(default_factory=dict)  # hash of an n-gram (this process's hash) -> bench number
     near: NearIndex | None = None
@@ -52,6 +56,7 @@ class BenchIndex:
             self.near = NearIndex(self.settings.threshold)
         number = self.near.add(key)
         self.ids.append(key.id)
+        self.numbers.append(frozenset(key.numbers))
         self.exact.setdefault(key.exact, number)
         n = self.settings.ngram
         for i in range(len(key.text) - n + 1):
@@ -65,7 +70,7 @@ class BenchIndex:
         for i in range(len(key.text) - n + 1):
             gram = key.text[i : i + n]
             number = self.grams.get(hash(gram))
-            if number is not None:
+            if number is not None and self.numbers[number] <= set(key.numbers):
                 return {"bench_id": self.ids[number], "overlap": "ngram", "shared": gram}
         match = self.near.match(key) if self.near is not None else None
         if match is not None:
@@ -133,6 +138,11 @@ def decontaminate_files(
     report to ``report``; both files or neither), as ``cheems decontaminate``."""
     settings = settings or DecontaminateSettings()
     bench_files = [str(b) for b in bench]
+    for b in bench_files:
+        if os.path.exists(b) and os.path.exists(source) and os.path.samefile(b, source):
+            raise InputError(
+                f"{b} is the training file itself", path="--bench", hint="give the bench the training data must avoid"
+            )
     index = bench_index(bench_files, settings, workers=workers)
     result = DecontaminateResult(bench_records=len(index.ids))
     dropped = bytearray()
