@@ -148,3 +148,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str
     assert_user_error(proc, contains)
     assert not out.exists() and a.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "bad.jsonl"]
+
+
+def test_prompts_without_ids_may_repeat(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in rec("", text).items() if k != "id"} for text in [BASE, APART[3], BASE, NEAR[4][1]]]
+    report, kept = dedup(tmp_path, rows[:2], rows[2:])
+    assert len(kept) == 2 and report["dropped"] == 2 and report["exact_duplicates"] == 2
+
+
+def test_two_prompts_with_one_id_are_an_error(tmp_path: Path) -> None:
+    a = write_jsonl(tmp_path / "a.jsonl", [rec("p1", BASE), rec("p1", APART[3])])
+    proc = run_cheems("dedup", a, "-o", tmp_path / "out.jsonl")
+    assert_user_error(proc, "'p1'")
+    assert not (tmp_path / "out.jsonl").exists()

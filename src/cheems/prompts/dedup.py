@@ -15,6 +15,7 @@ from typing import Any
 
 from cheems.data.io import ReadResult, record_line, write_lines_and_report
 from cheems.data.stream import stream_records
+from cheems.errors import InputError
 from cheems.prompts.minhash import NearIndex, NearSettings, prompt_key
 
 
@@ -65,12 +66,14 @@ def find_duplicates(
     first: dict[bytes, int] = {}  # normalised-text hash -> the kept record's number in the index
     index = NearIndex(settings.threshold)
     kept_ids: list[str] = []
+    kept_set: set[str] = set()  # a dropped prompt may repeat a kept one's id (without ids, the same text is one id)
     keys = stream_records(
         list(sources),
         functools.partial(prompt_key, settings.shingle),
         skip_invalid=skip_invalid,
         workers=workers,
         progress="dedup: hashing",
+        unique_ids=False,
     )
     for key in keys:
         result.records += 1
@@ -81,8 +84,16 @@ def find_duplicates(
             (kept, sim), kind = near, "near"
             result.near += 1
         else:
+            if key.id in kept_set:
+                raise InputError(
+                    f"two different prompts have the id '{key.id}'",
+                    path="IN",
+                    field="id",
+                    hint="give every prompt its own id (a repeated prompt may repeat its id: it is dropped)",
+                )
             first[key.exact] = index.add(key)
             kept_ids.append(key.id)
+            kept_set.add(key.id)
             dropped.append(0)
             continue
         dropped.append(1)
@@ -107,7 +118,13 @@ def dedup_files(
     result, dropped = find_duplicates(sources, settings, skip_invalid=skip_invalid, workers=workers)
     issues = result.issues
     lines = stream_records(
-        sources, record_line, skip_invalid=skip_invalid, issues=issues, workers=workers, progress="dedup: writing"
+        sources,
+        record_line,
+        skip_invalid=skip_invalid,
+        issues=issues,
+        workers=workers,
+        progress="dedup: writing",
+        unique_ids=False,
     )
     kept = (line for line, out in zip(lines, dropped) if not out)
     write_lines_and_report(output, kept, report, lambda: result.report(settings))
