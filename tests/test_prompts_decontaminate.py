@@ -127,3 +127,13 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str
     assert_user_error(proc, contains)
     assert {p: p.read_bytes() for p in files} == files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "bench.jsonl", "train.jsonl"]
+
+
+def test_lines_skipped_are_skipped_in_both_passes(tmp_path: Path) -> None:
+    bench = write_jsonl(tmp_path / "bench.jsonl", [rec("hi", "你好")])
+    rows = [rec("a", "你好"), "{not json", rec("b", CLEAN[0][1]), rec("b", "重复的编号"), rec("c", CLEAN[4][1])]
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    out, report = tmp_path / "out.jsonl", tmp_path / "r.json"
+    result = decontaminate_files(source, [bench], out, report, skip_invalid=True, workers=1)
+    assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["b", "c"]
+    assert len(result.issues.skipped) == 2 and result.records == 3 and [d["id"] for d in result.dropped] == ["a"]

@@ -25,9 +25,10 @@ from typing import Any
 
 from pydantic import Field
 
-from cheems.data.io import ReadResult, record_line, write_lines_and_report
+from cheems.data.io import ReadResult
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
+from cheems.prompts.dedup import write_kept
 from cheems.prompts.minhash import NearIndex, NearSettings, PromptKey, prompt_key
 
 
@@ -155,9 +156,6 @@ def decontaminate_files(
         dropped.append(found is not None)
         if found is not None:
             result.dropped.append({"id": key.id, **found})
-    lines = stream_records(
-        source, record_line, skip_invalid=skip_invalid, issues=result.issues, workers=workers, progress="decontaminate"
-    )
-    kept = (line for line, out in zip(lines, dropped) if not out)
-    write_lines_and_report(output, kept, report, lambda: result.report(settings, bench_files))
+    report_of = functools.partial(result.report, settings, bench_files)
+    write_kept(source, dropped, output, report, report_of, result.issues, skip_invalid, workers, unique_ids=True)
     return result

@@ -8,7 +8,7 @@ Of each cluster the first record is kept; every other one is in the report with 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,33 @@ def find_duplicates(
     return result, dropped
 
 
+def write_kept(
+    sources: str | Path | list[str | Path],
+    dropped: bytearray,
+    output: str | Path,
+    report_path: str | Path | None,
+    report: Callable[[], Any],
+    issues: ReadResult,
+    skip_invalid: bool,
+    workers: int | None,
+    unique_ids: bool,
+) -> None:
+    """The second pass of ``dedup`` and ``decontaminate``: the records of ``sources`` not flagged in ``dropped`` (one
+    flag per record, in input order) to ``output``, and the ``report()`` to ``report_path``: both files or neither.
+    ``skip_invalid`` and ``unique_ids`` are the first pass's, so that the same lines are skipped."""
+    lines = stream_records(
+        sources,
+        record_line,
+        skip_invalid=skip_invalid,
+        issues=issues,
+        workers=workers,
+        progress="writing",
+        unique_ids=unique_ids,
+    )
+    kept = (line for line, out in zip(lines, dropped) if not out)
+    write_lines_and_report(output, kept, report_path, report)
+
+
 def dedup_files(
     sources: Iterable[str | Path],
     output: str | Path,
@@ -116,16 +143,6 @@ def dedup_files(
     settings = settings or NearSettings()
     sources = list(sources)
     result, dropped = find_duplicates(sources, settings, skip_invalid=skip_invalid, workers=workers)
-    issues = result.issues
-    lines = stream_records(
-        sources,
-        record_line,
-        skip_invalid=skip_invalid,
-        issues=issues,
-        workers=workers,
-        progress="dedup: writing",
-        unique_ids=False,
-    )
-    kept = (line for line, out in zip(lines, dropped) if not out)
-    write_lines_and_report(output, kept, report, lambda: result.report(settings))
+    report_of = functools.partial(result.report, settings)
+    write_kept(sources, dropped, output, report, report_of, result.issues, skip_invalid, workers, unique_ids=False)
     return result
