@@ -137,3 +137,12 @@ def test_lines_skipped_are_skipped_in_both_passes(tmp_path: Path) -> None:
     result = decontaminate_files(source, [bench], out, report, skip_invalid=True, workers=1)
     assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["b", "c"]
     assert len(result.issues.skipped) == 2 and result.records == 3 and [d["id"] for d in result.dropped] == ["a"]
+
+
+def test_train_refuses_data_that_overlaps_its_eval_bench(tmp_path: Path) -> None:
+    bench = write_jsonl(tmp_path / "bench.jsonl", [rec(k, v) for k, v in BENCH.items()])
+    rows = [{**rec(rid, text), "rank": {"r1": 1}} for rid, text, _, _ in OVERLAP[3:4]]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    proc = run_cheems("train", "--data", train, "--eval-bench", bench, "--output", tmp_path / "rm", "--cpu")
+    assert_user_error(proc, "--eval-bench", "1 training prompts overlap", "'changed' ~ bench prompt 'math', near")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "train.jsonl"]

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import Field
 
 from cheems.data.io import ReadResult
+from cheems.data.schema import Record
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
 from cheems.prompts.dedup import write_kept
@@ -123,6 +124,21 @@ def bench_index(
     for key in stream_records(list(bench), keys, workers=workers, progress="decontaminate: bench"):
         index.add(key)
     return index
+
+
+def bench_overlaps(
+    records: Iterable[Record], bench: Iterable[str | Path], settings: DecontaminateSettings | None = None
+) -> list[dict[str, Any]]:
+    """The records whose prompt overlaps a prompt of the ``bench`` files, as ``decontaminate``'s report lists them
+    (``cheems train --eval-bench`` refuses such training data)."""
+    settings = settings or DecontaminateSettings()
+    index = bench_index(bench, settings, workers=1)
+    found = []
+    for record in records:
+        key = prompt_key(settings.shingle, record)
+        if (overlap := index.overlap(key)) is not None:
+            found.append({"id": key.id, **overlap})
+    return found
 
 
 def decontaminate_files(
