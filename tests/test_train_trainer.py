@@ -200,9 +200,11 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     from cheems.models import load_scorer, score_records
     from cheems.runtime import compute_dtype
 
-    bench = write_records(tmp_path / "open.jsonl", 6, seed=1)
+    bench = write_records(tmp_path / "open.jsonl", 6, seed=1)  # the training prompts: an overlap, allowed here
     result = train_reward_model(
-        config(tiny_bert, data, tmp_path / "rm", eval_bench=[str(bench)], save_every=2, max_length=512)
+        config(
+            tiny_bert, data, tmp_path / "rm", eval_bench=[str(bench)], allow_overlap=True, save_every=2, max_length=512
+        )
     )
     out = tmp_path / "rm"
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()

@@ -135,8 +135,8 @@ class _Reader:
     """What the main process keeps while records stream by: ids seen (for duplicates), pairwise groups,
     skipped lines and warnings."""
 
-    def __init__(self, issues: ReadResult, skip_invalid: bool, ids: PromptIds | None) -> None:
-        self.issues, self.skip_invalid = issues, skip_invalid
+    def __init__(self, issues: ReadResult, skip_invalid: bool, ids: PromptIds | None, unique_ids: bool = True) -> None:
+        self.issues, self.skip_invalid, self.unique_ids = issues, skip_invalid, unique_ids
         self.ids = ids if ids is not None else PromptIds()
 
     def skip(self, error: InputError) -> None:
@@ -149,7 +149,7 @@ class _Reader:
         """The result of a parsed record, after the checks that need every earlier record (``unique``: its id
         is not one seen before; pairwise groups are not checked, their ids come from their text)."""
         rid, left_out, n_responses, result = value
-        first = self.ids.first_seen(rid, n) if unique else None
+        first = self.ids.first_seen(rid, n) if unique and self.unique_ids else None
         if first is not None:
             raise InputError(
                 f"duplicate prompt id '{rid}' (first at {first})",
@@ -387,6 +387,7 @@ def stream_records(
     workers: int | None = 1,
     progress: str | None = None,
     ids: PromptIds | None = None,
+    unique_ids: bool = True,
 ) -> Iterator[T]:
     """``fn(record)`` for every record of the files, in input order, reading a chunk at a time.
 
@@ -396,10 +397,11 @@ def stream_records(
     ``skip_invalid`` go to ``issues.skipped``; a rank that leaves responses out is a warning in
     ``issues.warnings``. ``progress`` labels a progress bar (MB read, MB/s, records/s) drawn on a
     terminal once the work has run a second. Prompt ids must be unique across the files (and across the
-    calls that share ``ids``).
+    calls that share ``ids``), unless ``unique_ids`` is False (``dedup``, whose input repeats prompts: a prompt
+    without an id is named by its text).
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid, ids)
+    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid, ids, unique_ids)
     n_workers = default_workers() if workers is None else workers
     total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
     bar = _Progress(total, progress or "", enabled=progress is not None)

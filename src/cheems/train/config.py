@@ -144,6 +144,9 @@ class TrainConfig(Settings):
     eval_bench: Annotated[TextList, Cli(path=True)] = Field(
         default_factory=list, description="Bench file(s) to evaluate on during training; repeat for more."
     )
+    allow_overlap: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="Train even on prompts that overlap an --eval-bench prompt (cheems decontaminate's check)."
+    )
     eval_every: Annotated[Whole, at_least(0)] = Field(0, description="Evaluate every N steps (0: each epoch end).")
     """Evaluate on ``eval_bench`` every N optimizer steps; 0: at the end of each epoch."""
     eval_batch_size: Annotated[Whole, at_least(1)] = 32

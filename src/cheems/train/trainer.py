@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from cheems.data.io import write_json
+from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.encoding import RewardEncoder
 from cheems.outputs import disk_errors, replace_folder
@@ -152,6 +153,8 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
 
     # ---- data (first: a bad file fails before the model loads), then the model
     records, merged = read_training_records(config.data)
+    if config.eval_bench and not config.allow_overlap:
+        _refuse_overlap(records, config.eval_bench)
     digest = training_digest(records)
     if note := describe_merge(merged):
         run.say(note)
@@ -296,6 +299,21 @@ def _load_model(run: _Run) -> tuple[RewardEncoder, RewardModel, Any]:
     if model.new_head:
         run.say(f"new reward head initialised on {config.model}")
     return encoder, model, tokenizer
+
+
+def _refuse_overlap(records: list[Record], bench: list[str]) -> None:
+    """Training prompts that overlap an eval-bench prompt make its numbers meaningless: one error naming the first."""
+    from cheems.prompts.decontaminate import bench_overlaps
+
+    found = bench_overlaps(records, bench)
+    if found:
+        first = found[0]
+        raise InputError(
+            f"{len(found)} training prompts overlap the eval bench (first: '{first['id']}' ~ bench prompt "
+            f"'{first['bench_id']}', {first['overlap']})",
+            path="--eval-bench",
+            hint="drop them with cheems decontaminate --bench, or pass --allow-overlap",
+        )
 
 
 def _load_bench(paths: list[str]) -> Any:

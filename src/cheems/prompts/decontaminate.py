@@ -1,0 +1,177 @@
+"""``cheems decontaminate``: training records whose prompt overlaps a bench prompt, dropped and listed.
+
+Three kinds of overlap, checked in this order (the report names the first that holds):
+
+- ``exact``: the same normalised text (:mod:`cheems.prompts.textnorm`);
+- ``ngram``: a run of ``ngram`` normalised characters in common, such as a bench prompt quoted in a longer one.
+  GPT-3's contamination rule is 13 shared words; a Chinese word is about 1.5 characters, so 13 words are about
+  20 characters. A bench prompt shorter than that overlaps only exactly or as a near duplicate, so a short prompt
+  (写一首诗) inside many long ones drops none of them. The training prompt must also hold every number of the bench
+  prompt: a template filled with other numbers shares its long wording, but is another question;
+- ``near``: a MinHash near duplicate with the same numbers (:mod:`cheems.prompts.minhash`).
+
+The bench prompts are held (their n-grams as hashes, their signatures); the training records are read twice and
+never held: once to decide, once to write those kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from cheems.data.io import ReadResult
+from cheems.data.schema import Record
+from cheems.data.stream import stream_records
+from cheems.errors import InputError
+from cheems.prompts.dedup import write_kept
+from cheems.prompts.minhash import NearIndex, NearSettings, PromptKey, prompt_key
+
+
+class DecontaminateSettings(NearSettings):
+    """What overlaps a bench prompt (``cheems decontaminate``)."""
+
+    ngram: int = Field(
+        20, ge=5, le=1000, description="Characters in common (normalised) that make a training prompt overlap."
+    )
+
+
+@dataclass
+class BenchIndex:
+    """The bench prompts, as :func:`overlap` looks them up."""
+
+    settings: DecontaminateSettings
+    ids: list[str] = field(default_factory=list)
+    numbers: list[frozenset[str]] = field(default_factory=list)
+    exact: dict[bytes, int] = field(default_factory=dict)
+    grams: dict[int, int] = field(default_factory=dict)  # hash of an n-gram (this process's hash) -> bench number
+    near: NearIndex | None = None
+
+    def add(self, key: PromptKey) -> None:
+        """Add a bench prompt (a repeated one keeps its first record)."""
+        if self.near is None:
+            self.near = NearIndex(self.settings.threshold)
+        number = self.near.add(key)
+        self.ids.append(key.id)
+        self.numbers.append(frozenset(key.numbers))
+        self.exact.setdefault(key.exact, number)
+        n = self.settings.ngram
+        for i in range(len(key.text) - n + 1):
+            self.grams.setdefault(hash(key.text[i : i + n]), number)
+
+    def overlap(self, key: PromptKey) -> dict[str, Any] | None:
+        """How a training prompt overlaps the bench (the report's entry without the training id), or None."""
+        if key.exact in self.exact:
+            return {"bench_id": self.ids[self.exact[key.exact]], "overlap": "exact"}
+        n = self.settings.ngram
+        for i in range(len(key.text) - n + 1):
+            gram = key.text[i : i + n]
+            number = self.grams.get(hash(gram))
+            if number is not None and self.numbers[number] <= set(key.numbers):
+                return {"bench_id": self.ids[number], "overlap": "ngram", "shared": gram}
+        match = self.near.match(key) if self.near is not None else None
+        if match is not None:
+            return {"bench_id": self.ids[match[0]], "overlap": "near", "similarity": match[1]}
+        return None
+
+
+@dataclass
+class DecontaminateResult:
+    """What :func:`decontaminate_files` did: the counts and every record dropped."""
+
+    records: int = 0
+    bench_records: int = 0
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    issues: ReadResult = field(default_factory=ReadResult)
+
+    @property
+    def kept(self) -> int:
+        """Records written."""
+        return self.records - len(self.dropped)
+
+    @property
+    def by_overlap(self) -> dict[str, int]:
+        """Records dropped, by the kind of overlap."""
+        kinds = [d["overlap"] for d in self.dropped]
+        return {kind: kinds.count(kind) for kind in ("exact", "ngram", "near")}
+
+    def report(self, settings: DecontaminateSettings, bench: list[str]) -> dict[str, Any]:
+        """The JSON report (docs/formats.md)."""
+        return {
+            "records": self.records,
+            "kept": self.kept,
+            "dropped": len(self.dropped),
+            "by_overlap": self.by_overlap,
+            "bench_files": bench,
+            "bench_records": self.bench_records,
+            "skipped_lines": len(self.issues.skipped),
+            "settings": settings.model_dump(),
+            "dropped_records": self.dropped,
+        }
+
+
+def bench_index(
+    bench: Iterable[str | Path], settings: DecontaminateSettings, *, workers: int | None = None
+) -> BenchIndex:
+    """The bench files' prompts, indexed for :meth:`BenchIndex.overlap` (bench ids are unique across the files)."""
+    index = BenchIndex(settings)
+    keys = functools.partial(prompt_key, settings.shingle)
+    for key in stream_records(list(bench), keys, workers=workers, progress="decontaminate: bench"):
+        index.add(key)
+    return index
+
+
+def bench_overlaps(
+    records: Iterable[Record], bench: Iterable[str | Path], settings: DecontaminateSettings | None = None
+) -> list[dict[str, Any]]:
+    """The records whose prompt overlaps a prompt of the ``bench`` files, as ``decontaminate``'s report lists them
+    (``cheems train --eval-bench`` refuses such training data)."""
+    settings = settings or DecontaminateSettings()
+    index = bench_index(bench, settings, workers=1)
+    found = []
+    for record in records:
+        key = prompt_key(settings.shingle, record)
+        if (overlap := index.overlap(key)) is not None:
+            found.append({"id": key.id, **overlap})
+    return found
+
+
+def decontaminate_files(
+    source: str | Path,
+    bench: Iterable[str | Path],
+    output: str | Path,
+    report: str | Path | None = None,
+    settings: DecontaminateSettings | None = None,
+    *,
+    skip_invalid: bool = False,
+    workers: int | None = None,
+) -> DecontaminateResult:
+    """Write the records of ``source`` whose prompt overlaps no prompt of the ``bench`` files to ``output`` (and the
+    report to ``report``; both files or neither), as ``cheems decontaminate``."""
+    settings = settings or DecontaminateSettings()
+    bench_files = [str(b) for b in bench]
+    for b in bench_files:
+        if os.path.exists(b) and os.path.exists(source) and os.path.samefile(b, source):
+            raise InputError(
+                f"{b} is the training file itself", path="--bench", hint="give the bench the training data must avoid"
+            )
+    index = bench_index(bench_files, settings, workers=workers)
+    result = DecontaminateResult(bench_records=len(index.ids))
+    dropped = bytearray()
+    keys = functools.partial(prompt_key, settings.shingle)
+    for key in stream_records(
+        source, keys, skip_invalid=skip_invalid, workers=workers, progress="decontaminate: checking"
+    ):
+        result.records += 1
+        found = index.overlap(key)
+        dropped.append(found is not None)
+        if found is not None:
+            result.dropped.append({"id": key.id, **found})
+    report_of = functools.partial(result.report, settings, bench_files)
+    write_kept(source, dropped, output, report, report_of, result.issues, skip_invalid, workers, unique_ids=True)
+    return result

@@ -1,0 +1,152 @@
+"""Near-duplicate prompts: MinHash over character n-grams of the normalised text, found with LSH.
+
+The signatures are ``datasketch``'s MinHash: the library the large dedup pipelines build on (text-dedup, the
+BigCode and RedPajama near-dedup), vectorised with numpy. The LSH banding is :class:`NearIndex`'s own (a few
+lines), for memory. Shingles are characters, not words: Chinese has no spaces, and one character is about
+one token of a Chinese tokenizer.
+
+Two prompts are near duplicates when the estimated Jaccard similarity of their shingle sets reaches the threshold
+AND they carry the same numbers: a template filled with other numbers (计算 3+5 / 计算 7+9) is another question,
+however alike the text around them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from typing import NamedTuple
+
+import numpy as np
+from pydantic import Field
+
+from cheems.data.schema import Record
+from cheems.prompts.textnorm import normalized_prompt
+from cheems.settings import Settings
+
+NUM_PERM = 128
+"""Hash functions per signature: the similarity estimate's standard error is at most 0.045 (√(J(1−J)/128))."""
+SEED = 1
+SCHEME = "affine32"  # datasketch 2's default: 32-bit values, unbiased for sets of a prompt's size
+_NUMBER = re.compile(r"\d+")
+
+
+class NearSettings(Settings):
+    """When two prompts are near duplicates (``dedup``, ``decontaminate``)."""
+
+    threshold: float = Field(
+        0.8, ge=0.1, le=1, description="Near duplicates: estimated Jaccard similarity of character shingles, at least."
+    )
+    # 3 characters: prompts are short (a few dozen characters), and one changed character breaks n shingles of a
+    # prompt's ~length ones, so 5-grams (the usual web-text size) miss one-character edits of short prompts, while
+    # 2-grams (about one Chinese word each) make prompts on the same topic look alike.
+    shingle: int = Field(3, ge=1, le=50, description="Characters per shingle of the near-duplicate MinHash.")
+
+
+class PromptKey(NamedTuple):
+    """What comparing a prompt needs: the hash of its normalised text, its numbers and its MinHash signature."""
+
+    id: str
+    exact: bytes
+    numbers: tuple[str, ...]
+    signature: bytes
+    text: str
+
+
+@functools.cache
+def _permutations(num_perm: int, seed: int) -> tuple:
+    from datasketch import MinHash
+
+    # made once: making them costs more than hashing a prompt
+    return MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
+
+
+def shingles(text: str, n: int) -> set[bytes]:
+    """The character ``n``-grams of ``text`` (a text shorter than ``n`` is its own one shingle)."""
+    if len(text) <= n:
+        return {text.encode("utf-8")}
+    return {text[i : i + n].encode("utf-8") for i in range(len(text) - n + 1)}
+
+
+def signature(text: str, n: int) -> bytes:
+    """The MinHash signature of ``text``'s ``n``-character shingles (``NUM_PERM`` 32-bit values)."""
+    from datasketch import MinHash
+
+    minhash = MinHash(num_perm=NUM_PERM, seed=SEED, permutations=_permutations(NUM_PERM, SEED), scheme=SCHEME)
+    minhash.update_batch(list(shingles(text, n)))
+    return minhash.hashvalues.astype(np.uint32).tobytes()  # affine32 values are below 2**32
+
+
+def prompt_key(shingle: int, record: Record) -> PromptKey:
+    """A record's :class:`PromptKey` (runs in the data workers)."""
+    text = normalized_prompt(record)
+    exact = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    return PromptKey(record.id, exact, tuple(_NUMBER.findall(text)), signature(text, shingle), text)
+
+
+def similarity(a: bytes, b: bytes) -> float:
+    """Estimated Jaccard similarity of two signatures (the share of equal values), rounded to 3 places."""
+    return round(float(np.mean(np.frombuffer(a, np.uint32) == np.frombuffer(b, np.uint32))), 3)
+
+
+def bands(threshold: float) -> tuple[int, int]:
+    """LSH (bands, rows per band) for ``threshold``: as many rows as keep a pair at the threshold a candidate with
+    probability 99.5 % or more. Every candidate's similarity is then computed, so recall is worth the extra ones
+    (datasketch's ``MinHashLSH`` balances misses and extra candidates, and misses half the pairs at the threshold)."""
+    for rows in range(NUM_PERM, 0, -1):
+        if 1 - (1 - threshold**rows) ** (NUM_PERM // rows) >= 0.995:
+            return NUM_PERM // rows, rows
+    return NUM_PERM, 1
+
+
+class NearIndex:
+    """Prompts added one by one; :meth:`match` finds the most similar one added, if it is a near duplicate.
+
+    The LSH banding is done here, over plain integers: datasketch's ``MinHashLSH`` keeps a bytes key and a set per
+    band and prompt (about 8 KB a prompt; 2 GB for 10x the paper's pool), this about a quarter of that. A band's
+    key is its values mixed by fixed odd multipliers (the same in every run); a collision only adds a candidate,
+    whose similarity is then computed.
+    """
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self._bands, self._rows = bands(threshold)
+        self._mix = np.random.default_rng(SEED).integers(1, 2**63, self._rows, dtype=np.uint64) * 2 + 1
+        self._buckets: list[dict[int, int | list[int]]] = [{} for _ in range(self._bands)]
+        self._keys: list[tuple[bytes, tuple[str, ...]]] = []
+
+    def _band_keys(self, sig: bytes) -> list[int]:
+        values = np.frombuffer(sig, np.uint32)[: self._bands * self._rows].astype(np.uint64)
+        return (values.reshape(self._bands, self._rows) * self._mix).sum(axis=1).tolist()  # wraps around 2**64
+
+    def add(self, key: PromptKey) -> int:
+        """Add a prompt; its number in this index."""
+        number = len(self._keys)
+        self._keys.append((key.signature, key.numbers))
+        for buckets, band in zip(self._buckets, self._band_keys(key.signature)):
+            there = buckets.get(band)
+            if there is None:
+                buckets[band] = number
+            elif isinstance(there, list):
+                there.append(number)
+            else:
+                buckets[band] = [there, number]
+        return number
+
+    def match(self, key: PromptKey) -> tuple[int, float] | None:
+        """(number, similarity) of the most similar prompt added that is a near duplicate of ``key`` (the first
+        added on a tie), or None."""
+        candidates: set[int] = set()
+        for buckets, band in zip(self._buckets, self._band_keys(key.signature)):
+            there = buckets.get(band)
+            if there is not None:
+                candidates.update(there if isinstance(there, list) else (there,))
+        best: tuple[int, float] | None = None
+        for i in sorted(candidates):
+            sig, numbers = self._keys[i]
+            if numbers != key.numbers:
+                continue
+            sim = similarity(sig, key.signature)
+            if sim >= self.threshold and (best is None or sim > best[1]):
+                best = (i, sim)
+        return best

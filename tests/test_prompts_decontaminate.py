@@ -1,0 +1,148 @@
+"""``cheems decontaminate``: training prompts that overlap a bench prompt (exactly, by a long shared n-gram, as a
+near duplicate) are dropped and named with the bench record; look-alikes stay; one-line errors; any workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cheems.data import stream
+from cheems.prompts.decontaminate import decontaminate_files
+from helpers import assert_user_error, run_cheems, write_jsonl
+
+BENCH = {
+    "poem": "写一首关于秋天的七言绝句，要求押韵，并描写落叶与思乡之情。",
+    "hi": "你好",
+    "math": "请计算 12 乘以 34 等于多少，并写出详细的竖式计算步骤和每一步的理由。",
+}
+# (training id, prompt, the bench id it overlaps, the kind)
+OVERLAP = [
+    ("exact", "写一首关于秋天的七言绝句,要求押韵 并描写落叶与思乡之情!", "poem", "exact"),
+    ("traditional", "寫一首關於秋天的七言絕句，要求押韻，並描寫落葉與思鄉之情。", "poem", "exact"),
+    (
+        "embedded",
+        "请先阅读下面的要求：写一首关于秋天的七言绝句，要求押韵，并描写落叶与思乡之情。再逐句解释。",
+        "poem",
+        "ngram",
+    ),
+    ("changed", "请计算 12 乘以 34 等于多少，再写出详细的竖式计算步骤和每一步的理由。", "math", "near"),
+    ("short-exact", "你好！", "hi", "exact"),
+]
+# alike, yet not the bench's questions
+CLEAN = [
+    ("other-numbers", "请计算 12 乘以 35 等于多少，并写出详细的竖式计算步骤和每一步的理由。"),
+    *(
+        (f"long-{i}", f"你好，请帮我写一封{job}的求职信，突出我的项目经验。")
+        for i, job in enumerate(["教师", "护士", "律师"])
+    ),
+    ("other-poem", "写一首关于春天的五言绝句，描写桃花与细雨。"),
+]
+
+
+def rec(rid: str, text: str) -> dict:
+    return {"id": rid, "input": text, "responses": [{"id": "r1", "content": "回答"}]}
+
+
+def run(tmp_path: Path, rows: list[dict], workers: int = 1, **kw) -> tuple[dict, list[str]]:
+    bench = write_jsonl(tmp_path / "bench.jsonl", [rec(k, v) for k, v in BENCH.items()])
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    out, report = tmp_path / f"out{workers}.jsonl", tmp_path / f"report{workers}.json"
+    decontaminate_files(source, [bench], out, report, workers=workers)
+    kept = [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    return json.loads(report.read_text(encoding="utf-8")), kept
+
+
+def test_each_overlap_is_dropped_and_named(tmp_path: Path) -> None:
+    rows = [rec(rid, text) for rid, text, _, _ in OVERLAP] + [rec(rid, text) for rid, text in CLEAN]
+    report, kept = run(tmp_path, rows)
+    assert kept == [rid for rid, _ in CLEAN]
+    found = {d["id"]: (d["bench_id"], d["overlap"]) for d in report["dropped_records"]}
+    assert found == {rid: (bench, kind) for rid, _, bench, kind in OVERLAP}
+    assert report["records"] == len(rows) == report["kept"] + report["dropped"]
+    assert report["by_overlap"] == {"exact": 3, "ngram": 1, "near": 1}
+    embedded = next(d for d in report["dropped_records"] if d["id"] == "embedded")
+    assert (
+        len(embedded["shared"]) == 20 and embedded["shared"] in "写一首关于秋天的七言绝句要求押韵并描写落叶与思乡之情"
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.text(alphabet="的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年", max_size=40),
+    st.text(alphabet="的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年", max_size=40),
+)
+def test_a_bench_prompt_inside_any_text_is_caught(
+    tmp_path_factory: pytest.TempPathFactory, before: str, after: str
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("embed")
+    report, kept = run(tmp_path, [rec("t", before + BENCH["poem"] + after)])
+    assert kept == [] and report["dropped_records"][0]["bench_id"] == "poem"
+
+
+def test_workers_do_not_change_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 300)
+    rows = [rec(f"{rid}-{i}", text) for i in range(3) for rid, text in [*((r, t) for r, t, _, _ in OVERLAP), *CLEAN]]
+    run(tmp_path, rows, workers=1)
+    run(tmp_path, rows, workers=2)
+    for name in ("out{}.jsonl", "report{}.json"):
+        assert (tmp_path / name.format(1)).read_bytes() == (tmp_path / name.format(2)).read_bytes()
+
+
+def test_cli_decontaminates_against_two_bench_files(tmp_path: Path) -> None:
+    b1 = write_jsonl(tmp_path / "b1.jsonl", [rec("poem", BENCH["poem"])])
+    b2 = write_jsonl(tmp_path / "b2.jsonl", [rec("hi", BENCH["hi"])])
+    source = write_jsonl(tmp_path / "train.jsonl", [rec("a", "你好"), rec("b", OVERLAP[2][1]), rec("c", CLEAN[1][1])])
+    out, report = tmp_path / "out.jsonl", tmp_path / "r.json"
+    proc = run_cheems("decontaminate", source, "--bench", b1, "--bench", b2, "-o", out, "--report", report)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 records: kept 1, dropped 2 overlapping 2 bench prompts (1 exact, 1 ngram, 0 near)" in proc.stdout
+    assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["c"]
+    assert json.loads(report.read_text(encoding="utf-8"))["bench_files"] == [str(b1), str(b2)]
+
+
+@pytest.mark.parametrize(
+    ("args", "contains"),
+    [
+        (["--bench", "{bench}", "--ngram", "2"], "--ngram"),
+        (["--bench", "{bench}", "--threshold", "inf"], "--threshold"),
+        (["--bench", "missing.jsonl"], "missing.jsonl"),
+        (["--bench", "{bad}"], "bad.jsonl:2"),
+        (["--bench", "{bench}", "--report", "{bench}"], "--report"),
+        (["--bench", "{train}"], "training file itself"),
+        ([], "--bench"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], contains: str) -> None:
+    train = write_jsonl(tmp_path / "train.jsonl", [rec("a", "你好")])
+    bench = write_jsonl(tmp_path / "bench.jsonl", [rec("hi", "你好")])
+    bad = write_jsonl(tmp_path / "bad.jsonl", [rec("x", "你好"), "{not json"])
+    files = {p: p.read_bytes() for p in (train, bench, bad)}
+    args = [s.format(bench=bench, bad=bad, train=train) for s in args]
+    proc = run_cheems("decontaminate", train, "-o", tmp_path / "out.jsonl", *args, cwd=tmp_path)
+    assert_user_error(proc, contains)
+    assert {p: p.read_bytes() for p in files} == files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "bench.jsonl", "train.jsonl"]
+
+
+def test_lines_skipped_are_skipped_in_both_passes(tmp_path: Path) -> None:
+    bench = write_jsonl(tmp_path / "bench.jsonl", [rec("hi", "你好")])
+    rows = [rec("a", "你好"), "{not json", rec("b", CLEAN[0][1]), rec("b", "重复的编号"), rec("c", CLEAN[4][1])]
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    out, report = tmp_path / "out.jsonl", tmp_path / "r.json"
+    result = decontaminate_files(source, [bench], out, report, skip_invalid=True, workers=1)
+    assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["b", "c"]
+    assert len(result.issues.skipped) == 2 and result.records == 3 and [d["id"] for d in result.dropped] == ["a"]
+
+
+def test_train_refuses_data_that_overlaps_its_eval_bench(tmp_path: Path) -> None:
+    bench = write_jsonl(tmp_path / "bench.jsonl", [rec(k, v) for k, v in BENCH.items()])
+    rows = [{**rec(rid, text), "rank": {"r1": 1}} for rid, text, _, _ in OVERLAP[3:4]]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    proc = run_cheems("train", "--data", train, "--eval-bench", bench, "--output", tmp_path / "rm", "--cpu")
+    assert_user_error(proc, "--eval-bench", "1 training prompts overlap", "'changed' ~ bench prompt 'math', near")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "train.jsonl"]

@@ -1,0 +1,163 @@
+"""``cheems dedup``: the one normalisation of prompt text, near duplicates that must be caught and look-alikes that
+must not be merged, nothing lost, the same output for any number of workers, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cheems.data import stream
+from cheems.prompts.dedup import dedup_files
+from cheems.prompts.minhash import NearSettings
+from cheems.prompts.textnorm import normalize
+from helpers import assert_user_error, run_cheems, write_jsonl
+
+BASE = "请详细解释一下量子计算的基本原理，以及它和经典GPU计算相比有哪些优势和局限？"
+# each must land in BASE's cluster: (why, text)
+NEAR = [
+    ("punctuation", "请详细解释一下量子计算的基本原理、以及它和经典GPU计算相比有哪些优势和局限"),
+    ("full width", "请详细解释一下量子计算的基本原理，以及它和经典ＧＰＵ计算相比有哪些优势和局限?"),
+    ("spacing", "请 详细解释一下 量子计算的基本原理， 以及它和经典 GPU 计算相比\n有哪些优势和局限？"),
+    ("one changed character", "请详细解释一下量子计算的基本原理，以及它和古典GPU计算相比有哪些优势和局限？"),
+    ("traditional", "請詳細解釋一下量子計算的基本原理，以及它和經典GPU計算相比有哪些優勢和局限？"),
+]
+# alike, yet other questions: none may be merged with another
+APART = [
+    "请计算 12 乘以 34 等于多少，并写出详细的竖式计算步骤和每一步的理由。",
+    "请计算 12 乘以 35 等于多少，并写出详细的竖式计算步骤和每一步的理由。",
+    "请详细解释一下区块链的基本原理，以及它和经典GPU计算相比有哪些优势和局限？",
+    "写一首诗",
+    "写一首关于春天的诗，要求描写桃花和细雨，表达对故乡的思念。",
+]
+
+
+def rec(rid: str, text: str | list[dict[str, str]]) -> dict:
+    return {"id": rid, "input": text, "responses": [{"id": "r1", "content": "回答"}]}
+
+
+def test_normalize_folds_what_a_reader_does_not_see() -> None:
+    assert normalize("ＡＢＣ１２３，你好！") == normalize("abc123你好") == "abc123你好"
+    assert normalize("請問這個問題") == normalize("请问这个问题")
+    assert normalize("你 好\t世界\u3000！") == "你好世界"
+    assert normalize("3+5=8") == "3+5=8"  # signs are kept: they change the question
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.text(alphabet="量子计算原理优势局限abcXYZ019", min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(0, 30), st.sampled_from([" ", "，", "。", "？", "!", "\n", "\u3000", "、"]))),
+)
+def test_normalize_ignores_inserted_punctuation_and_spaces(text: str, inserts: list[tuple[int, str]]) -> None:
+    noisy = text
+    for at, mark in inserts:
+        noisy = noisy[:at] + mark + noisy[at:]
+    assert normalize(noisy) == normalize(text)
+
+
+def dedup(tmp_path: Path, *files: list[dict], **kw) -> tuple[dict, list[str]]:
+    paths = [write_jsonl(tmp_path / f"in{i}.jsonl", rows) for i, rows in enumerate(files)]
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    dedup_files(paths, out, report, NearSettings(**kw), workers=1)
+    kept = [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    return json.loads(report.read_text(encoding="utf-8")), kept
+
+
+@pytest.mark.parametrize(("why", "text"), NEAR, ids=[w for w, _ in NEAR])
+def test_a_near_duplicate_in_another_file_is_dropped(tmp_path: Path, why: str, text: str) -> None:
+    report, kept = dedup(tmp_path, [rec("base", BASE)], [rec("other", "你好"), rec("dup", text)])
+    assert kept == ["base", "other"], why
+    [cluster] = report["clusters"]
+    assert cluster["kept"] == "base"
+    assert [d["id"] for d in cluster["dropped"]] == ["dup"]
+    assert 0.8 <= cluster["dropped"][0]["similarity"] <= 1
+
+
+def test_look_alikes_are_kept_apart(tmp_path: Path) -> None:
+    report, kept = dedup(tmp_path, [rec(f"p{i}", t) for i, t in enumerate([BASE, *APART])])
+    assert kept == [f"p{i}" for i in range(len(APART) + 1)]
+    assert report["clusters"] == [] and report["dropped"] == 0
+
+
+def test_every_cluster_and_count_is_reported(tmp_path: Path) -> None:
+    rows = [rec("base", BASE), *(rec(why, text) for why, text in NEAR), *(rec(f"a{i}", t) for i, t in enumerate(APART))]
+    chat = [{"role": "user", "content": "写一首诗"}, {"role": "assistant", "content": "好的"}]
+    rows += [rec("chat", chat), rec("chat2", [{**m, "content": m["content"] + "。"} for m in chat])]
+    report, kept = dedup(tmp_path, rows)
+    assert report["records"] == len(rows) == report["kept"] + report["dropped"] == len(kept) + report["dropped"]
+    dropped = [d["id"] for c in report["clusters"] for d in c["dropped"]]
+    assert sorted(dropped + kept) == sorted(r["id"] for r in rows)
+    assert [c["kept"] for c in report["clusters"]] == ["base", "chat"]  # a multi-turn prompt by its full text
+    assert report["exact_duplicates"] + report["near_duplicates"] == report["dropped"]
+    assert {d["kind"] for d in report["clusters"][0]["dropped"]} == {"exact", "near"}
+
+
+def test_the_first_of_a_cluster_is_kept(tmp_path: Path) -> None:
+    _, kept = dedup(tmp_path, [rec("z-first", NEAR[3][1]), rec("a-second", BASE)])
+    assert kept == ["z-first"]
+
+
+def test_workers_do_not_change_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 300)
+    rows = [rec(f"p{i}", t) for i, t in enumerate([BASE, *APART, *(t for _, t in NEAR)] * 3)]
+    rows = [{**r, "id": f"{r['id']}-{i}"} for i, r in enumerate(rows)]
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    outputs = []
+    for workers in (1, 2):
+        out, report = tmp_path / f"out{workers}.jsonl", tmp_path / f"report{workers}.json"
+        dedup_files([source], out, report, workers=workers)
+        outputs.append((out.read_bytes(), report.read_bytes()))
+    assert outputs[0] == outputs[1]
+
+
+def test_cli_dedups_across_files(tmp_path: Path) -> None:
+    a = write_jsonl(tmp_path / "a.jsonl", [rec("base", BASE), rec("x", APART[0])])
+    b = write_jsonl(tmp_path / "b.jsonl", [rec("dup", NEAR[4][1]), rec("y", APART[1])])
+    out, report = tmp_path / "out.jsonl", tmp_path / "r.json"
+    proc = run_cheems("dedup", a, b, "-o", out, "--report", report, "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "4 records: kept 3, dropped" in proc.stdout
+    assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["base", "x", "y"]
+    assert json.loads(report.read_text(encoding="utf-8"))["clusters"][0]["dropped"][0]["id"] == "dup"
+
+
+@pytest.mark.parametrize(
+    ("args", "contains"),
+    [
+        (["--threshold", "1.5"], "--threshold"),
+        (["--threshold", "nan"], "--threshold"),
+        (["--shingle", "0"], "--shingle"),
+        (["missing.jsonl"], "missing.jsonl"),
+        (["-o", "{a}"], "--output"),
+        (["--report", "{a}"], "--report"),
+        (["{bad}"], "bad.jsonl:2"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], contains: str) -> None:
+    a = write_jsonl(tmp_path / "a.jsonl", [rec("base", BASE)])
+    bad = write_jsonl(tmp_path / "bad.jsonl", [rec("x", "你好"), "{not json"])
+    before = a.read_bytes()
+    args = [s.format(a=a, bad=bad) for s in args]
+    out = tmp_path / "out.jsonl"
+    cmd = ["dedup", a, *args] if "-o" in args else ["dedup", a, "-o", out, *args]
+    proc = run_cheems(*cmd, cwd=tmp_path)
+    assert_user_error(proc, contains)
+    assert not out.exists() and a.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "bad.jsonl"]
+
+
+def test_prompts_without_ids_may_repeat(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in rec("", text).items() if k != "id"} for text in [BASE, APART[3], BASE, NEAR[4][1]]]
+    report, kept = dedup(tmp_path, rows[:2], rows[2:])
+    assert len(kept) == 2 and report["dropped"] == 2 and report["exact_duplicates"] == 2
+
+
+def test_two_prompts_with_one_id_are_an_error(tmp_path: Path) -> None:
+    a = write_jsonl(tmp_path / "a.jsonl", [rec("p1", BASE), rec("p1", APART[3])])
+    proc = run_cheems("dedup", a, "-o", tmp_path / "out.jsonl")
+    assert_user_error(proc, "'p1'")
+    assert not (tmp_path / "out.jsonl").exists()
