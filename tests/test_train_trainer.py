@@ -594,7 +594,17 @@ def test_two_process_run_ends_cleanly_when_its_last_step_was_evaluated(tiny_bert
     out = tmp_path / "rm"
     launch = [str(accelerate), "launch", "--config_file", str(REPO / "configs" / "accelerate_ddp.yaml")]
     options = ["--data", str(data), "--model", str(tiny_bert), "--output", str(out), "--epochs", "1"]
-    options += ["--batch-size", "4", "--eval-bench", str(bench), "--eval-every", "2", "--no-progress", "--no-bf16"]
+    options += [
+        "--batch-size",
+        "4",
+        "--eval-bench",
+        str(bench),
+        "--allow-overlap",
+        "--eval-every",
+        "2",
+        "--no-progress",
+        "--no-bf16",
+    ]
     cmd = [*launch, "--num_processes", "2", "--main_process_port", str(free_port()), *cli_module(), *options]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-4000:])
