@@ -318,13 +318,12 @@ def main() -> None:
     }
     output = args.output or args.work / "report.json"
     output.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"\n| main | held out | accuracy | majority baseline |\n|---|---:|---:|---:|")
+    print("\n| main | held out | accuracy | majority baseline |\n|---|---:|---:|---:|")
     for name, scores in report["per_main"].items():
         print(f"| {name} | {int(scores['n'])} | {scores['accuracy']:.3f} | {scores['majority']:.3f} |")
-    print(
-        f"| **all (main)** | {report['held_out']} | {report['main_accuracy']:.3f} | {report['majority_main_accuracy']:.3f} |"
-    )
-    print(f"| **all (path)** | {report['held_out']} | {report['accuracy']:.3f} | {report['majority_accuracy']:.3f} |")
+    for level, key in (("main", "main_accuracy"), ("path", "accuracy")):
+        baseline = report[f"majority_{key}"]
+        print(f"| **all ({level})** | {report['held_out']} | {report[key]:.3f} | {baseline:.3f} |")
     print(f"\nfit wall time {wall:.0f} s; wrote {output}")
 
 
