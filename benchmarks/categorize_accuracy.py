@@ -3,10 +3,11 @@
 Builds a labelled prompt file from the shared prompt pools in ``../shared/data`` (never copied into the
 repository: the records are written to a work folder) by mapping each source's own label into a ``[main, sub]``
 path of the shipped taxonomy (cheems/assets/taxonomy.yaml) with the tables below, then runs the real
-``cheems categorize fit`` (default ``m3e-small`` backbone on the CPU; ``fit`` has no dtype option and computes in
-fp32 unless the CPU has native bf16, which the JSON records) with a held-out share, and prints/writes the
-classifier's own report (``classifier.json``): held-out accuracy on the path and on the main category, per main
-category, beside the majority-class baseline, and the main-category confusion matrix.
+``cheems categorize fit`` (default ``m3e-small`` backbone on the CPU; ``fit`` has no dtype option: the encoder
+follows the project's ``auto`` rule, bf16 autocast on a CPU with native bf16 and fp32 elsewhere; the JSON records
+which) with a held-out share, and prints/writes the classifier's own report (``classifier.json``): held-out
+accuracy on the path and on the main category, per main category, beside the majority-class baseline, and the
+main-category confusion matrix.
 
 Caps (seeded samples, so a run takes a few minutes on 2 cores): at most ``--per-file`` prompts per GAOKAO-Bench
 file, ``--per-source`` per other source (Chinese SimpleQA, Flames, JADE, CValues); MT-Bench-zh (80),
@@ -311,7 +312,7 @@ def main() -> None:
     result = {
         "command": " ".join(command[1:]),
         "caps": {"per_gaokao_file": args.per_file, "per_source": args.per_source},
-        "fp32": not cpu_has_native_bf16(),
+        "encoder_compute": "bf16 autocast" if cpu_has_native_bf16() else "fp32",
         "fit_wall_s": round(wall, 1),
         "counts": counts,
         "report": report,
