@@ -3,9 +3,9 @@
 Builds a labelled prompt file from the shared prompt pools in ``../shared/data`` (never copied into the
 repository: the records are written to a work folder) by mapping each source's own label into a ``[main, sub]``
 path of the shipped taxonomy (cheems/assets/taxonomy.yaml) with the tables below, then runs the real
-``cheems categorize fit`` (default ``m3e-small`` backbone on the CPU; ``fit`` has no dtype option: the encoder
-follows the project's ``auto`` rule, bf16 autocast on a CPU with native bf16 and fp32 elsewhere; the JSON records
-which) with a held-out share, and prints/writes the classifier's own report (``classifier.json``): held-out
+``cheems categorize fit`` (default ``m3e-small`` backbone on the CPU, in ``--dtype``: ``auto`` follows the
+project's rule, bf16 autocast on a CPU with native bf16 and fp32 elsewhere; the JSON records which) with a
+held-out share, and prints/writes the classifier's own report (``classifier.json``): held-out
 accuracy on the path and on the main category, per main category, beside the majority-class baseline, and the
 main-category confusion matrix.
 
@@ -272,6 +272,7 @@ def main() -> None:
     parser.add_argument("--per-source", type=int, default=250, help="most prompts of SimpleQA, Flames, JADE, CValues")
     parser.add_argument("--held-out", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", default="auto", help="the encoder's precision: auto, fp32, bf16 or fp16")
     parser.add_argument("--output", type=Path, help="JSON report (default: WORK/report.json)")
     args = parser.parse_args()
     if not SHARED.is_dir():
@@ -302,6 +303,7 @@ def main() -> None:
     classifier = args.work / "classifier"
     command = [sys.executable, "-m", "cheems", "categorize", "fit", str(labelled), "-o", str(classifier)]
     command += ["--held-out", str(args.held_out), "--seed", str(args.seed), "--device", "cpu"]
+    command += ["--dtype", args.dtype]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     start = time.perf_counter()
     subprocess.run(command, check=True, env=env)
@@ -312,7 +314,7 @@ def main() -> None:
     result = {
         "command": " ".join(command[1:]),
         "caps": {"per_gaokao_file": args.per_file, "per_source": args.per_source},
-        "encoder_compute": "bf16 autocast" if cpu_has_native_bf16() else "fp32",
+        "encoder_compute": args.dtype if args.dtype != "auto" else "bf16 autocast" if cpu_has_native_bf16() else "fp32",
         "fit_wall_s": round(wall, 1),
         "counts": counts,
         "report": report,

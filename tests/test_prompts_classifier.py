@@ -80,7 +80,7 @@ def test_apply_assigns_the_most_probable_path_and_leaves_uncertain_ones_for_peop
     classifier = load_classifier(tmp_path / "clf")
     kept = {"id": "k", "input": "x", "category": ["知识"], "responses": [{"id": "r", "content": "y"}]}
     records = [*prompts(6), Record.model_validate(kept)]
-    vectors = embed([r.input for r in records[:6]], encoder, 256, "cpu")
+    vectors = embed([r.input for r in records[:6]], encoder, 256, "cpu", classifier.meta.dtype)
     probs = probabilities(vectors, classifier.coef, classifier.intercept)
     best = [classifier.meta.classes[row.argmax()].split("/") for row in probs]
     out, stats = classify_records(records, classifier, ClassifySettings())
@@ -112,9 +112,10 @@ def test_labelled_data_outside_the_taxonomy_or_of_one_category_is_refused(encode
 def test_cli_fit_then_apply_and_every_bad_input_is_one_line(encoder, tmp_path, monkeypatch, capsys):
     source = labelled_file(tmp_path / "labelled.jsonl")
     clf = tmp_path / "clf"
-    fit = ["categorize", "fit", source, "-o", clf, "--encoder", encoder, "--device", "cpu"]
+    fit = ["categorize", "fit", source, "-o", clf, "--encoder", encoder, "--device", "cpu", "--dtype", "fp32"]
     proc = run_main(*fit, monkeypatch=monkeypatch, capsys=capsys)
     assert proc.returncode == 0, proc.stderr
+    assert json.loads((clf / META).read_text())["dtype"] == "fp32"  # apply embeds in the fit's precision
     words = " ".join(proc.stdout.split())
     assert "held-out accuracy, main (majority baseline)" in words and "true main category (rows)" in words
     src = write_jsonl(

@@ -82,7 +82,16 @@ def apply(
 
 @categorize_app.command("fit")
 @settings_options(
-    FitSettings, "output", "encoder", "held_out", "seed", "taxonomy", "max_length", "device", show_defaults=True
+    FitSettings,
+    "output",
+    "encoder",
+    "held_out",
+    "seed",
+    "taxonomy",
+    "max_length",
+    "device",
+    "dtype",
+    show_defaults=True,
 )
 def fit(
     *,

@@ -28,8 +28,9 @@ from cheems.errors import InputError
 from cheems.llm.endpoint import AT_LEAST_ONE
 from cheems.llm.sampling import read_prompts
 from cheems.models.base import prompt_text
+from cheems.models.registry import DTYPES
 from cheems.prompts.taxonomy import SEPARATOR, load_taxonomy
-from cheems.settings import Cli, Settings, rule
+from cheems.settings import Cli, Settings, one_of, rule
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +55,11 @@ class FitSettings(Settings):
     )
     max_length: Annotated[int, AT_LEAST_ONE] = Field(256, description="Most tokens of a prompt the encoder reads.")
     device: str | None = Field(None, description="cpu, cuda, cuda:1, ... (default: cuda if available).")
+    dtype: Annotated[str, one_of(DTYPES, "dtype")] = Field(
+        "auto",
+        description="Precision of the encoder: auto (bf16 where the GPU or CPU has bf16 units, else fp32), fp32, bf16 "
+        "or fp16; categorize apply embeds with the same.",
+    )
 
 
 class ClassifySettings(Settings):
@@ -65,12 +71,13 @@ class ClassifySettings(Settings):
     overwrite: bool = False  # the option is categorize apply's (CategorizeSettings.overwrite)
 
 
-def embed(texts: Sequence[str], encoder: str, max_length: int, device: str | None) -> np.ndarray:
-    """Unit-length mean-pooled embeddings of ``texts`` (one row each) from ``encoder``."""
+def embed(texts: Sequence[str], encoder: str, max_length: int, device: str | None, dtype: str) -> np.ndarray:
+    """Unit-length mean-pooled embeddings of ``texts`` (one row each) from ``encoder``, computed in ``dtype``."""
     from cheems.models.backbones import locate_model
     from cheems.models.similarity import SimilarityScorer
 
-    return SimilarityScorer(locate_model(encoder), max_length=max_length, device=device).embed(texts).numpy()
+    scorer = SimilarityScorer(locate_model(encoder), max_length=max_length, device=device, dtype=dtype)
+    return scorer.embed(texts).numpy()
 
 
 # ------------------------------------------------------------------------------ fit
@@ -173,7 +180,7 @@ def fit_classifier(paths: Sequence[Path], output: Path, settings: FitSettings) -
 
     texts, labels, unlabelled = labelled(paths, settings)
     train, held = split(labels, settings.held_out, settings.seed)
-    vectors = embed(texts, settings.encoder, settings.max_length, settings.device)
+    vectors = embed(texts, settings.encoder, settings.max_length, settings.device, settings.dtype)
     # Standardised features: unit-length embeddings have tiny coordinates, which the default L2 penalty would
     # flatten into near-uniform probabilities (useless for --min-confidence). The scaling is folded into the
     # linear weights below, so applying the classifier stays one matrix product.
@@ -192,7 +199,8 @@ def fit_classifier(paths: Sequence[Path], output: Path, settings: FitSettings) -
         _measure(report, [labels[i] for i in held], predicted, majority)
     weights = io.BytesIO()
     np.savez(weights, coef=coef, intercept=intercept)
-    meta = {"format": FORMAT, "encoder": settings.encoder, "max_length": settings.max_length, "classes": classes}
+    meta = {"format": FORMAT, "encoder": settings.encoder, "max_length": settings.max_length, "dtype": settings.dtype}
+    meta["classes"] = classes
     with together():  # both files or neither
         write_bytes(output / WEIGHTS, weights.getvalue())
         write_json(output / META, {**meta, "report": report.to_dict()})
@@ -218,6 +226,7 @@ class ClassifierMeta(Settings):
     format: Annotated[int, rule(lambda n: n == FORMAT, f"is format {{value}}; this cheems reads format {FORMAT}")]
     encoder: str
     max_length: Annotated[int, AT_LEAST_ONE]
+    dtype: Annotated[str, one_of(DTYPES, "dtype")] = "auto"  # absent in a folder written before it was recorded
     classes: list[Annotated[str, rule(lambda c: SEPARATOR in c, "{value!r} is no main/sub path")]] = Field(min_length=2)
     report: dict[str, Any] = Field(default_factory=dict)
 
@@ -285,7 +294,9 @@ def classify_records(
     out = list(records)
     if asked:
         meta = classifier.meta
-        vectors = embed([prompt_text(records[i].prompt) for i in asked], meta.encoder, meta.max_length, None)
+        vectors = embed(
+            [prompt_text(records[i].prompt) for i in asked], meta.encoder, meta.max_length, None, meta.dtype
+        )
         if vectors.shape[1] != classifier.coef.shape[1]:
             raise InputError(
                 f"the encoder {meta.encoder} gives {vectors.shape[1]} numbers a prompt, the classifier was fitted "
