@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cheems.data import stream
-from cheems.prompts.decontaminate import decontaminate_files
+from cheems.prompts.decontaminate import DecontaminateSettings, decontaminate_files
 from helpers import assert_user_error, run_cheems, write_jsonl
 
 BENCH = {
@@ -63,11 +63,43 @@ def test_each_overlap_is_dropped_and_named(tmp_path: Path) -> None:
     found = {d["id"]: (d["bench_id"], d["overlap"]) for d in report["dropped_records"]}
     assert found == {rid: (bench, kind) for rid, _, bench, kind in OVERLAP}
     assert report["records"] == len(rows) == report["kept"] + report["dropped"]
-    assert report["by_overlap"] == {"exact": 3, "ngram": 1, "near": 1}
+    assert report["by_overlap"] == {"exact": 3, "ngram": 1, "near": 1, "response": 0}
     embedded = next(d for d in report["dropped_records"] if d["id"] == "embedded")
     assert (
         len(embedded["shared"]) == 20 and embedded["shared"] in "写一首关于秋天的七言绝句要求押韵并描写落叶与思乡之情"
     )
+
+
+ANSWER = "秋风萧瑟叶纷飞，游子登高望故乡。雁字回时书未至，一庭落叶满斜阳。"
+
+
+def test_responses_that_copy_a_bench_response_are_dropped_with_responses(tmp_path: Path) -> None:
+    bench = write_jsonl(
+        tmp_path / "bench.jsonl",
+        [{"id": "poem", "input": BENCH["poem"], "responses": [{"id": "gold", "content": ANSWER}]}],
+    )
+    rows = [
+        # other prompts; the first answer is the bench's with other punctuation, the second quotes it at length
+        {"id": "copy", "input": "写一首诗", "responses": [{"id": "a", "content": ANSWER.replace("，", ", ")}]},
+        {"id": "quote", "input": "随便写点", "responses": [{"id": "a", "content": "开头。" + ANSWER[:24] + "。结尾"}]},
+        # a short stock phrase in common is no copy
+        {"id": "own", "input": "写一首诗", "responses": [{"id": "a", "content": "秋风萧瑟。" + "春" * 30}]},
+    ]
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    for responses, expected in ((False, ["copy", "quote", "own"]), (True, ["own"])):
+        out, report = tmp_path / f"out-{responses}.jsonl", tmp_path / f"report-{responses}.json"
+        settings_ = DecontaminateSettings(responses=responses)
+        decontaminate_files(source, [bench], out, report, settings_)
+        assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == expected
+    dropped = json.loads(report.read_text(encoding="utf-8"))["dropped_records"]
+    assert dropped[0] == {
+        "id": "copy",
+        "bench_id": "poem",
+        "overlap": "response",
+        "response_id": "a",
+        "bench_response_id": "gold",
+    }
+    assert dropped[1]["overlap"] == "response" and len(dropped[1]["shared"]) == 20
 
 
 @settings(max_examples=25, deadline=None)

@@ -53,7 +53,7 @@ def dedup(
 
 @settings_options(
     DecontaminateSettings,
-    *("bench", "output", "report", "ngram", "threshold", "shingle", "skip_invalid", "workers"),
+    *("bench", "output", "report", "ngram", "responses", "threshold", "shingle", "skip_invalid", "workers"),
     show_defaults=True,
 )
 def decontaminate(
@@ -66,7 +66,8 @@ def decontaminate(
     workers: Workers = None,
     settings: dict,
 ) -> None:
-    """Drop training records whose prompt overlaps a bench prompt (exact, a long shared n-gram, or near)."""
+    """Drop training records whose prompt overlaps a bench prompt (exact, a long shared n-gram, or near), and with
+    --responses those whose response copies a bench response."""
     from cheems.outputs import claim_outputs
     from cheems.prompts.decontaminate import decontaminate_files
 
@@ -77,7 +78,7 @@ def decontaminate(
     )
     result = decontaminate_files(source, bench, output, report, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(result.issues.skipped)
-    kinds = ", ".join(f"{n} {kind}" for kind, n in result.by_overlap.items())
+    kinds = ", ".join(f"{n} {kind}" for kind, n in result.by_overlap.items() if kind != "response" or cfg.responses)
     console.print(
         f"{result.records} records: kept {result.kept}, dropped {len(result.dropped)} overlapping "
         f"{result.bench_records} bench prompts ({kinds}) -> {output}"

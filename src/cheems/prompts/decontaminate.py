@@ -8,7 +8,9 @@ Three kinds of overlap, checked in this order (the report names the first that h
   20 characters. A bench prompt shorter than that overlaps only exactly or as a near duplicate, so a short prompt
   (写一首诗) inside many long ones drops none of them. The training prompt must also hold every number of the bench
   prompt: a template filled with other numbers shares its long wording, but is another question;
-- ``near``: a MinHash near duplicate with the same numbers (:mod:`cheems.prompts.minhash`).
+- ``near``: a MinHash near duplicate with the same numbers (:mod:`cheems.prompts.minhash`);
+- ``response`` (with ``--responses``): a response that copies a bench response, the same normalised text or
+  ``ngram`` characters in common (no numbers rule: an answer's numbers are its own).
 
 The bench prompts are held (their n-grams as hashes, their signatures); the training records are read twice and
 never held: once to decide, once to write those kept.
@@ -18,10 +20,10 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -31,6 +33,12 @@ from cheems.data.stream import stream_records
 from cheems.errors import InputError
 from cheems.prompts.dedup import write_kept
 from cheems.prompts.minhash import NearIndex, NearSettings, PromptKey, prompt_key
+from cheems.prompts.textnorm import normalize
+from cheems.settings import Cli
+
+KINDS = ("exact", "ngram", "near", "response")
+Answers = tuple[tuple[str, str], ...]
+"""(response id, normalised text) of a record's responses: what ``--responses`` compares."""
 
 
 class DecontaminateSettings(NearSettings):
@@ -39,6 +47,21 @@ class DecontaminateSettings(NearSettings):
     ngram: int = Field(
         20, ge=5, le=1000, description="Characters in common (normalised) that make a training prompt overlap."
     )
+    responses: Annotated[bool, Cli(flag=True)] = Field(
+        False,
+        description="Also drop a record with a response that copies a bench response (the same normalised text, or "
+        "--ngram characters in common).",
+    )
+
+
+def record_key(shingle: int, responses: bool, record: Record) -> tuple[PromptKey, Answers]:
+    """A record's prompt key and, with ``responses``, its normalised responses (runs in the data workers)."""
+    answers = tuple((r.id, normalize(r.content)) for r in record.responses) if responses else ()
+    return prompt_key(shingle, record), answers
+
+
+def _grams(text: str, n: int) -> Iterator[str]:
+    return (text[i : i + n] for i in range(len(text) - n + 1))
 
 
 @dataclass
@@ -51,32 +74,50 @@ class BenchIndex:
     exact: dict[bytes, int] = field(default_factory=dict)
     grams: dict[int, int] = field(default_factory=dict)  # hash of an n-gram (this process's hash) -> bench number
     near: NearIndex | None = None
+    # with --responses: a bench response's text, and its n-grams -> (bench number, response id)
+    answer_texts: dict[str, tuple[int, str]] = field(default_factory=dict)
+    answer_grams: dict[int, tuple[int, str]] = field(default_factory=dict)
 
-    def add(self, key: PromptKey) -> None:
-        """Add a bench prompt (a repeated one keeps its first record)."""
+    def add(self, key: PromptKey, answers: Answers = ()) -> None:
+        """Add a bench prompt and its responses (a repeated one keeps its first record)."""
         if self.near is None:
             self.near = NearIndex(self.settings.threshold)
         number = self.near.add(key)
         self.ids.append(key.id)
         self.numbers.append(frozenset(key.numbers))
         self.exact.setdefault(key.exact, number)
-        n = self.settings.ngram
-        for i in range(len(key.text) - n + 1):
-            self.grams.setdefault(hash(key.text[i : i + n]), number)
+        for gram in _grams(key.text, self.settings.ngram):
+            self.grams.setdefault(hash(gram), number)
+        for rid, text in answers:
+            self.answer_texts.setdefault(text, (number, rid))
+            for gram in _grams(text, self.settings.ngram):
+                self.answer_grams.setdefault(hash(gram), (number, rid))
 
-    def overlap(self, key: PromptKey) -> dict[str, Any] | None:
-        """How a training prompt overlaps the bench (the report's entry without the training id), or None."""
+    def overlap(self, key: PromptKey, answers: Answers = ()) -> dict[str, Any] | None:
+        """How a training record overlaps the bench (the report's entry without the training id), or None."""
         if key.exact in self.exact:
             return {"bench_id": self.ids[self.exact[key.exact]], "overlap": "exact"}
-        n = self.settings.ngram
-        for i in range(len(key.text) - n + 1):
-            gram = key.text[i : i + n]
+        for gram in _grams(key.text, self.settings.ngram):
             number = self.grams.get(hash(gram))
             if number is not None and self.numbers[number] <= set(key.numbers):
                 return {"bench_id": self.ids[number], "overlap": "ngram", "shared": gram}
         match = self.near.match(key) if self.near is not None else None
         if match is not None:
             return {"bench_id": self.ids[match[0]], "overlap": "near", "similarity": match[1]}
+        return self._copied(answers)
+
+    def _copied(self, answers: Answers) -> dict[str, Any] | None:
+        """The first response that copies a bench response, as a report entry, or None."""
+        for rid, text in answers:
+            found, shared = self.answer_texts.get(text), None
+            for gram in () if found else _grams(text, self.settings.ngram):
+                if (found := self.answer_grams.get(hash(gram))) is not None:
+                    shared = gram
+                    break
+            if found is not None:
+                number, bench_rid = found
+                entry = {"bench_id": self.ids[number], "overlap": "response", "response_id": rid}
+                return {**entry, "bench_response_id": bench_rid, **({"shared": shared} if shared else {})}
         return None
 
 
@@ -98,7 +139,7 @@ class DecontaminateResult:
     def by_overlap(self) -> dict[str, int]:
         """Records dropped, by the kind of overlap."""
         kinds = [d["overlap"] for d in self.dropped]
-        return {kind: kinds.count(kind) for kind in ("exact", "ngram", "near")}
+        return {kind: kinds.count(kind) for kind in KINDS}
 
     def report(self, settings: DecontaminateSettings, bench: list[str]) -> dict[str, Any]:
         """The JSON report (docs/formats.md)."""
@@ -120,9 +161,9 @@ def bench_index(
 ) -> BenchIndex:
     """The bench files' prompts, indexed for :meth:`BenchIndex.overlap` (bench ids are unique across the files)."""
     index = BenchIndex(settings)
-    keys = functools.partial(prompt_key, settings.shingle)
-    for key in stream_records(list(bench), keys, workers=workers, progress="decontaminate: bench"):
-        index.add(key)
+    keys = functools.partial(record_key, settings.shingle, settings.responses)
+    for key, answers in stream_records(list(bench), keys, workers=workers, progress="decontaminate: bench"):
+        index.add(key, answers)
     return index
 
 
@@ -163,12 +204,12 @@ def decontaminate_files(
     index = bench_index(bench_files, settings, workers=workers)
     result = DecontaminateResult(bench_records=len(index.ids))
     dropped = bytearray()
-    keys = functools.partial(prompt_key, settings.shingle)
-    for key in stream_records(
+    keys = functools.partial(record_key, settings.shingle, settings.responses)
+    for key, answers in stream_records(
         source, keys, skip_invalid=skip_invalid, workers=workers, progress="decontaminate: checking"
     ):
         result.records += 1
-        found = index.overlap(key)
+        found = index.overlap(key, answers)
         dropped.append(found is not None)
         if found is not None:
             result.dropped.append({"id": key.id, **found})
