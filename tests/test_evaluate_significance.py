@@ -225,3 +225,14 @@ def test_intervals_do_not_depend_on_how_many_draws_are_counted_at_a_time(monkeyp
     assert add_intervals(report_from_outcomes(bench), 300, seed=5).intervals == whole
     monkeypatch.setattr(stats, "_DRAWS", 100)  # a few resamples at a time, the last chunk short
     assert add_intervals(report_from_outcomes(bench), 300, seed=5).intervals == whole
+
+
+def test_a_difference_zero_in_exact_arithmetic_counts_on_both_sides_of_zero():
+    """Means of the same draw summed in another order can differ by ±3e-17: that is no difference, not a win."""
+    from cheems.evaluate.significance import _difference
+
+    noise = np.array([3e-17, -3e-17, 1.1e-16, 0.0] * 250)
+    d = _difference(0.1 + 0.2, 0.3, noise, 0.95)  # 0.1 + 0.2 - 0.3 = 5.6e-17
+    assert d.delta == 0.0 and d.p_value == 1.0 and d.ci == (0.0, 0.0)
+    one_sided = _difference(0.5, 0.25, np.full(1000, 0.25), 0.95)  # a real difference keeps its sign
+    assert one_sided.delta == 0.25 and one_sided.p_value == pytest.approx(2 / 1001)

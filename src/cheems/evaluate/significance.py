@@ -253,12 +253,19 @@ def _aligned(d: Details) -> dict[str, Outcomes]:
     return {name: Outcomes.of(prompts) for name, prompts in out.items() if prompts}
 
 
+ZERO = 1e-12
+"""A paired difference smaller than this is 0: two equal means of the same draw, summed in another order, can come
+out as ±3e-17 and would count on one side of 0 only."""
+
+
 def _difference(a: float, b: float, draws: np.ndarray, level: float) -> Difference:
     """A - B from the full data, with the percentile interval and two-sided p-value of the paired draws."""
     resamples = len(draws)
+    draws = np.where(np.abs(draws) < ZERO, 0.0, draws)
+    delta = a - b if abs(a - b) >= ZERO else 0.0
     below = (np.count_nonzero(draws <= 0) + 1) / (resamples + 1)
     above = (np.count_nonzero(draws >= 0) + 1) / (resamples + 1)
-    return Difference(a, b, a - b, _interval(draws, level), min(1.0, 2 * min(below, above)))
+    return Difference(a, b, delta, _interval(draws, level), min(1.0, 2 * min(below, above)))
 
 
 def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> Comparison:
