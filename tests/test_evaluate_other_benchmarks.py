@@ -102,6 +102,17 @@ def test_rmbench_import_a_folder_of_domain_files():
     assert len(record.ranked_pairs()) == 9
 
 
+def test_rmbench_folder_holding_total_dataset_reads_it_alone(tmp_path):
+    """Upstream's data/ holds total_dataset.json beside the per-domain files it joins: every prompt twice."""
+    rows = []
+    for name in ("chat_filtered.json", "safety-refuse_filtered.json"):
+        (tmp_path / name).write_bytes((RMBENCH / name).read_bytes())
+        domain = name.removesuffix("_filtered.json")
+        rows += [row | {"domain": domain} for row in json.loads((RMBENCH / name).read_text(encoding="utf-8"))]
+    (tmp_path / "total_dataset.json").write_text(json.dumps(rows), encoding="utf-8")
+    assert [r.id for r in import_file(tmp_path, "rmbench").records] == ["chat-8", "chat-9", "safety-refuse-8"]
+
+
 def test_rmbench_total_dataset_row_names_its_domain(tmp_path):
     path = tmp_path / "total_dataset.json"
     row = json.loads((RMBENCH / "chat_filtered.json").read_text(encoding="utf-8"))[0] | {"domain": "math"}

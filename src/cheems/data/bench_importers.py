@@ -79,18 +79,24 @@ RowConverter = Callable[[dict[str, Any], _Where], Record]
 """One row of a benchmark's file (``where``: its file and line) -> its record."""
 
 
-def register_benchmark(name: str, *, help: str, folder: bool = False) -> Callable[[RowConverter], RowConverter]:
+def register_benchmark(
+    name: str, *, help: str, folder: bool = False, union: str | None = None
+) -> Callable[[RowConverter], RowConverter]:
     """Decorator: make a row converter the format ``cheems import NAME`` (``folder``: it also reads every
-    ``*.json`` below a folder); a prompt id seen twice is an error (or skipped with ``--skip-invalid``)."""
+    ``*.json`` below a folder, or only the file named ``union`` where the folder holds one: the benchmark's own
+    union of its other files); a prompt id seen twice is an error (or skipped with ``--skip-invalid``)."""
 
     def add(convert: RowConverter) -> RowConverter:
-        register_format(name, help=help)(lambda job: _import_benchmark(job, convert, folder))
+        register_format(name, help=help)(lambda job: _import_benchmark(job, convert, folder, union))
         return convert
 
     return add
 
 
-@register_benchmark("rmbench", help="RM-Bench's data files, a file or a folder", folder=True)
+# upstream's data/ holds total_dataset.json beside the per-domain files it joins: read from a folder, it alone
+@register_benchmark(
+    "rmbench", help="RM-Bench's data files, a file or a folder", folder=True, union="total_dataset.json"
+)
 def rmbench_row(row: dict[str, Any], where: _Where) -> Record:
     """One RM-Bench prompt (``data/*_filtered.json`` or ``data/total_dataset.json`` rows ``{id, prompt,
     chosen: [3], rejected: [3], domain?}``): responses ``chosen-STYLE`` / ``rejected-STYLE`` with a ``style``
@@ -200,20 +206,20 @@ def _rmbench_domain(path: Path) -> str:
     return path.stem.removesuffix("_filtered")
 
 
-def _files(path: Path) -> list[Path]:
+def _files(path: Path, union: str | None) -> list[Path]:
     if not path.is_dir():
         return [path]
     files = sorted(path.rglob("*.json"))
     if not files:
         raise InputError("the folder holds no .json file", path=str(path), hint="point at the benchmark's data folder")
-    return files
+    return [f for f in files if f.name == union] or files
 
 
-def _import_benchmark(job: ImportJob, convert: RowConverter, folder: bool) -> Iterator[Any]:
+def _import_benchmark(job: ImportJob, convert: RowConverter, folder: bool, union: str | None) -> Iterator[Any]:
     """``job.fn`` of the records of a benchmark's file (or, with ``folder``, folder), all read first."""
     result = ReadResult()
     seen: dict[str, str] = {}
-    for file in _files(Path(job.path)) if folder else [Path(job.path)]:
+    for file in _files(Path(job.path), union) if folder else [Path(job.path)]:
         for line, row in load_rows(file, job.skip_invalid, result.skipped):
             where = _Where(str(file), line)
             record = _guard(
