@@ -114,6 +114,59 @@ def test_score_checks_the_bench_as_load_bench_does(tmp_path, monkeypatch, capsys
     assert [json.loads(line)["score"] for line in out.read_text().splitlines()] == [1.0, 1.0]
 
 
+def _id_less_benches(tmp_path: Path) -> list[Path]:
+    """Two official-format bench files without ids that share a prompt: records with annotations, and pairwise
+    rows (grouped by their text), each prompt judged the other way round in the second file."""
+
+    def record(better: str, worse: str) -> dict:
+        responses = [{"id": "x", "content": better}, {"id": "y", "content": worse}]
+        return {"input": "如何保持良好的睡眠？", "responses": responses, "annotations": [["x", "y", 1]]}
+
+    def pair(better: str, worse: str) -> dict:
+        return {"input": "用一句话形容大海。", "answer1": better, "answer2": worse, "preference": 1}
+
+    return [
+        write_jsonl(
+            tmp_path / "a.jsonl", [record("规律作息，睡前少看手机。", "熬夜。"), pair("大海像蓝色绸缎。", "海。")]
+        ),
+        write_jsonl(
+            tmp_path / "b.jsonl", [record("多睡。", "规律作息，早睡早起。"), pair("海很大。", "大海无边无际。")]
+        ),
+    ]
+
+
+def test_id_less_prompt_in_two_bench_files_is_a_prompt_of_each(tmp_path, monkeypatch, capsys) -> None:
+    paths = _id_less_benches(tmp_path)
+    out = tmp_path / "m.json"
+    args = ["eval", "--model", "length", "--output-json", out, "--resamples", "50"]
+    result = run_main(*args, "--bench", paths[0], "--bench", paths[1], monkeypatch=monkeypatch, capsys=capsys)
+    assert result.returncode == 0, result.stderr
+    subsets = json.loads(out.read_text())["subsets"]
+    assert {name: (subsets[name]["accuracy"], subsets[name]["n_prompts"]) for name in "ab"} == {
+        "a": (1.0, 2),
+        "b": (0.0, 2),
+    }
+    bench = load_bench(paths)  # the in-memory reader names them the same way
+    assert [r.id.split("/")[0] for records in bench.values() for r in records] == ["a", "a", "b", "b"]
+    assert {r.id.split("/")[1] for r in bench["a"]} == {r.id.split("/")[1] for r in bench["b"]}
+
+
+def test_scores_of_id_less_benches_evaluate_as_the_model_does(tmp_path, monkeypatch, capsys) -> None:
+    paths = _id_less_benches(tmp_path)
+    scores, by_scores, by_model = tmp_path / "s.jsonl", tmp_path / "s.json", tmp_path / "m.json"
+    benches = ["--bench", paths[0], "--bench", paths[1]]
+    result = run_main(
+        "score", "--model", "length", "--no-cache", *benches, "-o", scores, monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert result.returncode == 0, result.stderr
+    assert len({json.loads(line)["prompt_id"] for line in scores.read_text().splitlines()}) == 4
+    for by, out in ((["--scores", scores], by_scores), (["--model", "length"], by_model)):
+        args = ["eval", *by, *benches, "--output-json", out, "--resamples", "50"]
+        result = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+        assert result.returncode == 0 and "match no response" not in result.stderr, result.stderr
+    assert json.loads(by_scores.read_text())["subsets"] == json.loads(by_model.read_text())["subsets"]
+
+
 def _in_memory_eval(paths: list[Path], scores: Path, tmp_path: Path) -> tuple[bytes, bytes] | str:
     """``--output-json`` and ``--details`` as the in-memory functions write them, or the error message."""
     try:

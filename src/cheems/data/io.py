@@ -570,8 +570,10 @@ def is_official_pair(obj: Any) -> bool:
     return isinstance(obj, dict) and {"answer1", "answer2", "preference"} <= obj.keys()
 
 
-def parse_record(obj: Any, path: str, line: int) -> Record:
-    """Validate one canonical (or official) record object."""
+def parse_record(obj: Any, path: str, line: int, id_scope: str | None = None) -> Record:
+    """Validate one canonical (or official) record object. A record without an ``id`` is named by its prompt
+    text; with ``id_scope`` (a bench file's subset) that name is ``SCOPE/p-…``, so that the same prompt in two
+    bench files is two prompts, as upstream evaluates each file on its own."""
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=line)
     obj = dict(obj)
@@ -580,9 +582,12 @@ def parse_record(obj: Any, path: str, line: int) -> Record:
     if "annotations" in obj:
         _official_annotations(obj, path, line)
     try:
-        return Record.model_validate(obj)
+        record = Record.model_validate(obj)
     except ValidationError as e:
         raise validation_error(e, path, line) from None
+    if id_scope is not None and not obj.get("id"):
+        record.id = f"{id_scope}/{record.id}"
+    return record
 
 
 def json_line(row: dict[str, Any]) -> str:

@@ -84,25 +84,27 @@ def same_record(record: Record) -> Record:
     return record
 
 
-def _parse_chunk(path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool) -> list[tuple]:
+def _parse_chunk(
+    path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool, scope: str | None = None
+) -> list[tuple]:
     """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
-    else values already decoded (``.json`` and ``.csv`` files)."""
+    else values already decoded (``.json`` and ``.csv`` files). ``scope``: as ``id_scope`` of ``parse_record``."""
     decoder = Decoder(Path(path)) if raw else None
     out: list[tuple] = []
     for n, item in rows:
         try:
             obj = decode_jsonl_line(decoder, item, n) if decoder is not None else item
-            out.append(_one(path, fn, n, obj))
+            out.append(_one(path, fn, n, obj, scope))
         except InputError as e:
             out.append((n, _ERROR, e))
     return out
 
 
-def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any) -> tuple:
+def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any, scope: str | None = None) -> tuple:
     """(line, kind, value) for one decoded row: an official pairwise row is kept as it is for grouping."""
     if is_official_pair(obj):
         return n, _PAIR, obj
-    record = parse_record(obj, path, n)
+    record = parse_record(obj, path, n, scope)
     try:
         result = fn(record)
     except InputError as e:  # a check of fn's own (the importers' distinct_pairs) is at this line too
@@ -112,13 +114,16 @@ def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any) -> tuple:
 
 class PromptIds:
     """The prompt ids read so far and where each was first seen, for the duplicate check. One object can
-    span several :func:`stream_records` calls (bench files, whose ids must be unique across the files)."""
+    span several :func:`stream_records` calls (bench files, whose ids must be unique across the files).
+    ``scoped``: a record without an id is named ``FILE-STEM/p-…`` (see ``parse_record``), so that only ids written
+    in the files can repeat across them."""
 
     _LINE_BITS = 40
 
-    def __init__(self) -> None:
+    def __init__(self, *, scoped: bool = False) -> None:
         from cheems.data.keytable import KeyLog  # here, not at the top: workers import this module, not numpy
 
+        self.scoped = scoped
         self.paths: list[str] = []
         self._log = KeyLog()
 
@@ -129,6 +134,10 @@ class PromptIds:
         if first is None:
             return None
         return f"{self.paths[first >> self._LINE_BITS]}:{first & ((1 << self._LINE_BITS) - 1)}"
+
+    def scope(self, path: str) -> str | None:
+        """The ``id_scope`` of ``parse_record`` for the records of ``path``: its stem when ``scoped``."""
+        return Path(path).stem if self.scoped else None
 
 
 class _Reader:
@@ -179,7 +188,8 @@ class _Reader:
                     self.skip(e)
         for n, group in groups.values():
             try:
-                _, _, value = _one(path, fn, n, group)  # a group has no answer1/answer2: it parses as a record
+                # a group has no answer1/answer2: it parses as a record
+                _, _, value = _one(path, fn, n, group, self.ids.scope(path))
                 yield self.take(path, n, value, unique=False)
             except InputError as e:
                 self.skip(e)
@@ -422,15 +432,16 @@ def _tasks(
     path: str, fn: Callable[[Record], Any], reader: _Reader, bar: _Progress
 ) -> Iterator[tuple[Callable[..., list[tuple]], tuple]]:
     """The chunks of one file as tasks; JSON Lines read a line at a time, other formats parsed whole first."""
+    scope = reader.ids.scope(path)
     if file_kind(path) != "jsonl":
         rows = load_rows(path, reader.skip_invalid, reader.issues.skipped)
         bar.add(Path(path).stat().st_size, len(rows))
         for start in range(0, len(rows), 256):
-            yield _parse_chunk, (path, fn, rows[start : start + 256], False)
+            yield _parse_chunk, (path, fn, rows[start : start + 256], False, scope)
         return
     for chunk in _chunks(jsonl_lines(path), CHUNK_BYTES):
         bar.add(sum(len(raw.encode("utf-8")) + 1 for _, raw in chunk), len(chunk))
-        yield _parse_chunk, (path, fn, chunk, True)
+        yield _parse_chunk, (path, fn, chunk, True, scope)
 
 
 StepFn = Callable[[Record], tuple[Record | None, Any]]

@@ -35,7 +35,8 @@ def load_bench(
     """Read bench files into ``{subset name: records}``; records without ``rank`` are resolved.
 
     The subset name is the file stem (``open.jsonl`` -> ``open``). Prompt ids must be unique
-    across the files, because a scores file is keyed by (prompt_id, response_id).
+    across the files, because a scores file is keyed by (prompt_id, response_id); a record without an
+    id is named ``SUBSET/p-…`` from its prompt text, so the same prompt in two files is two prompts.
     ``warnings`` receives a located message for each rank that leaves responses out and each
     file without a ranked pair (left out of ``overall``); when no file has one, nothing can be
     measured and an ``InputError`` is raised before anything is scored (unless not
@@ -93,7 +94,9 @@ def stream_bench(
     unique across the files. ``workers`` and ``label`` (a progress bar) as for ``Records``.
     """
     names: set[str] = set()
-    ids = PromptIds()  # one for all the files: a prompt id in two files is a duplicate
+    # One for all the files: an id written in two files is a duplicate; one derived from the prompt text is
+    # the file's own (upstream evaluates each file on its own, and a scores file needs distinct keys).
+    ids = PromptIds(scoped=True)
     for p in paths:
         yield _subset_name(p, names), Records([p], workers=workers, label=label, ids=ids)
 
