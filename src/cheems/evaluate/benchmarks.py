@@ -59,11 +59,14 @@ def register_metric(name: str, *, title: str, help: str) -> Callable[[SubsetMetr
 
 
 def pair_right(pair: PairOutcome) -> bool:
-    """Whether a pair is right. A scorer's iff score(better) > score(worse) (a tie is wrong, as in every
-    upstream code here). A judge's iff more of its verdicts name the better response than the worse one:
-    JudgeBench's rule (ScalerLab/JudgeBench ``utils/metrics.py``, ``counter > 0``), so with both orders an
-    inconsistent pair (one right, one wrong) is wrong, and one right verdict with a tie or an unparsed reply
-    is right; with one order, right iff that verdict names it."""
+    """Whether a pair is right.
+
+    A scorer's iff score(better) > score(worse): a tie is wrong. That is cheems' strict rule, not every
+    upstream code's (JudgeBench's reward-model judges count a tie as B winning). A judge's iff more of its
+    verdicts name the better response than the worse one: JudgeBench's rule (ScalerLab/JudgeBench
+    ``utils/metrics.py``, ``counter > 0``), so with both orders an inconsistent pair (one right, one wrong) is
+    wrong, and one right verdict with a tie or an unparsed reply is right; with one order, right iff that
+    verdict names it."""
     if pair.verdicts is None:
         return pair.correct
     picks = [pair.picked(v) for v in pair.verdicts]
