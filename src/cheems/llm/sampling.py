@@ -25,10 +25,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import Field
 
@@ -347,6 +347,25 @@ class _Planned:
     sample: int
     seed: int
     item: str
+    messages: list[dict[str, str]]  # the record's, one list shared by its samples
+
+
+class Ask(NamedTuple):
+    """One question of a cached run: what is sent, and the (prompt id, sample index) the cache notes beside it."""
+
+    messages: list[dict[str, str]]
+    seed: int
+    prompt_id: str
+    sample: int
+
+
+class RunCounts(Protocol):
+    """The counts of a run that :func:`ask_cached` keeps."""
+
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    budget_exhausted: bool
 
 
 def merge_sample(responses: list[Response], sample_id: str, content: str, model: str) -> None:
@@ -398,8 +417,58 @@ def _plan(records: Sequence[Record], settings: GenerateSettings) -> tuple[list[_
                 )
             seed = sample_seed(settings.seed, record.id, i)
             item = content_hash({"messages": messages, "sample": i, "seed": seed})
-            planned.append(_Planned(index, i, seed, item))
+            planned.append(_Planned(index, i, seed, item, messages))
     return planned, in_pool
+
+
+def ask_cached(
+    backend: OpenAIGenerator | LocalGenerator,
+    cache: SampleCache,
+    key: str,
+    asks: Mapping[str, Ask],
+    stats: RunCounts,
+    label: str,
+    what: str,
+    progress: bool,
+) -> tuple[dict[str, Outcome], set[str]]:
+    """Outcomes of ``asks`` (cache item -> question): those in ``cache`` under ``key`` read back, the rest asked of
+    ``backend``, each final reply committed as it arrives (an interrupted run resumes where it stopped).
+
+    Returns the outcomes and the items asked in this run; adds the requests and tokens to ``stats`` and sets its
+    ``budget_exhausted``. A run stopped by an ``InputError`` (server gone, key refused) says how many ``what`` of
+    it are saved in the cache.
+    """
+    outcomes = {item: Outcome(raw=c.content, final=True) for item, c in cache.get_many(key, asks).items()}
+    todo = {item: ask for item, ask in asks.items() if item not in outcomes}
+    new: set[str] = set()
+    bar = ProgressBar(len(todo), label, enabled=progress, terminal_only=True, transient=True)
+
+    def on_done(item: str, outcome: Outcome) -> None:
+        outcomes[item] = outcome
+        new.add(item)
+        stats.requests += outcome.requests
+        stats.prompt_tokens += outcome.prompt_tokens
+        stats.completion_tokens += outcome.completion_tokens
+        if outcome.final:
+            ask = todo[item]
+            sample = CachedSample(outcome.raw or "", outcome.prompt_tokens, outcome.completion_tokens, outcome.requests)
+            cache.put(key, item, sample, backend.settings.model_name, ask.prompt_id, ask.sample)
+        bar.advance()
+
+    try:
+        if todo:
+            backend.generate_many(((item, a.messages, a.seed) for item, a in todo.items()), on_done)
+    except InputError as e:  # the run stopped: nothing finished is lost
+        saved = sum(outcomes[item].final for item in new)
+        if not saved:
+            raise
+        raise with_saved_note(e, f"{saved} {what} of this run are saved in {cache.path}") from None
+    finally:
+        bar.close()
+    stats.budget_exhausted = backend.budget.exhausted and any(
+        item not in outcomes or outcomes[item].not_attempted for item in todo
+    )
+    return outcomes, new
 
 
 def generate_records(records: Sequence[Record], settings: GenerateSettings, progress: bool = True) -> GenerateResult:
@@ -416,51 +485,13 @@ def generate_records(records: Sequence[Record], settings: GenerateSettings, prog
     generator = content_hash(backend.identity, keyed=True)
     planned, in_pool = _plan(records, settings)
     stats = GenerateStats(settings.gen_model, prompts=len(records), samples=len(planned), in_pool=in_pool)
-    outcomes: dict[str, Outcome] = {}
-    new: set[str] = set()
+    asks: dict[str, Ask] = {}
+    for p in planned:  # the same prompt twice (same id and text) is asked once
+        asks.setdefault(p.item, Ask(p.messages, p.seed, records[p.record].id, p.sample))
     with SampleCache(settings.cache) as cache:
-        for item, c in cache.get_many(generator, [p.item for p in planned]).items():
-            outcomes[item] = Outcome(raw=c.content, final=True)
-        todo: dict[str, _Planned] = {}
-        for p in planned:
-            if p.item not in outcomes:
-                todo.setdefault(p.item, p)  # the same prompt twice (same id and text) is asked once
-
-        def jobs() -> Iterator[GenJob]:
-            for item, p in todo.items():
-                yield item, prompt_messages(records[p.record].prompt), p.seed
-
-        bar = ProgressBar(
-            len(todo), f"sampling from {settings.gen_model}", enabled=progress, terminal_only=True, transient=True
+        outcomes, new = ask_cached(
+            backend, cache, generator, asks, stats, f"sampling from {settings.gen_model}", "sample(s)", progress
         )
-
-        def on_done(item: str, outcome: Outcome) -> None:
-            outcomes[item] = outcome
-            new.add(item)
-            stats.requests += outcome.requests
-            stats.prompt_tokens += outcome.prompt_tokens
-            stats.completion_tokens += outcome.completion_tokens
-            if outcome.final:
-                p = todo[item]
-                sample = CachedSample(
-                    outcome.raw or "", outcome.prompt_tokens, outcome.completion_tokens, outcome.requests
-                )
-                cache.put(generator, item, sample, settings.gen_model, records[p.record].id, p.sample)
-            bar.advance()
-
-        try:
-            if todo:
-                backend.generate_many(jobs(), on_done)
-        except InputError as e:  # the run stopped (server gone, key refused): nothing finished is lost
-            saved = sum(outcomes[item].final for item in new)
-            if not saved:
-                raise
-            raise with_saved_note(e, f"{saved} sample(s) of this run are saved in {cache.path}") from None
-        finally:
-            bar.close()
-    stats.budget_exhausted = budget.exhausted and any(
-        item not in outcomes or outcomes[item].not_attempted for item in todo
-    )
     result = _assemble(records, planned, outcomes, new, settings, stats)
     if stats.samples and not stats.generated + stats.cached:
         raise _no_samples(result, settings)

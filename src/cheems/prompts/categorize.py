@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -28,14 +28,13 @@ from pydantic import Field
 
 from cheems.cachedb import cache_file
 from cheems.data.schema import Record
-from cheems.errors import InputError
 from cheems.llm.endpoint import EndpointSettings, Outcome, RequestBudget
 from cheems.llm.replies import REPLY_REASONS, clip_reply, failure_text, strip_reasoning
-from cheems.llm.runs import ChatRun, print_budget_reached, request_rows, run_to_files, summary_table, with_saved_note
-from cheems.llm.sampling import CachedSample, GenJob, OpenAIGenerator, SampleCache, read_prompts, sample_seed
+from cheems.llm.runs import ChatRun, print_budget_reached, request_rows, run_to_files, summary_table
+from cheems.llm.sampling import Ask, OpenAIGenerator, SampleCache, ask_cached, read_prompts, sample_seed
 from cheems.models.base import prompt_text
 from cheems.prompts.taxonomy import SEPARATOR, Taxonomy, load_taxonomy
-from cheems.runtime import ProgressBar, content_hash
+from cheems.runtime import content_hash
 from cheems.settings import Cli, one_of, rule
 
 if TYPE_CHECKING:
@@ -206,47 +205,13 @@ def categorize_records(
         messages = categorize_messages(record, taxonomy)
         seed = sample_seed(settings.seed, record.id, 0)
         asked[index] = (content_hash({"messages": messages, "seed": seed}), messages, seed)
-    outcomes: dict[str, Outcome] = {}
+    asks: dict[str, Ask] = {}
+    for index, (item, messages, seed) in asked.items():
+        asks.setdefault(item, Ask(messages, seed, records[index].id, 0))
     with reply_cache(settings) as cache:
-        for item, sample in cache.get_many(model, [item for item, _, _ in asked.values()]).items():
-            outcomes[item] = Outcome(raw=sample.content, final=True)
-        cached = set(outcomes)
-        todo = {
-            item: (index, messages, seed) for index, (item, messages, seed) in asked.items() if item not in outcomes
-        }
-
-        def jobs() -> Iterator[GenJob]:
-            for item, (_, messages, seed) in todo.items():
-                yield item, messages, seed
-
         label = f"categorising with {settings.judge_model}"
-        bar = ProgressBar(len(todo), label, enabled=progress, terminal_only=True, transient=True)
-
-        def on_done(item: str, outcome: Outcome) -> None:
-            outcomes[item] = outcome
-            stats.requests += outcome.requests
-            stats.prompt_tokens += outcome.prompt_tokens
-            stats.completion_tokens += outcome.completion_tokens
-            if outcome.final:
-                reply = CachedSample(
-                    outcome.raw or "", outcome.prompt_tokens, outcome.completion_tokens, outcome.requests
-                )
-                cache.put(model, item, reply, settings.judge_model, records[todo[item][0]].id, 0)
-            bar.advance()
-
-        try:
-            if todo:
-                client.generate_many(jobs(), on_done)
-        except InputError as e:  # the run stopped (server gone, key refused): nothing finished is lost
-            saved = sum(outcomes[item].final for item in todo if item in outcomes)
-            if not saved:
-                raise
-            raise with_saved_note(e, f"{saved} reply(ies) of this run are saved in {cache.path}") from None
-        finally:
-            bar.close()
-    stats.budget_exhausted = budget.exhausted and any(
-        item not in outcomes or outcomes[item].not_attempted for item in todo
-    )
+        outcomes, new = ask_cached(client, cache, model, asks, stats, label, "reply(ies)", progress)
+    cached = set(outcomes) - new
     return _assemble(records, asked, outcomes, cached, taxonomy, stats)
 
 
