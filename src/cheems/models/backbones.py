@@ -83,7 +83,7 @@ def _looks_like_path(name: str) -> bool:
 
 def _read_config(path: Path, spec: str) -> dict[str, Any]:
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(
             f"model '{spec}' has no config.json",
@@ -92,9 +92,114 @@ def _read_config(path: Path, spec: str) -> dict[str, Any]:
         ) from None
     except (OSError, ValueError) as e:
         raise InputError(f"cannot read the model config: {e}", path=str(path)) from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"config.json is not valid JSON ({e.msg}, column {e.colno})",
+            path=str(path),
+            line=e.lineno,
+            hint="fix the file, or save the model again with save_pretrained",
+        ) from None
     if not isinstance(config, dict):
         raise InputError("config.json is not a JSON object", path=str(path))
     return config
+
+
+# config.json fields that are sizes: where present, a whole number of at least 1 (transformers builds the model's
+# layers from them and fails deep inside on anything else).
+SIZE_FIELDS = (
+    "hidden_size",
+    "vocab_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "num_labels",
+)
+# The dtypes a config may name (``torch_dtype``, or ``dtype`` in transformers 5): torch's names for them.
+CONFIG_DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16", "float64", "double", "auto"})
+# The input embedding's weight in a checkpoint, by architecture family: shape [vocab_size, hidden_size].
+EMBEDDING_SUFFIXES = ("embed_tokens.weight", "word_embeddings.weight", "wte.weight")
+
+
+def check_config(config: dict[str, Any], path: Path, folder: Path | None = None) -> None:
+    """The one check of a model's ``config.json`` (``path``) that every loader runs (through :func:`locate_model`).
+
+    A config transformers cannot build a model from is one :class:`InputError` naming the file and the field:
+    no or an unknown ``model_type``, a size field (:data:`SIZE_FIELDS`) that is not a whole number >= 1, an
+    unknown ``torch_dtype``, a head of labels that are not a mapping; for a local ``folder``, ``hidden_size``
+    and ``vocab_size`` against the shape of the embedding in its safetensors weights (read from the header only).
+    """
+
+    def bad(field: str, what: str, hint: str) -> InputError:
+        return InputError(what, path=str(path), field=field, hint=hint)
+
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise bad(
+            "model_type", "is missing", "name the architecture (e.g. bert, qwen2, llama), as save_pretrained does"
+        )
+    if not _known_model_type(model_type):
+        raise bad(
+            "model_type",
+            f"'{model_type}' is not an architecture this transformers knows",
+            "check the spelling, or upgrade transformers if the model is newer",
+        )
+    for field in SIZE_FIELDS:
+        value = config.get(field)
+        if field in config and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise bad(field, f"is {json.dumps(value)}; it must be a whole number of at least 1", "fix config.json")
+    if "id2label" in config and not isinstance(config["id2label"], dict):
+        raise bad("id2label", "is not a mapping of label ids to names", 'write it as {"0": "LABEL_0"}')
+    for field in ("torch_dtype", "dtype"):
+        value = config.get(field)
+        if value is not None and value not in CONFIG_DTYPES:
+            raise bad(field, f"{json.dumps(value)} is not a dtype", "use float32, bfloat16 or float16")
+    if folder is not None:
+        _check_embedding(config, path, folder)
+
+
+def _known_model_type(model_type: str) -> bool:
+    """Whether transformers has ``model_type``: its folder among ``transformers.models`` (cheap), else its table."""
+    spec = importlib.util.find_spec("transformers.models")
+    locations = spec.submodule_search_locations if spec else None
+    if locations and (Path(locations[0]) / model_type.replace("-", "_")).is_dir():
+        return True
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # imports torch: odd names only
+
+    return model_type in CONFIG_MAPPING_NAMES
+
+
+def _safetensors_shapes(folder: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape of the folder's safetensors weights, from their JSON headers (no weights read)."""
+    shapes: dict[str, list[int]] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with open(file, "rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(size)) if 0 < size < 100_000_000 else {}
+        except (OSError, ValueError):
+            continue  # a damaged weights file is the loader's own error
+        shapes.update({k: v["shape"] for k, v in header.items() if isinstance(v, dict) and "shape" in v})
+    return shapes
+
+
+def _check_embedding(config: dict[str, Any], path: Path, folder: Path) -> None:
+    """``hidden_size`` and ``vocab_size`` against the input embedding the weights hold ([vocab, hidden])."""
+    shapes = _safetensors_shapes(folder)
+    name = next((k for k in shapes if k.endswith(EMBEDDING_SUFFIXES) and len(shapes[k]) == 2), None)
+    if name is None:
+        return
+    for field, saved in (("hidden_size", shapes[name][1]), ("vocab_size", shapes[name][0])):
+        if field in config and config[field] != saved:
+            raise InputError(
+                f"is {config[field]} but the weights' {name} has {saved}",
+                path=str(path),
+                field=field,
+                hint=f"set {field} to {saved}, or give the folder the weights this config was made for",
+            )
 
 
 def _hub_config(repo: str, revision: str | None, spec: str) -> str:
@@ -163,6 +268,7 @@ def locate_model(spec: str) -> ModelSource:
     path = Path(name).expanduser()
     if path.is_dir():
         config = _read_config(path / "config.json", spec)
+        check_config(config, path / "config.json", path)
         return ModelSource(spec, str(path.resolve()), None, config, {"config": config, "files": folder_files(path)})
     if path.exists():
         raise InputError(
@@ -176,4 +282,5 @@ def locate_model(spec: str) -> ModelSource:
     config_path = Path(_hub_config(repo, revision or None, spec))
     commit = config_path.parent.name  # .../snapshots/<commit>/config.json
     config = _read_config(config_path, spec)
+    check_config(config, config_path)
     return ModelSource(spec, repo, commit, config, {"hub": repo, "commit": commit, "config": config})
