@@ -68,9 +68,10 @@ SIDE_FILES = ("-wal", "-shm", "-journal")
 class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived (a ``BaseException``, like ``KeyboardInterrupt``: nothing catches it by accident)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, note: str | None = None) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.note = note  # what the run did about it (a training run: its checkpoint), for the interrupted line
 
 
 # ---------------------------------------------------------------------------- checks before any work
@@ -357,8 +358,9 @@ async def interruptible(run: Awaitable[T]) -> T:
     raise asyncio.CancelledError
 
 
-def interrupted_line() -> str:
-    """The one line an interrupted run prints: which outputs it left unchanged (and had written), and the note.
+def interrupted_line(note: str | None = None) -> str:
+    """The one line an interrupted run prints: which outputs it left unchanged (and had written), and the note
+    (``note``, the :class:`Interrupted`'s own, over the one the command claimed its outputs with).
 
     Later signals are ignored from here on, and a temporary file a second signal kept its writer
     from removing is removed.
@@ -377,8 +379,9 @@ def interrupted_line() -> str:
             parts.append(f"{', '.join(written)} already written")
         if _claim.folders:
             parts.append(f"{', '.join(_claim.folders)} may be incomplete")
-        if _claim.note:
-            parts.append(_claim.note)
+        note = note or _claim.note
+    if note:
+        parts.append(note)
     return "; ".join(parts)
 
 
@@ -418,14 +421,27 @@ def _make_folders(folder: str) -> list[str]:
     return made
 
 
+def umask_mode() -> int:
+    """The permissions a plain ``open(..., "w")`` gives a new file: 0666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def follow_umask(files: Iterable[str | Path]) -> None:
+    """Give ``files`` the permissions of :func:`umask_mode`: for what a library wrote through a private temporary
+    file (safetensors saves every ``*.safetensors`` 0600), so a saved model reads like the rest of its folder."""
+    mode = umask_mode()
+    for file in files:
+        os.chmod(file, mode)
+
+
 def _file_mode(target: str) -> int:
     """Permissions of the file being replaced, else what a plain ``open(..., "w")`` would give."""
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return umask_mode()
 
 
 def _commit(tmp: str, target: str) -> None:

@@ -81,7 +81,7 @@ def run(application: Callable[..., object]) -> None:
             )
             sys.exit(2)
         except Interrupted as e:
-            line = interrupted_line()  # first: from here on a second Ctrl-C cannot cut the cleanup short
+            line = interrupted_line(e.note)  # first: from here on a second Ctrl-C cannot cut the cleanup short
             err.print(Text(line, style="yellow"), soft_wrap=True)
             sys.exit(128 + e.signum)
         except InputError as e:

@@ -20,7 +20,7 @@ from typing import Any
 
 from cheems.data.io import write_json
 from cheems.errors import InputError
-from cheems.outputs import disk_errors
+from cheems.outputs import disk_errors, follow_umask
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.json"
@@ -172,6 +172,7 @@ def save_checkpoint(
     try:
         with disk_errors(f"the checkpoint at step {position.global_step}", checkpoint, hint):
             accelerator.save_state(str(checkpoint))
+            follow_umask(checkpoint.rglob("*.safetensors"))  # written 0600 by safetensors, like a saved model's
             if accelerator.is_main_process:
                 config.save_yaml(checkpoint / CONFIG_FILE)
                 write_json(output / METRICS_FILE, metrics)

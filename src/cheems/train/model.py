@@ -279,8 +279,10 @@ def save_reward_model(
     elif hasattr(hf.config, POOLING_KEY):
         delattr(hf.config, POOLING_KEY)
     from cheems.models.quiet import quiet_libraries
+    from cheems.outputs import follow_umask
 
     with quiet_libraries():  # no "Writing model shards" bar
         hf.save_pretrained(directory, state_dict=state_dict)
         tokenizer.save_pretrained(directory)
+    follow_umask(directory.glob("*.safetensors"))  # safetensors writes them 0600; the rest follows the umask
     return directory

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,12 +36,14 @@ from cheems.data.io import write_json
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.encoding import RewardEncoder
-from cheems.outputs import disk_errors, replace_folder
+from cheems.outputs import SIGNALS, Interrupted, disk_errors, replace_folder
 from cheems.runtime import ProgressBar, bf16_wanted, pick_device
 from cheems.train.batching import EpochPlan, plan_epoch
 from cheems.train.checkpoint import (
+    CHECKPOINTS,
     CONFIG_FILE,
     METRICS_FILE,
+    MODEL_FILE,
     Position,
     check_output,
     resume,
@@ -200,7 +205,7 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
     model.train()
     started = time.time()
     window: list[dict[str, float]] = []
-    with bar:
+    with bar, _signals_noted() as caught:
         for step in steps:
             if step.first:
                 run.say(_describe_epoch(plans[step.epoch], step.epoch, config.epochs))
@@ -233,13 +238,71 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
             bar.advance(1, stats=f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else "")
             if bench is not None and _eval_due(config.eval_every, result.global_step, step.epoch_end):
                 _evaluate(run, model, encoder, bench, step.progress)
-            if config.save_every and result.global_step % config.save_every == 0:
+            stop = _stop_asked(run, caught)  # a signal after this step waits for the next one
+            if stop or (config.save_every and result.global_step % config.save_every == 0):
                 position = Position(result.global_step, *step.resume_at)
                 save_checkpoint(accelerator, work, position, config, result.metrics(), digest)
+                if stop:
+                    _stop(run, caught[0], position)
     if bench is not None and config.eval_every and _last_step_unevaluated(run):
         _evaluate(run, model, encoder, bench, float(config.epochs))
     _save_model(run, model, tokenizer)
     return result
+
+
+# ---------------------------------------------------------------------- stopping on a signal
+@contextmanager
+def _signals_noted() -> Iterator[list[int]]:
+    """Within the block SIGINT and SIGTERM are noted in the list it yields, not acted on: the loop finishes its
+    step, saves a checkpoint and stops (:func:`_stop`). A second signal stops at once, as before the block.
+
+    Only the main thread can set handlers; elsewhere (a notebook's worker thread) signals stay as they are.
+    """
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+
+    def note(signum: int, frame: Any) -> None:
+        if caught:  # asked twice: stop now, with what the run had before (the CLI's clean interrupt)
+            handler = previous[signal.Signals(signum)]
+            if not callable(handler):
+                raise Interrupted(signum)
+            handler(signum, frame)
+            return
+        caught.append(signum)
+
+    for s in SIGNALS:
+        signal.signal(s, note)
+    try:
+        yield caught
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stop_asked(run: _Run, caught: list[int]) -> bool:
+    """Whether any process was sent SIGINT/SIGTERM (all then stop after the same step); notes it in ``caught``."""
+    if run.accelerator.num_processes > 1:
+        flag = torch.tensor([caught[0] if caught else 0], device=run.accelerator.device)
+        signum = int(run.accelerator.reduce(flag, "max").item())
+        if signum and not caught:
+            caught.append(signum)
+    return bool(caught)
+
+
+def _stop(run: _Run, signum: int, position: Position) -> None:
+    """End a run that was asked to stop, once its checkpoint at ``position`` is saved: one line saying where it is and
+    how to go on (the interrupt's line under the CLI), exit 128 + ``signum``."""
+    checkpoint = run.work / CHECKPOINTS / f"step-{position.global_step:07d}"
+    run.logger.close()
+    run.accelerator.wait_for_everyone()
+    raise Interrupted(
+        signum,
+        note=f"saved a resumable checkpoint at step {position.global_step} in {checkpoint} — "
+        "run the same command with --resume to continue",
+    )
 
 
 # ---------------------------------------------------------------------- setup
@@ -531,10 +594,15 @@ def _save_model(run: _Run, model: Any, tokenizer: Any) -> None:
     run.logger.close()  # the logs are whole before the folder takes its name
     if run.main:
         hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
-        with disk_errors("the model", work, hint):
-            save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict)
-            run.config.save_yaml(work / CONFIG_FILE)
-            write_json(work / METRICS_FILE, run.result.metrics())
+        try:
+            with disk_errors("the model", work, hint):
+                save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict)
+                run.config.save_yaml(work / CONFIG_FILE)
+                write_json(work / METRICS_FILE, run.result.metrics())
+        except BaseException:  # a half-saved model must not load as one: no config.json, no weights
+            for file in (work / MODEL_FILE, *work.glob("*.safetensors")):
+                file.unlink(missing_ok=True)
+            raise
         replace_folder(work, output)
         run.say(f"saved the reward model to {output} ({run.result.global_step} steps)")
         run.result.model, run.result.tokenizer = unwrapped.eval(), tokenizer
