@@ -45,7 +45,10 @@ def test_dtype_rule():
     assert compute_dtype("cpu", "bf16") is torch.bfloat16
     assert compute_dtype("cpu", "fp16") is torch.float16
     native = open("/proc/cpuinfo").read()
-    expected = torch.bfloat16 if any(f in native.split() for f in ("avx512_bf16", "amx_bf16", "bf16")) else None
+    # torch's own probes count too (issue 31): bf16 autocast is ~2x faster than fp32 where either says yes
+    found = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    found = found or any(f in native.split() for f in ("avx512_bf16", "amx_bf16", "bf16"))
+    expected = torch.bfloat16 if found else None
     assert compute_dtype("cpu", "auto") is expected
     assert bf16_wanted("auto", "cpu") is (expected is torch.bfloat16)
     assert bf16_wanted(True, "cpu") is True and bf16_wanted(False, "cuda") is False

@@ -4,6 +4,7 @@ follow the umask (safetensors writes its files 0600)."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -16,7 +17,7 @@ import pytest
 
 import cheems
 from cheems.train.checkpoint import latest_checkpoint, read_position
-from helpers import assert_user_error
+from helpers import assert_user_error, run_main
 
 tiny_models = pytest.importorskip("tiny_models")
 from test_train_trainer import config, write_records  # noqa: E402 - the trainer tests' data and settings
@@ -111,3 +112,32 @@ def test_saved_files_follow_the_umask(tiny_bert, data, tmp_path):
     assert any(p.name == "model.safetensors" for p in files) and latest_checkpoint(tmp_path / "rm") is not None
     modes = {str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
     assert {mode for mode in modes.values()} == {oct(0o640)}, modes
+
+
+def test_cheems_eval_of_the_saved_model_gives_the_training_runs_number(tiny_bert, data, tmp_path, monkeypatch, capsys):
+    from cheems.models.backbones import FORMAT_KEY, MAX_LENGTH_KEY
+    from cheems.train.trainer import train_reward_model
+
+    bench = write_records(tmp_path / "open.jsonl", 8, seed=1)  # ~20 tokens a response: cut at 12, whole at 512
+    output = tmp_path / "rm"
+    settings = {"eval_bench": [str(bench)], "allow_overlap": True, "max_length": 12, "lr": 5e-3}
+    train_reward_model(config(tiny_bert, data, output, **settings))
+    saved = json.loads((output / "config.json").read_text(encoding="utf-8"))
+    assert saved[MAX_LENGTH_KEY] == 12 and saved[FORMAT_KEY] == "pair"
+    final = json.loads((output / "metrics.json").read_text(encoding="utf-8"))["final_eval"]
+
+    def evaluated(*extra: object) -> tuple[dict, str]:
+        report = tmp_path / "e.json"
+        args = ["eval", "--bench", bench, "-m", output, "--no-cache", "--dtype", "fp32", "--output-json", report]
+        proc = run_main(*args, *extra, monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(report.read_text(encoding="utf-8")), proc.stderr
+
+    report, said = evaluated()
+    assert "trained at" not in said
+    assert report["overall"] == pytest.approx(final["overall"], abs=1e-9)
+    for name, sub in report["subsets"].items():
+        assert sub["accuracy"] == final["subsets"][name]["accuracy"]
+    _, said = evaluated("--max-length", 512)  # an explicit option wins, and says so in one line
+    (line,) = [ln for ln in said.splitlines() if "trained at 12 tokens" in ln]
+    assert line.startswith("warning:") and "--max-length 512" in line

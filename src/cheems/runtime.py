@@ -44,11 +44,18 @@ def pick_device(device: str | None = None, *, cpu: bool = False) -> str:
 
 @cache
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16, AMX or Arm BF16), per /proc/cpuinfo.
+    """Whether this CPU computes bf16 natively: AVX512-BF16 or AMX as torch detects them, else Arm BF16 (or the
+    x86 flags) in /proc/cpuinfo. Detected on each machine, never assumed: machines of one cluster differ.
 
     Without it torch emulates bf16 and matmuls get far slower than fp32 (an AVX2 machine
     measured 0.9 vs 110 GFLOP/s), so ``auto`` must not pick bf16 there.
     """
+    import torch
+
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):  # private, so looked up with care
+        supported = getattr(torch.cpu, probe, None)
+        if callable(supported) and supported():
+            return True
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             flags = {w for line in f if line.startswith(("flags", "Features")) for w in line.split()}
@@ -57,12 +64,23 @@ def cpu_has_native_bf16() -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
+def cpu_bf16_report() -> str:
+    """What this CPU offers for bf16, as torch and /proc/cpuinfo see it (for benchmarks and bug reports)."""
+    import torch
+
+    native = "native bf16 (AVX512-BF16/AMX)" if cpu_has_native_bf16() else "no native bf16"
+    return f"{native}, torch CPU capability {torch.backends.cpu.get_cpu_capability()}"
+
+
 def compute_dtype(device: str, setting: str = "auto") -> "torch.dtype | None":
     """The reduced precision to compute in on ``device`` for ``setting``; None = plain fp32.
 
     ``auto`` is the one rule of the project: bf16 where the hardware computes it natively (a GPU
-    that supports it, a CPU with AVX512-BF16/AMX), fp32 everywhere else. ``fp32``, ``fp16`` and
-    ``bf16`` force a choice.
+    that supports it, a CPU with AVX512-BF16/AMX: :func:`cpu_has_native_bf16`), fp32 everywhere else,
+    whichever is faster there. On a CPU with AVX512-BF16, bf16 autocast took 0.54x fp32's time to score
+    and 0.44x to train m3e-small (BENCHMARKS.md, "Issue 31: bf16 or fp32 on a CPU",
+    ``benchmarks/cpu_bf16.py``); on one without, bf16 is ~100x slower. ``fp32``, ``fp16`` and ``bf16``
+    force a choice.
     """
     import torch
 

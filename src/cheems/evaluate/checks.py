@@ -428,7 +428,7 @@ def truncation(context: CheckContext) -> list[Check]:
         elif context.scorer is not None:
             why = f"measured for Hugging Face reward models, not '{context.scorer.name}'"
         return [Check("truncation", None, "ok", None, f"skipped: {why}")]
-    cut_part = "start" if encoder.tokenizer.chat_template else "end"
+    cut_part = "start" if encoder.chat else "end"
     found = []
     for subset, items in context.subsets(score_items):
         flat = [item for record_items in items for item in record_items]

@@ -106,6 +106,12 @@ def _read_config(path: Path, spec: str) -> dict[str, Any]:
     return config
 
 
+# What a model folder records of how it was trained (config.json's own keys, written by ``cheems train``): the
+# tokens per (prompt, response) it saw and whether its input was the chat template or a text pair. Scoring reads
+# them back (cheems.models.encoding), so the saved model scores as its training run evaluated it.
+MAX_LENGTH_KEY = "cheems_max_length"
+FORMAT_KEY = "cheems_format"
+FORMATS = ("chat", "pair")
 # config.json fields that are sizes: where present, a whole number of at least 1 (transformers builds the model's
 # layers from them and fails deep inside on anything else).
 SIZE_FIELDS = (
@@ -117,6 +123,7 @@ SIZE_FIELDS = (
     "intermediate_size",
     "max_position_embeddings",
     "num_labels",
+    MAX_LENGTH_KEY,
 )
 # The dtypes a config may name (``torch_dtype``, or ``dtype`` in transformers 5): torch's names for them.
 CONFIG_DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16", "float64", "double", "auto"})
@@ -151,6 +158,8 @@ def check_config(config: dict[str, Any], path: Path, folder: Path | None = None)
         value = config.get(field)
         if field in config and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise bad(field, f"is {json.dumps(value)}; it must be a whole number of at least 1", "fix config.json")
+    if config.get(FORMAT_KEY, FORMATS[0]) not in FORMATS:
+        raise bad(FORMAT_KEY, f"is {json.dumps(config[FORMAT_KEY])}", f"use {' or '.join(FORMATS)} (or remove it)")
     if "id2label" in config and not isinstance(config["id2label"], dict):
         raise bad("id2label", "is not a mapping of label ids to names", 'write it as {"0": "LABEL_0"}')
     for field in ("torch_dtype", "dtype"):
@@ -163,9 +172,9 @@ def check_config(config: dict[str, Any], path: Path, folder: Path | None = None)
 
 def _known_model_type(model_type: str) -> bool:
     """Whether transformers has ``model_type``: its folder among ``transformers.models`` (cheap), else its table."""
-    spec = importlib.util.find_spec("transformers.models")
+    spec = importlib.util.find_spec("transformers")  # found, not imported: an all-cached run never imports it
     locations = spec.submodule_search_locations if spec else None
-    if locations and (Path(locations[0]) / model_type.replace("-", "_")).is_dir():
+    if locations and (Path(locations[0]) / "models" / model_type.replace("-", "_")).is_dir():
         return True
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # imports torch: odd names only
 

@@ -10,17 +10,21 @@ torch is imported inside functions only; tokenizers are loaded through :func:`lo
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cheems.errors import InputError
-from cheems.models.backbones import ModelSource
+from cheems.errors import CheemsWarning, InputError
+from cheems.models.backbones import FORMAT_KEY, FORMATS, MAX_LENGTH_KEY, ModelSource
 from cheems.models.base import ScoreItem, prompt_messages, prompt_text
 from cheems.models.quiet import quiet_libraries
 
 if TYPE_CHECKING:
     import torch
+
+DEFAULT_MAX_LENGTH = 512
+"""Tokens per (prompt, response) when neither the caller nor the model folder says."""
 
 Features = tuple[list[int], "list[int] | None"]
 """Token ids and token type ids (text pairs; None with a chat template) of one (prompt, response)."""
@@ -59,22 +63,58 @@ def effective_max_length(max_length: int, tokenizer: Any, config: dict[str, Any]
     return min(limits)
 
 
+def scoring_max_length(source: ModelSource, max_length: int | None) -> int:
+    """The tokens per (prompt, response) to score ``source`` with: ``max_length`` when given, else what the model
+    was trained at (its config's :data:`MAX_LENGTH_KEY`), else :data:`DEFAULT_MAX_LENGTH`.
+
+    A ``max_length`` other than the trained one is used as asked, with one warning saying so: the scores then
+    differ from the evaluation the training run reported.
+    """
+    trained = source.config.get(MAX_LENGTH_KEY)
+    if max_length is None:
+        return trained if isinstance(trained, int) else DEFAULT_MAX_LENGTH
+    if isinstance(trained, int) and trained != max_length:
+        warnings.warn(
+            f"model '{source.spec}' was trained at {trained} tokens per response ({MAX_LENGTH_KEY} in its "
+            f"config.json); scoring at --max-length {max_length} as asked, so its numbers differ from its training "
+            "evaluation",
+            CheemsWarning,
+            stacklevel=3,
+        )
+    return max_length
+
+
 class RewardEncoder:
     """Token ids of (prompt, response) items for one model, cut to ``limit`` tokens.
 
     ``limit`` is ``max_length`` capped by the model (:func:`effective_max_length`). The
-    tokenizer is loaded from ``source`` unless given.
+    tokenizer is loaded from ``source`` unless given. The input is the chat template when the
+    tokenizer has one, else a text pair, unless the folder records the format it was trained on
+    (:data:`FORMAT_KEY`).
     """
 
     def __init__(self, source: ModelSource, max_length: int, tokenizer: Any = None) -> None:
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(source)
         self.limit = effective_max_length(max_length, self.tokenizer, source.config)
+        recorded = source.config.get(FORMAT_KEY)
+        self.chat = recorded == "chat" if recorded in FORMATS else bool(self.tokenizer.chat_template)
+        if self.chat and not self.tokenizer.chat_template:
+            raise InputError(
+                "the model was trained on its chat template, but its tokenizer has none",
+                path=source.spec,
+                field=FORMAT_KEY,
+                hint="restore the tokenizer files it was saved with (tokenizer_config.json holds the template)",
+            )
+
+    def recorded(self) -> dict[str, Any]:
+        """The config.json keys that make a saved model score as it was trained (see :data:`MAX_LENGTH_KEY`)."""
+        return {MAX_LENGTH_KEY: self.limit, FORMAT_KEY: "chat" if self.chat else "pair"}
 
     def features(self, items: Sequence[ScoreItem]) -> list[Features]:
         """Token ids (and token type ids for text pairs) of each item, truncated: what the model reads."""
         if not items:
             return []
-        if self.tokenizer.chat_template:
+        if self.chat:
             return [(ids[-self.limit :], None) for ids in self._chat_ids(items)]
         prompts, responses = [prompt_text(p) for p, _ in items], [r for _, r in items]
         return self._pair_features(prompts, responses, self._lengths(responses))
@@ -85,7 +125,7 @@ class RewardEncoder:
             return []
         responses = [r for _, r in items]
         response_len = self._lengths(responses)
-        if self.tokenizer.chat_template:
+        if self.chat:
             return [
                 Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
                 for ids, n in zip(self._chat_ids(items), response_len)

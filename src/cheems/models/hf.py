@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages
-from cheems.models.encoding import Features, RewardEncoder, collate
+from cheems.models.encoding import Features, RewardEncoder, collate, scoring_max_length
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
@@ -120,7 +120,7 @@ class HFRewardScorer:
         source: ModelSource,
         *,
         batch_size: int = 16,
-        max_length: int = 512,
+        max_length: int | None = None,
         device: str | None = None,
         dtype: str = "auto",
         shared_prefix: bool = True,
@@ -128,7 +128,7 @@ class HFRewardScorer:
         self.name = source.spec
         self.source = source
         self.batch_size = batch_size
-        self.max_length = max_length
+        self.max_length = scoring_max_length(source, max_length)  # None: what the model was trained at
         self.dtype = dtype
         self._device = device
         self._amp: Any = None  # autocast dtype, resolved with the device when the model loads

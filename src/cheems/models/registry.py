@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from cheems.errors import InputError
 from cheems.models.backbones import locate_model
 from cheems.models.base import Scorer
+from cheems.models.encoding import DEFAULT_MAX_LENGTH
 from cheems.models.length import LengthScorer
 from cheems.registries import Registry
 
@@ -28,7 +29,7 @@ class ScorerOptions:
     """What ``load_scorer`` passes every factory besides the spec (see :func:`load_scorer`)."""
 
     batch_size: int = 16
-    max_length: int = 512
+    max_length: int | None = None  # None: the model's own (a Hugging Face RM's training length), else 512
     device: str | None = None
     dtype: str = "auto"
     shared_prefix: bool = True
@@ -77,7 +78,11 @@ def _similarity(spec: str, options: ScorerOptions) -> Scorer:
 
     o = options
     return SimilarityScorer(
-        locate_model(model), batch_size=o.batch_size, max_length=o.max_length, device=o.device, dtype=o.dtype
+        locate_model(model),
+        batch_size=o.batch_size,
+        max_length=o.max_length or DEFAULT_MAX_LENGTH,
+        device=o.device,
+        dtype=o.dtype,
     )
 
 
@@ -136,7 +141,7 @@ def load_scorer(
     spec: str,
     *,
     batch_size: int = 16,
-    max_length: int = 512,
+    max_length: int | None = None,
     device: str | None = None,
     dtype: str = "auto",
     shared_prefix: bool = True,
@@ -153,6 +158,9 @@ def load_scorer(
     - anything else: an ``AutoModelForSequenceClassification`` reward model (hub id, ``id@revision``
       or local folder; ``m3e-small`` = the m3e-small Chinese backbone, with a random head).
 
+    ``max_length``: tokens per (prompt, response), the prompt cut first; None: the length a Hugging Face RM was
+    trained at when its folder records it (``cheems train`` does), else 512.
+
     ``dtype``: ``auto`` (bf16 autocast where the hardware has bf16 units, else fp32), ``bf16``,
     ``fp16`` or ``fp32``. Raises ``InputError`` for a bad spec, a missing model or a model that
     does not give one score. ``shared_prefix``: a causal Hugging Face RM runs the tokens the
@@ -163,7 +171,7 @@ def load_scorer(
         raise InputError("empty model spec", path="--model", hint=spec_hint())
     if batch_size < 1:
         raise InputError(f"must be at least 1, got {batch_size}", path="--batch-size", hint="e.g. --batch-size 16")
-    if max_length < 8:
+    if max_length is not None and max_length < 8:
         raise InputError(
             f"must be at least 8 tokens, got {max_length}", path="--max-length", hint="e.g. --max-length 512"
         )

@@ -28,7 +28,11 @@ class ScoringSettings(Settings):
 
     model: Annotated[str | None, Cli("--model", "-m")] = Field(None, description=scorers_help())
     batch_size: int = Field(16, description="Responses per forward pass.")
-    max_length: int = Field(512, description="Max tokens per (prompt, response); the prompt is truncated first.")
+    max_length: int | None = Field(
+        None,
+        description="Max tokens per (prompt, response); the prompt is truncated first. Default: the length a model "
+        "trained by cheems was trained at (recorded in its folder), else 512.",
+    )
     cache: Annotated[str | Path | None, Cli(path=True)] = Field(
         None, description="Score cache (SQLite); default $CHEEMS_CACHE_DIR/scores.sqlite."
     )

@@ -262,13 +262,19 @@ def merged_hf_model(model: RewardModel) -> Any:
 
 
 def save_reward_model(
-    model: RewardModel, tokenizer: Any, directory: str | Path, state_dict: dict[str, torch.Tensor] | None = None
+    model: RewardModel,
+    tokenizer: Any,
+    directory: str | Path,
+    state_dict: dict[str, torch.Tensor] | None = None,
+    recorded: dict[str, Any] | None = None,
 ) -> Path:
     """Write a standard Hugging Face folder: config (num_labels=1, architectures), safetensors, tokenizer.
 
     ``state_dict`` (keys of the *inner* HF model) is for gathered ZeRO-3 weights; by default
     the model's own. LoRA adapters are merged into the saved weights. Mean pooling is
-    recorded as ``"cheems_pooling": "mean"`` (see the module docstring).
+    recorded as ``"cheems_pooling": "mean"`` (see the module docstring); ``recorded`` (the training
+    encoder's :meth:`~cheems.models.encoding.RewardEncoder.recorded`: max length and input format)
+    goes into config.json too, so scoring reads the model as it was trained.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -278,6 +284,8 @@ def save_reward_model(
         setattr(hf.config, POOLING_KEY, "mean")
     elif hasattr(hf.config, POOLING_KEY):
         delattr(hf.config, POOLING_KEY)
+    for key, value in (recorded or {}).items():
+        setattr(hf.config, key, value)
     from cheems.models.quiet import quiet_libraries
     from cheems.outputs import follow_umask
 

@@ -246,7 +246,7 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
                     _stop(run, caught[0], position)
     if bench is not None and config.eval_every and _last_step_unevaluated(run):
         _evaluate(run, model, encoder, bench, float(config.epochs))
-    _save_model(run, model, tokenizer)
+    _save_model(run, model, tokenizer, encoder)
     return result
 
 
@@ -581,9 +581,12 @@ def _last_step_unevaluated(run: _Run) -> bool:
     return missing[0]
 
 
-def _save_model(run: _Run, model: Any, tokenizer: Any) -> None:
+def _save_model(run: _Run, model: Any, tokenizer: Any, encoder: RewardEncoder) -> None:
     """Write the trained model as a Hugging Face folder with its config and metrics into the work folder,
-    move that onto ``config.output`` (an old model there goes only now); end the run."""
+    move that onto ``config.output`` (an old model there goes only now); end the run.
+
+    The folder records the ``encoder``'s max length and input format, so ``cheems score``/``eval``/``bon`` read
+    the model as the run's own evaluation did."""
     accelerator, work, output = run.accelerator, run.work, Path(run.config.output)
     accelerator.wait_for_everyone()
     unwrapped = quality_model(accelerator.unwrap_model(model))  # the length head is dropped here
@@ -596,7 +599,7 @@ def _save_model(run: _Run, model: Any, tokenizer: Any) -> None:
         hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
         try:
             with disk_errors("the model", work, hint):
-                save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict)
+                save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict, recorded=encoder.recorded())
                 run.config.save_yaml(work / CONFIG_FILE)
                 write_json(work / METRICS_FILE, run.result.metrics())
         except BaseException:  # a half-saved model must not load as one: no config.json, no weights
