@@ -26,6 +26,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+from score_throughput import matmul_gflops  # beside this script: its own folder is on sys.path
 
 from cheems.data.importers import import_file
 from cheems.models.backbones import locate_model
@@ -37,16 +38,6 @@ from cheems.train.model import load_reward_model
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oasst1_zh" / "oaast_rm_zh.json"
 MODEL = "m3e-small"
-
-
-def matmul_gflops(dtype: torch.dtype, n: int = 1024, reps: int = 5) -> float:
-    """GFLOP/s of n x n matmuls in ``dtype`` (one warm-up, then ``reps`` timed)."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e9
 
 
 def load_items(path: Path, limit: int) -> list[tuple[str, str]]:
@@ -94,7 +85,7 @@ def main() -> None:
 
     print(f"CPU: {cpu_bf16_report()}; torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
+    fp32, bf16 = matmul_gflops(torch.float32, reps=5), matmul_gflops(torch.bfloat16, reps=5)
     print(f"matmul 1024x1024: fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s (bf16/fp32 {bf16 / fp32:.2f})")
 
     items = load_items(args.data, args.responses + args.steps * args.batch_size)
