@@ -77,8 +77,8 @@ def compute_dtype(device: str, setting: str = "auto") -> "torch.dtype | None":
 
     ``auto`` is the one rule of the project: bf16 where the hardware computes it natively (a GPU
     that supports it, a CPU with AVX512-BF16/AMX: :func:`cpu_has_native_bf16`), fp32 everywhere else,
-    whichever is faster there. On a CPU with AVX512-BF16, bf16 autocast took 0.54x fp32's time to score
-    and 0.44x to train m3e-small (BENCHMARKS.md, "Issue 31: bf16 or fp32 on a CPU",
+    whichever is faster there. On a CPU with AVX512-BF16, bf16 autocast took 0.54-0.76x fp32's time to
+    score and 0.44-0.51x to train m3e-small (BENCHMARKS.md, "Issue 31: bf16 or fp32 on a CPU",
     ``benchmarks/cpu_bf16.py``); on one without, bf16 is ~100x slower. ``fp32``, ``fp16`` and ``bf16``
     force a choice.
     """
