@@ -290,6 +290,7 @@ def _refuse_shared_ids(suite: Suite, scores: Path) -> None:
 def suite_table(result: SuiteResult, title: str = "") -> Any:
     """The suite as a rich table: bench | metric | score [low, high] | prompts, then the mean."""
     from rich.table import Table
+    from rich.text import Text
 
     from cheems.evaluate.report_html import with_ci
 
@@ -300,5 +301,7 @@ def suite_table(result: SuiteResult, title: str = "") -> Any:
     for name, bench in data["benches"].items():
         table.add_row(name, bench["metric"], with_ci(bench, "score", compact=True), str(bench["n_prompts"]))
     prompts = sum(b["n_prompts"] for b in data["benches"].values())
-    table.add_row("[bold]mean[/]", "", f"[bold]{with_ci(data, 'overall', compact=True)}[/]", str(prompts))
+    table.add_row(
+        Text("mean", style="bold"), "", Text(with_ci(data, "overall", compact=True), style="bold"), str(prompts)
+    )
     return table
