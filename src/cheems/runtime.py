@@ -177,7 +177,6 @@ class ProgressBar:
     def _show_if_due(self) -> None:
         if self.bar is not None or not self.enabled or time.monotonic() - self.start < self.after_s:
             return
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -187,7 +186,9 @@ class ProgressBar:
             TimeRemainingColumn,
         )
 
-        console = self.console or Console(stderr=True)
+        from cheems.terminal import SafeConsole
+
+        console = self.console or SafeConsole(stderr=True)
         if self.terminal_only and not (console.is_terminal and sys.stderr.isatty()):
             self.enabled = False
             return

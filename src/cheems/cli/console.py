@@ -1,5 +1,6 @@
-"""What the CLI writes to the terminal and how a command ends: the two consoles, skipped lines and
-warnings as located lines, user errors as one ``error:`` line, interrupts as one line and exit code.
+"""What the CLI writes to the terminal and how a command ends: the two consoles (data printed literally,
+:mod:`cheems.terminal`), skipped lines and warnings as located lines, user errors as one ``error:`` line,
+interrupts as one line and exit code.
 
 Every command module imports from here (never from :mod:`cheems.cli.main`, which imports them).
 """
@@ -11,7 +12,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.text import Text
 
 try:  # typer 0.2x carries its own copy of click; older ones use click itself
@@ -21,38 +21,47 @@ except ImportError:  # pragma: no cover - older typer
 
 from cheems.errors import InputError
 from cheems.runtime import is_main_process
+from cheems.terminal import SafeConsole, printable
 
 if TYPE_CHECKING:
     from cheems.evaluate.checks import Check
 
-console = Console()
-err = Console(stderr=True)
+# Every command prints through these two: data shows as written, control characters escaped, no markup
+# read (cheems.terminal); styles are given as Text or style=, never as "[yellow]...[/]" in a string.
+console = SafeConsole()
+err = SafeConsole(stderr=True)
+
+
+def labelled(label: str, style: str, message: str) -> Text:
+    """``label`` in ``style`` then ``message`` as written: a one-line message made here, the message escaped
+    (:func:`~cheems.terminal.printable`) before rich's Text would silently drop some controls (BEL)."""
+    return Text.assemble((label, style), printable(message))
 
 
 def show_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
     """A warning as one ``warning:`` line on stderr (no file name, no source line)."""
-    err.print(Text.assemble(("warning: ", "yellow"), str(message)), soft_wrap=True)
+    err.print(labelled("warning: ", "yellow", str(message)), soft_wrap=True)
 
 
 def report_skipped(skipped: list[InputError]) -> None:
     """List every skipped line on stderr, so nothing is dropped silently."""
     for e in skipped:
-        err.print(Text.assemble(("skipped ", "yellow"), str(e)), soft_wrap=True)
+        err.print(labelled("skipped ", "yellow", str(e)), soft_wrap=True)
     if skipped:
-        err.print(f"[yellow]{len(skipped)} line(s) skipped[/]")
+        err.print(f"{len(skipped)} line(s) skipped", style="yellow")
 
 
 def report_warnings(warnings: list[InputError]) -> None:
     """List located warnings on stderr: input that was read but not all of which is used."""
     for w in warnings:
-        err.print(Text.assemble(("warning ", "yellow"), str(w)), soft_wrap=True)
+        err.print(labelled("warning ", "yellow", str(w)), soft_wrap=True)
 
 
 def report_checks(checks: Sequence[Check]) -> None:
     """One ``check warning`` line on stderr per check of an evaluation that warns (docs/checks.md)."""
     for c in checks:
         if c.level == "warning":
-            err.print(Text.assemble(("check warning ", "yellow"), c.line()), soft_wrap=True)
+            err.print(labelled("check warning ", "yellow", c.line()), soft_wrap=True)
 
 
 def run(application: Callable[..., object]) -> None:
@@ -76,7 +85,7 @@ def run(application: Callable[..., object]) -> None:
         except click_errors.UsageError as e:
             where = e.ctx.command_path if e.ctx else "cheems"
             err.print(
-                Text.assemble(("error: ", "red"), f"{where}: {e.format_message()} — see '{where} --help'"),
+                labelled("error: ", "red", f"{where}: {e.format_message()} — see '{where} --help'"),
                 soft_wrap=True,
             )
             sys.exit(2)
@@ -85,11 +94,11 @@ def run(application: Callable[..., object]) -> None:
             err.print(Text(line, style="yellow"), soft_wrap=True)
             sys.exit(128 + e.signum)
         except InputError as e:
-            err.print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
+            err.print(labelled("error: ", "red", str(e)), soft_wrap=True)
             sys.exit(2)
         except OSError as e:
             where = f": {e.filename}" if e.filename else ""
-            err.print(Text.assemble(("error: ", "red"), f"{e.strerror or e}{where}"), soft_wrap=True)
+            err.print(labelled("error: ", "red", f"{e.strerror or e}{where}"), soft_wrap=True)
             sys.exit(2)
     if isinstance(code, int) and code:
         sys.exit(code)

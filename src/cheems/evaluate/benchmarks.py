@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cheems.data.bench_layouts import RMBENCH_STYLES
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.compat import Compat, compat_record
 from cheems.registries import Registry
+from cheems.terminal import SafeConsole
 
 if TYPE_CHECKING:  # numpy and the runner load with the first metric computed: the CLI lists METRICS at start-up
     import numpy as np
@@ -388,9 +390,9 @@ def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
             table.add_row(name, cat, *cells(m, False))
         for section, m in subset.get("sections", {}).items():  # RewardBench's weighted sections
             table.add_row(name, f"section {section}", *cells(m, False))
-        table.add_row(f"[bold]{name}[/]", "[bold]mean[/]", *cells(subset, True), end_section=True)
+        table.add_row(Text(name, style="bold"), Text("mean", style="bold"), *cells(subset, True), end_section=True)
     overall = with_ci(data, "overall", compact=True)
-    table.add_row("[bold]overall[/]", "", *([""] * (3 if rm else 0)), f"[bold]{overall}[/]")
+    table.add_row(Text("overall", style="bold"), "", *([""] * (3 if rm else 0)), Text(overall, style="bold"))
     return table
 
 
@@ -407,7 +409,7 @@ def style_matrix_table(matrix: list[list[float]], title: str) -> Table:
 
 def print_benchmark(report: BenchmarkReport, console: Console | None = None) -> None:
     """Print the table, and for RM-Bench each subset's 3×3 matrix (rows: chosen style, columns: rejected style)."""
-    console = console or Console()
+    console = console or SafeConsole()  # data printed literally (cheems.terminal)
     console.print(benchmark_table(report, f"{METRICS.get(report.metric).title} metrics: {report.scorer}"))
     if report.metric == "rmbench":
         for name, subset in report.subsets.items():

@@ -19,7 +19,7 @@ from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.checks import CheckContext, Which, run_checks
 from cheems.evaluate.compat import Compat
 from cheems.evaluate.details import Details, read_details
-from cheems.evaluate.run_settings import EvalSettings, Sample
+from cheems.evaluate.run_settings import EvalSettings, Sample, check_metric
 from cheems.evaluate.significance import Comparison, add_intervals, compare_details
 from cheems.models.base import Scorer
 from cheems.models.scoring import ScoringSettings
@@ -357,6 +357,7 @@ def evaluate_files(
     from cheems.evaluate.details import bench_fingerprint
 
     settings = settings or EvalSettings()
+    check_metric(settings.metric, None, judge=by.judge is not None)  # before a judge is asked anything
     metric, resamples, seed, compat = settings.metric, settings.resamples, settings.bootstrap_seed, settings.compat
     if by.scores is not None and metric == "cheems":
         table = read_score_table(by.scores)

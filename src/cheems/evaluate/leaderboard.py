@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich import box
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from cheems.data.io import load_rows, validation_error
 from cheems.errors import InputError
@@ -287,8 +287,11 @@ def board_table(board: Leaderboard, title: str = "") -> Table:
         heading = f"{subset}\n{_SHORT[key]}" if subset else "overall"
         table.add_column(heading, justify="right", overflow="fold")
     for i, row in enumerate(board.rows, 1):
-        cells = [_marked(board, row, s, k, "[bold]{}[/]", compact=True) for _, s, k in board.columns()]
-        table.add_row(str(i), escape(row.name), "RM" if row.kind == "reward model" else row.kind, *cells)
+        cells = [
+            Text(board.cell(row, s, k, compact=True), style="bold" if board.is_best(row, s, k) else "")
+            for _, s, k in board.columns()
+        ]
+        table.add_row(str(i), row.name, "RM" if row.kind == "reward model" else row.kind, *cells)
     return table
 
 

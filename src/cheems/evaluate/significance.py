@@ -33,6 +33,7 @@ from cheems.evaluate.resampling import check_bootstrap, draw_rows, percentile_in
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
 
 def _prompt_values(runs: list[Outcomes], compat: Compat = "strict") -> tuple[np.ndarray, np.ndarray]:
@@ -306,14 +307,12 @@ def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0
 # ---------------------------------------------------------------- on the terminal
 def _names(result: Comparison) -> tuple[str, str]:
     """The scorers' names, or the files' when both runs name the same scorer, a path by its last parts
-    (escaped for rich markup)."""
-    from rich.markup import escape
-
+    (printed literally: the console reads no markup)."""
     from cheems.evaluate.leaderboard import short_names
 
     a, b = result.a, result.b
     names = short_names((a.scorer, b.scorer) if a.scorer != b.scorer else (a.path, b.path))
-    return escape(names[0]), escape(names[1])
+    return names[0], names[1]
 
 
 _METRICS = {"accuracy": "acc", "exact_match": "exact"}
@@ -327,6 +326,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
     """The table of differences, McNemar's test, and one sentence on the overall score."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from cheems.evaluate.report import OVERALL
     from cheems.evaluate.report_html import compact_interval
@@ -345,7 +345,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
     for i, (subset, metric, d) in enumerate([*rows, ("overall", "", result.overall)]):
         verdict = _verdict(d, alpha, name_a, name_b)
         table.add_row(
-            f"[bold]{subset}[/]" if subset == "overall" else subset,
+            Text(subset, style="bold" if subset == "overall" else ""),
             _METRICS.get(metric, metric),
             f"{d.a:.3f}",
             f"{d.b:.3f}",
@@ -377,7 +377,9 @@ def print_comparison(result: Comparison, console: Console) -> None:
     )
 
 
-def _verdict(d: Difference, alpha: float, name_a: str, name_b: str) -> str:
+def _verdict(d: Difference, alpha: float, name_a: str, name_b: str) -> Text:
+    from rich.text import Text
+
     if d.delta == 0 or d.p_value >= alpha:
-        return "not significant"
-    return f"[green]{name_a if d.delta > 0 else name_b} better[/]"
+        return Text("not significant")
+    return Text(f"{name_a if d.delta > 0 else name_b} better", style="green")

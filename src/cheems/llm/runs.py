@@ -121,7 +121,12 @@ def request_rows(stats: Any, reason_text: Callable[[str], str] | None = None) ->
 def print_budget_reached(console: Console, stats: Any, items: str, cached: str) -> None:
     """What to do when the request budget ran out: rerun, the cache keeps what was done."""
     if stats.budget_exhausted:
+        from rich.text import Text  # a style for our words, never markup in a string
+
         console.print(
-            f"[yellow]request budget reached[/]: {stats.not_attempted} {items} not asked; "
-            f"rerun the same command to resume (cached {cached} are reused)"
+            Text.assemble(
+                ("request budget reached", "yellow"),
+                f": {stats.not_attempted} {items} not asked; "
+                f"rerun the same command to resume (cached {cached} are reused)",
+            )
         )

@@ -588,9 +588,20 @@ def print_generate_run(run: ChatRun[GenerateResult], console: Console) -> None:
     console.print(summary_table(f"generate: {stats.gen_model}", rows))
     console.print(f"wrote {run.output}")
     if stats.prompts_left_out:
-        console.print(f"[yellow]{stats.prompts_left_out} prompt(s) left out[/]: no response at all (rerun to resume)")
-    if run.failures is not None:
+        from rich.text import Text  # a style for our words, never markup in a string
+
         console.print(
-            f"[yellow]{stats.failed_total} sample(s) failed[/], listed in {run.failures} (rerun to ask them again)"
+            Text.assemble(
+                (f"{stats.prompts_left_out} prompt(s) left out", "yellow"), ": no response at all (rerun to resume)"
+            )
+        )
+    if run.failures is not None:
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(
+                (f"{stats.failed_total} sample(s) failed", "yellow"),
+                f", listed in {run.failures} (rerun to ask them again)",
+            )
         )
     print_budget_reached(console, stats, "sample(s)", "samples")

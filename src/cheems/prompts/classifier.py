@@ -391,7 +391,13 @@ def print_fit(report: FitReport, output: Path, console: Console) -> None:
             table.add_row(name, str(int(scores["n"])), share(scores["accuracy"]), share(scores["majority"]), *cells)
         console.print(table)
     else:
-        console.print("[yellow]nothing was held out[/] (--held-out 0, or too few prompts per category): no accuracy")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(
+                ("nothing was held out", "yellow"), " (--held-out 0, or too few prompts per category): no accuracy"
+            )
+        )
     console.print(f"wrote {output}")
 
 
@@ -409,4 +415,10 @@ def print_classify_run(stats: ClassifyStats, output: Path, console: Console) -> 
     console.print(summary_table("categorize: classifier", rows))
     console.print(f"wrote {output}")
     if stats.uncertain:
-        console.print(f"[yellow]{stats.uncertain} record(s) left uncategorised[/] for people (below --min-confidence)")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(
+                (f"{stats.uncertain} record(s) left uncategorised", "yellow"), " for people (below --min-confidence)"
+            )
+        )
