@@ -310,6 +310,44 @@ def test_eval_compat_through_the_cli(tie_files, tmp_path, monkeypatch, capsys, c
     assert 0 <= low <= high <= 1
 
 
+def test_compare_of_two_upstream_details_files_reports_the_evals_numbers(tie_files, tmp_path, monkeypatch, capsys):
+    bench, scores = tie_files
+    other = write_jsonl(  # a second scorer: every pair right but p1's b > c tied and p5 reversed
+        tmp_path / "other.jsonl",
+        [{"prompt_id": p, "response_id": r, "score": 0.0 if r == "b" else (1.0 if r == "a" else 0.0)}
+         for (p, r) in TIE_SCORES],
+    )  # fmt: skip
+    evals, details = {}, {}
+    for name, given, compat in (("a", scores, "upstream"), ("b", other, "upstream"), ("s", scores, "strict")):
+        details[name], out = tmp_path / f"{name}.details.jsonl", tmp_path / f"{name}.json"
+        proc = run_main(
+            "eval", "--bench", bench, "--scores", given, "--compat", compat, "--details", details[name],
+            "--output-json", out, "--resamples", "0", monkeypatch=monkeypatch, capsys=capsys,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        evals[name] = json.loads(out.read_text(encoding="utf-8"))
+    out = tmp_path / "cmp.json"
+    proc = run_main("compare", details["a"], details["b"], "--resamples", "50", "--output-json", out,
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text(encoding="utf-8"))
+    assert got["compat"] == "upstream"
+    for metric in ("accuracy", "exact_match"):
+        d = got["subsets"]["tie"][metric]
+        assert (d["a"], d["b"]) == pytest.approx(
+            (evals["a"]["subsets"]["tie"][metric], evals["b"]["subsets"]["tie"][metric])
+        )
+    assert (got["overall"]["a"], got["overall"]["b"]) == pytest.approx((evals["a"]["overall"], evals["b"]["overall"]))
+    assert got["subsets"]["tie"]["exact_match"]["a"] == pytest.approx(UPSTREAM["exact_match"])
+    # strict against upstream: refused, nothing written
+    mixed = tmp_path / "mixed.json"
+    proc = run_main(
+        "compare", details["s"], details["a"], "--output-json", mixed, monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert_user_error(proc, "follow different rules", "--compat")
+    assert not mixed.exists()
+
+
 def test_eval_metric_bon_compat_through_the_cli(tmp_path, monkeypatch, capsys):
     bench = write_jsonl(tmp_path / "rb2.jsonl", [row for row, _ in RB2])
     rows = [{"prompt_id": p, "response_id": r, "score": v} for _, s in RB2 for (p, r), v in s.items()]

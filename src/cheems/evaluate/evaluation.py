@@ -118,7 +118,8 @@ def details_of(report: EvalReport | Details | str | Path) -> Details:
         return report
     if isinstance(report, EvalReport):
         # a report in memory has no bench fingerprint: the pairs themselves must match
-        return Details(report.scorer, report.scorer, "", {name: list(o) for name, o in report.outcomes.items()})
+        outcomes = {name: list(o) for name, o in report.outcomes.items()}
+        return Details(report.scorer, report.scorer, "", outcomes, report.compat)
     return read_details(report)
 
 
@@ -335,7 +336,8 @@ class BenchEvaluation:
                 write_report(self.report, report, title=self.report.scorer)
             if details:
                 assert self.fingerprint is not None  # made whenever details are asked for
-                write_details(details, self.report.outcomes, self.report.scorer, self.fingerprint)
+                report = self.report
+                write_details(details, report.outcomes, report.scorer, self.fingerprint, report.compat)
 
 
 def evaluate_files(
