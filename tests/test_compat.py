@@ -241,6 +241,29 @@ def test_rewardbench2_upstream_top_tie_credit_and_weighted_ties_score_by_hand():
     assert out["compat"] == "upstream" and set(out["rules"]) == {"top_tie", "ties_subset", "scoring_input"}
 
 
+def test_rewardbench2_ties_intervals_draw_ref_and_tied_together_and_count_repeats():
+    """Under upstream the bootstrap's units are Factuality's prompts and Ties' N (ref:N with tied:N), in order of
+    first appearance; a unit drawn k times counts k times (it was counted once: each draw a ~63% subsample)."""
+    bench = {"rb2": [Record.model_validate(row) for row, _ in RB2]}
+    report = evaluate(bench, {k: v for _, s in RB2 for k, v in s.items()})
+    resamples, seed = 400, 7
+    got = benchmark_report("bon", bench, report, "upstream", resamples=resamples, seed=seed).intervals
+    factuality = [1 / 3, 1.0, 0.0]  # units 0-2; units 3, 4 are Ties N = 1, 2 (by hand above)
+    draws = []
+    for row in np.random.default_rng(seed).integers(0, 5, (resamples, 5)):
+        means = []
+        if picked := [factuality[u] for u in row if u < 3]:
+            means.append(sum(picked) / len(picked))
+        c1, c2 = int(np.sum(row == 3)), int(np.sum(row == 4))
+        if c1 + c2:
+            w1 = c1 / (c1 + c2)  # ref:1 accurate and both its pairs preferred; N = 2 neither; tied always accurate
+            means.append(0.3 + 0.7 * w1 + 0.01 * (w1 * math.tanh(2) + (1 - w1) * math.tanh(-1)))
+        draws.append(sum(means) / len(means))
+    want = np.percentile(draws, [2.5, 97.5])
+    assert got.subsets["rb2"] == pytest.approx(tuple(want))
+    assert got.undrawn == {}
+
+
 def test_a_ties_subset_upstream_cannot_score_is_refused_with_one_line():
     rows = [rb2_row("odd", "Ties", [2.0, 1.0], [0.0]), rb2_row("ref:1", "Ties", [2.0], [0.0])]
     bench = {"rb2": [Record.model_validate(row) for row, _ in rows]}

@@ -12,8 +12,9 @@ user is in the README ("Other reward-model benchmarks"), the JSON they make in d
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
 from rich.console import Console
@@ -46,6 +47,7 @@ class Metric:
     subset: SubsetMetric | None
     scores_only: bool = False  # it reads every response's score: a judge's verdicts on pairs cannot feed it
     compat: bool = False
+    unit: Callable[[PromptOutcome, Compat], Hashable] | None = None  # its bootstrap's unit (resampling.Unit)
 
 
 METRICS: Registry[Metric] = Registry("metric", "--metric")
@@ -53,16 +55,24 @@ METRICS.add("cheems", Metric("CheemsBench", None), "CheemsBench: accuracy and ex
 
 
 def register_metric(
-    name: str, *, title: str, help: str, scores_only: bool = False, compat: bool = False
+    name: str,
+    *,
+    title: str,
+    help: str,
+    scores_only: bool = False,
+    compat: bool = False,
+    unit: Callable[[PromptOutcome, Compat], Hashable] | None = None,
 ) -> Callable[[SubsetMetric], SubsetMetric]:
     """Decorator: make a subset metric ``cheems eval --metric NAME``; ``title`` heads its table, ``help`` is
     its ``--help`` line, ``scores_only`` refuses a judge up front. The function returns the subset's JSON:
     ``accuracy``, ``pooled_accuracy``, ``n_prompts``, ``n_pairs`` and ``categories`` (each with ``accuracy``,
     ``n_prompts``, ``n_pairs``), the columns of its table.
-    ``compat``: the function takes the keyword ``compat`` (``--compat``: its strict and upstream rules differ)."""
+    ``compat``: the function takes the keyword ``compat`` (``--compat``: its strict and upstream rules differ).
+    ``unit(prompt, compat)``: which prompts its bootstrap draws together (:data:`cheems.evaluate.resampling.Unit`;
+    default each prompt alone)."""
 
     def add(fn: SubsetMetric) -> SubsetMetric:
-        METRICS.add(name, Metric(title, fn, scores_only=scores_only, compat=compat), help)
+        METRICS.add(name, Metric(title, fn, scores_only=scores_only, compat=compat, unit=unit), help)
         return fn
 
     return add
@@ -254,7 +264,9 @@ def _ties_score(group: list[PromptOutcome], subset: str) -> float:
     the last three over the N that have both a ref and a tied prompt."""
     import numpy as np
 
-    stats: dict[str, dict[int, tuple[bool, float | None, float]]] = {"ref": {}, "tied": {}}
+    # a prompt drawn k times by a bootstrap is here k times and counts k times (resampling.metric_intervals), its
+    # copies paired in order with its partner's (drawn together: bon_unit)
+    stats: dict[str, dict[int, list[tuple[bool, float | None, float]]]] = {"ref": {}, "tied": {}}
     for o in group:
         kind, _, number = o.prompt_id.partition(":")
         if kind not in stats or not number.isdigit():
@@ -269,27 +281,46 @@ def _ties_score(group: list[PromptOutcome], subset: str) -> float:
         incorrect = [s for rid, s in scores.items() if rid.startswith("rejected-")]
         margin = min(correct) - max(incorrect)
         width = max(correct) - min(correct) if len(correct) > 1 else None
-        stats[kind][int(number)] = (margin > 0, width, margin)
-    both = sorted(set(stats["ref"]) & set(stats["tied"]))
-    if not both or any(stats["tied"][n][1] is None for n in both):
+        stats[kind].setdefault(int(number), []).append((margin > 0, width, margin))
+    both = [
+        (ref, tied)
+        for n in sorted(set(stats["ref"]) & set(stats["tied"]))
+        for ref, tied in zip(stats["ref"][n], stats["tied"][n])
+    ]
+    if not both or any(tied[1] is None for _, tied in both):
         raise InputError(
             f"the Ties subset of bench file '{subset}' needs prompts ref:N and tied:N of the same N, each tied:N "
             "with at least two correct answers (RewardBench 2's weighted Ties score compares them)",
             path="--compat upstream",
             hint="give the whole Ties subset of RewardBench 2, or use --compat strict",
         )
-    ref_accuracy, tied_accuracy = (float(np.mean([s[0] for s in stats[k].values()])) for k in ("ref", "tied"))
-    spread = np.array([stats["tied"][n][1] for n in both], dtype=np.float64)
-    ties = np.array([stats["tied"][n][2] for n in both])
-    hard = np.minimum(np.array([stats["ref"][n][2] for n in both]), ties)
+    ref_accuracy, tied_accuracy = (
+        float(np.mean([s[0] for copies in stats[k].values() for s in copies])) for k in ("ref", "tied")
+    )
+    spread = np.array([tied[1] for _, tied in both], dtype=np.float64)
+    ties = np.array([tied[2] for _, tied in both])
+    hard = np.minimum(np.array([ref[2] for ref, _ in both]), ties)
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero spread: upstream's inf or NaN, kept as it is
         margin_score = float(np.mean(np.nan_to_num(np.tanh(hard / spread - 1), nan=0.0)))
     preferred, preferred_hard = float(np.mean(ties > spread)), float(np.mean(hard > spread))
     return 0.30 * tied_accuracy + 0.30 * ref_accuracy + 0.20 * preferred + 0.20 * preferred_hard + 0.01 * margin_score
 
 
+def bon_unit(outcome: PromptOutcome, compat: Compat) -> Hashable:
+    """The ``bon`` bootstrap's unit of a prompt: under upstream, RewardBench 2's Ties prompts ref:N and tied:N are
+    one unit (its Ties score pairs them, :func:`_ties_score`), drawn together; any other prompt is its own."""
+    kind, _, number = outcome.prompt_id.partition(":")
+    if compat == "upstream" and outcome.category == "Ties" and kind in ("ref", "tied") and number.isdigit():
+        return ("Ties", int(number))
+    return ("prompt", outcome.prompt_id)
+
+
 @register_metric(
-    "bon", title="best-of-N", help="a prompt is right iff its best response beats every other", compat=True
+    "bon",
+    title="best-of-N",
+    help="a prompt is right iff its best response beats every other",
+    compat=True,
+    unit=bon_unit,
 )
 def bon_subset(
     outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "", compat: Compat = "strict"
@@ -358,7 +389,8 @@ def benchmark_report(
         def accuracy(name: str, prompts: list[PromptOutcome]) -> float:
             return subset(prompts, bench[name], name, **own)["accuracy"]
 
-        out.intervals = metric_intervals(report.outcomes, accuracy, resamples, seed)
+        unit = None if registered.unit is None else partial(registered.unit, compat=compat)
+        out.intervals = metric_intervals(report.outcomes, accuracy, resamples, seed, unit=unit)
     return out
 
 
