@@ -277,6 +277,24 @@ def test_a_ties_subset_upstream_cannot_score_is_refused_with_one_line():
         benchmark_report("bon", bench, result, "upstream")
 
 
+def test_a_rewardbench2_record_without_chosen_1_is_refused_at_its_line_under_upstream(tmp_path, monkeypatch, capsys):
+    row, scores = rb2_row("4", "Factuality", [2.0, 1.0], [0.0])
+    row["responses"] = [r | {"id": r["id"].replace("chosen-1", "chosen-3")} for r in row["responses"]]
+    row["rank"] = {k.replace("chosen-1", "chosen-3"): v for k, v in row["rank"].items()}
+    rows = [RB2[0][0], row]
+    bench, out = write_jsonl(tmp_path / "rb2.jsonl", rows), tmp_path / "out.json"
+    args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", "bon", "--output-json", out]
+    proc = run_main(*args, "--compat", "upstream", monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{bench}:2: field 'responses': prompt '4' has RewardBench 2's response ids", "chosen-1")
+    assert not out.exists()
+    proc = run_main(*args, "--compat", "strict", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr  # strict reads no chosen-1
+    records = {"rb2": [Record.model_validate(r) for r in rows]}
+    given = {(r["id"], x["id"]): float(len(x["content"])) for r in rows for x in r["responses"]}
+    with pytest.raises(InputError, match="bench file 'rb2'.*no 'chosen-1'"):
+        benchmark_report("bon", records, evaluate(records, given), "upstream")
+
+
 def test_rmb_best_of_n_keeps_its_rule_under_upstream():
     """RMB's best-of-N ids (best, loser-i) are not RewardBench 2's: a tie at the top stays wrong."""
     bench = {"rmb": [Record.model_validate(bench_row("bon-1", "Chat", {"best": 1, "loser-1": 2, "loser-2": 2}))]}

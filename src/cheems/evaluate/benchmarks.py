@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rich.console import Console
 from rich.table import Table
@@ -48,6 +47,7 @@ class Metric:
     scores_only: bool = False  # it reads every response's score: a judge's verdicts on pairs cannot feed it
     compat: bool = False
     unit: Callable[[PromptOutcome, Compat], Hashable] | None = None  # its bootstrap's unit (resampling.Unit)
+    record_check: Callable[[Record, Compat], object] | None = None  # refuses a record it cannot read (InputError)
 
 
 METRICS: Registry[Metric] = Registry("metric", "--metric")
@@ -62,6 +62,7 @@ def register_metric(
     scores_only: bool = False,
     compat: bool = False,
     unit: Callable[[PromptOutcome, Compat], Hashable] | None = None,
+    record_check: Callable[[Record, Compat], object] | None = None,
 ) -> Callable[[SubsetMetric], SubsetMetric]:
     """Decorator: make a subset metric ``cheems eval --metric NAME``; ``title`` heads its table, ``help`` is
     its ``--help`` line, ``scores_only`` refuses a judge up front. The function returns the subset's JSON:
@@ -69,13 +70,36 @@ def register_metric(
     ``n_prompts``, ``n_pairs``), the columns of its table.
     ``compat``: the function takes the keyword ``compat`` (``--compat``: its strict and upstream rules differ).
     ``unit(prompt, compat)``: which prompts its bootstrap draws together (:data:`cheems.evaluate.resampling.Unit`;
-    default each prompt alone)."""
+    default each prompt alone). ``record_check(record, compat)``: raises ``InputError`` for a record the metric
+    cannot read; ``cheems eval`` runs it on every record as the bench is read, so the refusal names file:line
+    (:func:`record_check`)."""
 
     def add(fn: SubsetMetric) -> SubsetMetric:
-        METRICS.add(name, Metric(title, fn, scores_only=scores_only, compat=compat, unit=unit), help)
+        found = Metric(title, fn, scores_only=scores_only, compat=compat, unit=unit, record_check=record_check)
+        METRICS.add(name, found, help)
         return fn
 
     return add
+
+
+@dataclass(frozen=True)
+class _UnderCompat:
+    """``fn(x, compat)`` as a one-argument function (picklable, for the bench readers' workers)."""
+
+    fn: Callable[[Any, Compat], Any]
+    compat: Compat
+
+    def __call__(self, x: Any) -> Any:
+        return self.fn(x, self.compat)
+
+
+def record_check(metric: str, compat: Compat) -> Callable[[Record], object] | None:
+    """The check of ``metric``'s records under ``compat`` (picklable, for the bench readers' workers); None when
+    the metric has none (or is not registered: the metric is refused elsewhere)."""
+    found = METRICS.get(metric) if metric in METRICS else None
+    if found is None or found.record_check is None:
+        return None
+    return _UnderCompat(found.record_check, compat)
 
 
 def pair_right(pair: PairOutcome) -> bool:
@@ -246,6 +270,27 @@ def _rewardbench2(outcome: PromptOutcome) -> bool:
     )
 
 
+def _first_correct(prompt_id: str, category: str, pairs: Sequence[tuple[str, str]]) -> None:
+    """Under upstream a RewardBench 2 prompt outside Ties (its pairs all ``chosen-i`` over ``rejected-j``) is scored
+    by its first correct answer, ``chosen-1`` (``reroll_and_score_dataset`` reads ``chosen[0]``): refuse one
+    without it (InputError, no place: the caller's)."""
+    ids = {rid for pair in pairs for rid in pair}
+    rewardbench2 = bool(pairs) and all(c.startswith("chosen-") and r.startswith("rejected-") for c, r in pairs)
+    if rewardbench2 and category != "Ties" and "chosen-1" not in ids:
+        raise InputError(
+            f"prompt '{prompt_id}' has RewardBench 2's response ids (chosen-i, rejected-j) but no 'chosen-1', the "
+            "correct answer upstream's score reads",
+            field="responses",
+            hint="name its first correct answer chosen-1 (cheems import rewardbench2 does), or use --compat strict",
+        )
+
+
+def check_rewardbench2_record(record: Record, compat: Compat) -> None:
+    """``bon``'s record check: under upstream, :func:`_first_correct` of the record's ranked pairs."""
+    if compat == "upstream":
+        _first_correct(record.id, record.main_category, record.ranked_pairs())
+
+
 def _top_tie_credit(outcome: PromptOutcome) -> float:
     """RewardBench 2's credit of a prompt (allenai/reward-bench ``rewardbench/utils.py``
     ``reroll_and_score_dataset``): 1/k when its first correct answer ``chosen-1`` has the top score, shared by k
@@ -321,6 +366,7 @@ def bon_unit(outcome: PromptOutcome, compat: Compat) -> Hashable:
     help="a prompt is right iff its best response beats every other",
     compat=True,
     unit=bon_unit,
+    record_check=check_rewardbench2_record,
 )
 def bon_subset(
     outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "", compat: Compat = "strict"
@@ -340,7 +386,13 @@ def bon_subset(
         return _hits_subset(outcomes, strict)
 
     def hits(o: PromptOutcome) -> list[float]:
-        return [_top_tie_credit(o)] if _rewardbench2(o) and o.category != "Ties" else strict(o)
+        if not (_rewardbench2(o) and o.category != "Ties"):
+            return strict(o)
+        try:
+            _first_correct(o.prompt_id, o.category, [(p.chosen, p.rejected) for p in o.pairs])
+        except InputError as e:  # records in memory (the Python API): the bench files' are checked as read
+            raise e.located(f"bench file '{name}'") from None
+        return [_top_tie_credit(o)]
 
     def ties(category: str, group: list[PromptOutcome]) -> float | None:
         return _ties_score(group, name) if category == "Ties" and all(map(_rewardbench2, group)) else None
@@ -389,7 +441,7 @@ def benchmark_report(
         def accuracy(name: str, prompts: list[PromptOutcome]) -> float:
             return subset(prompts, bench[name], name, **own)["accuracy"]
 
-        unit = None if registered.unit is None else partial(registered.unit, compat=compat)
+        unit = None if registered.unit is None else _UnderCompat(registered.unit, compat)
         out.intervals = metric_intervals(report.outcomes, accuracy, resamples, seed, unit=unit)
     return out
 
@@ -444,6 +496,8 @@ def print_benchmark(report: BenchmarkReport, console: Console | None = None) -> 
     if report.metric == "rmbench":
         for name, subset in report.subsets.items():
             console.print(style_matrix_table(subset["matrix"], f"{name}: accuracy by style (mean of domains)"))
+    for note in dict.fromkeys(f"{m['source']}; ties: {m['ties']}" for m in report.subsets.values() if "source" in m):
+        console.print(f"note: {note}", soft_wrap=True)  # a metric not checked against its upstream code says so
     if report.intervals is not None:
         from cheems.evaluate.report_html import interval_note
 

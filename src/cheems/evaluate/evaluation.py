@@ -336,8 +336,8 @@ class BenchEvaluation:
                 write_report(self.report, report, title=self.report.scorer)
             if details:
                 assert self.fingerprint is not None  # made whenever details are asked for
-                report = self.report
-                write_details(details, report.outcomes, report.scorer, self.fingerprint, report.compat)
+                run = self.report
+                write_details(details, run.outcomes, run.scorer, self.fingerprint, run.compat)
 
 
 def evaluate_files(
@@ -369,7 +369,9 @@ def evaluate_files(
         result.checks = run_checks(by.check_context(result, bench, None, None, workers), settings.checks)
         return BenchEvaluation(result, None, printed, issues)
     warnings: list[InputError] = []
-    records = load_bench(bench, warnings)
+    from cheems.evaluate.benchmarks import record_check
+
+    records = load_bench(bench, warnings, check=record_check(metric, compat))
     drawn = resamples if metric == "cheems" else 0  # another metric draws its own, of its own numbers
     given = by.by()
     result = evaluate(
