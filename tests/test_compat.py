@@ -179,6 +179,52 @@ def test_upstream_scores_without_the_sys_prompt_and_never_shares_the_cache(tmp_p
     assert score(bench, again, cache=cache, compat="upstream") == upstream and not again.seen  # cached
 
 
+@pytest.fixture
+def turns_scorer():
+    """``turns`` as a registered scorer (``--model turns``), removed after the test: the sys_prompt turns a
+    response's length from a plus into a minus, so strict and upstream scores rank the other way round."""
+    from cheems.models.registry import SCORERS, register_scorer
+
+    class Turns(SeenScorer):
+        def score(self, items: Sequence) -> list[float]:
+            return [
+                (-1.0 if isinstance(prompt, list) and len(prompt) > 1 else 1.0) * len(text) for prompt, text in items
+            ]
+
+    register_scorer("turns", form="turns", help="a test's scorer that reads the sys_prompt")(
+        lambda spec, options: Turns()
+    )
+    yield
+    SCORERS.remove("turns")
+
+
+def test_score_compat_upstream_gives_eval_scores_compat_upstream_the_upstream_numbers(
+    turns_scorer, tmp_path, monkeypatch, capsys
+):
+    rows = [bench_row(f"p{i}", "A", {"a": 1, "b": 2}, sys_prompt="你是助手。") for i in range(3)]
+    for i, row in enumerate(rows):  # the better answer is longer in p0, shorter in p1 and p2
+        row["responses"][0]["content"] += "好" * (5 if i == 0 else 0)
+        row["responses"][1]["content"] += "坏" * (0 if i == 0 else 5)
+    bench = write_jsonl(tmp_path / "sys.jsonl", rows)
+    got = {}
+    for compat in ("strict", "upstream"):
+        scores, out = tmp_path / f"{compat}.scores.jsonl", tmp_path / f"{compat}.json"
+        args = ["score", "--model", "turns", "--bench", bench, "-o", scores, "--no-cache", "--compat", compat]
+        proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        args = ["eval", "--bench", bench, "--scores", scores, "--compat", "upstream", "--resamples", "0"]
+        proc = run_main(*args, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        got[compat] = json.loads(out.read_text(encoding="utf-8"))["overall"]
+    out = tmp_path / "model.json"
+    args = ["eval", "--bench", bench, "--model", "turns", "--no-cache", "--compat", "upstream", "--resamples", "0"]
+    proc = run_main(*args, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    upstream = json.loads(out.read_text(encoding="utf-8"))["overall"]
+    assert got["upstream"] == upstream  # scored as eval --model --compat upstream scores: the same numbers
+    assert got["strict"] != upstream  # a strict scores file read the sys_prompt
+
+
 def test_bon_upstream_scores_without_the_sys_prompt_and_says_so():
     pool = [Record.model_validate(bench_row("p1", "A", {"a": 1, "b": 2}, sys_prompt="你是助手。"))]
     scorer = SeenScorer()

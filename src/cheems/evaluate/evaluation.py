@@ -58,7 +58,13 @@ def as_read(bench: Bench, compat: Compat) -> dict[str, list[Record]]:
     asked, so the two never share one."""
     if compat == "strict":
         return dict(bench)
-    return {name: [r.model_copy(update={"sys_prompt": None}) for r in records] for name, records in bench.items()}
+    return {name: [upstream_input(r) for r in records] for name, records in bench.items()}
+
+
+def upstream_input(record: Record) -> Record:
+    """A record as ``--compat upstream`` asks a scorer or a judge about it: without its ``sys_prompt`` (the one rule
+    of :func:`as_read` and of ``cheems score --compat upstream``)."""
+    return record.model_copy(update={"sys_prompt": None}) if record.sys_prompt is not None else record
 
 
 def evaluate(
@@ -285,22 +291,28 @@ def score_files(
     *,
     workers: int | None = None,
     issues: ReadResult | None = None,
+    compat: Compat = "strict",
 ) -> Iterator[tuple[ScoreKey, float]]:
     """:func:`score` the bench files a chunk at a time, in their order, with a progress bar: memory stays bounded
     by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a launcher every
-    process reads the files and takes its share of each chunk's batches. ``cheems score`` writes these rows."""
+    process reads the files and takes its share of each chunk's batches. ``cheems score`` writes these rows.
+    ``compat="upstream"`` scores each record as ``eval --compat upstream`` does (:func:`upstream_input`), so its
+    scores file gives ``eval --scores --compat upstream`` the upstream numbers."""
     from cheems.evaluate.bench import stream_bench
 
     scorer = scoring.scorer(connection)
-    return score_responses(
-        _bench_records(stream_bench(bench, workers=workers, label="scoring"), issues), scorer, scoring.score_cache()
-    )
+    files = stream_bench(bench, workers=workers, label="scoring")
+    as_asked = same_record if compat == "strict" else upstream_input
+    return score_responses(_bench_records(files, issues, as_asked), scorer, scoring.score_cache())
 
 
-def _bench_records(files: Iterator[tuple[str, Records]], issues: ReadResult | None) -> Iterator[Record]:
-    """The records of every bench file in turn, each file's warnings added to ``issues`` once it is read."""
+def _bench_records(
+    files: Iterator[tuple[str, Records]], issues: ReadResult | None, fn: Callable[[Record], Record] = same_record
+) -> Iterator[Record]:
+    """``fn`` of the records of every bench file in turn, each file's warnings added to ``issues`` once it is
+    read."""
     for _, records in files:
-        yield from records.map(same_record)
+        yield from records.map(fn)
         if issues is not None:
             issues.warnings += records.issues.warnings
 
