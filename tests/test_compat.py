@@ -341,6 +341,64 @@ def test_a_rewardbench2_record_without_chosen_1_is_refused_at_its_line_under_ups
         benchmark_report("bon", records, evaluate(records, given), "upstream")
 
 
+def test_rewardbench_file_missing_a_section_scores_it_0_under_upstream_as_calculate_scores_per_section():
+    rows = [bench_row("c1", "alpacaeval-easy", {"a": 1, "b": 2}), bench_row("s1", "donotanswer", {"a": 1, "b": 2})]
+    bench = {"rb": [Record.model_validate(r) for r in rows]}
+    result = evaluate(bench, {("c1", "a"): 1.0, ("c1", "b"): 0.0, ("s1", "a"): 0.0, ("s1", "b"): 1.0})
+    strict = benchmark_report("rewardbench", bench, result, "strict").to_dict()
+    upstream = benchmark_report("rewardbench", bench, result, "upstream").to_dict()
+    assert strict["subsets"]["rb"]["accuracy"] == 0.5  # Chat 1, Safety 0: the mean of the two present
+    sections = upstream["subsets"]["rb"]["sections"]
+    assert list(sections) == ["Chat", "Chat Hard", "Safety", "Reasoning"]
+    assert sections["Chat Hard"] == {"accuracy": 0.0, "n_prompts": 0, "n_pairs": 0}
+    assert upstream["subsets"]["rb"]["accuracy"] == 0.25  # (1 + 0 + 0 + 0) / 4, as upstream
+    assert "missing_section" in upstream["rules"]
+
+
+def test_judgebench_headline_is_its_pooled_overall_in_eval_and_suite(tmp_path, monkeypatch, capsys):
+    # mmlu-pro: 3 pairs, 3 right; livecodebench: 1 pair, wrong. Overall 3/4; the mean of the groups 1/2
+    groups = ["mmlu-pro", "mmlu-pro", "mmlu-pro", "livecodebench"]
+    rows = [bench_row(f"j{i}", g, {"A": 1, "B": 2}) for i, g in enumerate(groups)]
+    for row, longer in zip(rows, ["A", "A", "A", "B"]):  # the length scorer picks the longer response
+        next(r for r in row["responses"] if r["id"] == longer)["content"] += "长" * 10
+    bench = write_jsonl(tmp_path / "judgebench.jsonl", rows)
+    outs = {}
+    for metric in ("judgebench", "pairwise"):
+        outs[metric] = tmp_path / f"{metric}.json"
+        args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", metric, "--resamples", "0"]
+        proc = run_main(*args, "--output-json", outs[metric], monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+    got = json.loads(outs["judgebench"].read_text(encoding="utf-8"))
+    sub = got["subsets"]["judgebench"]
+    assert sub["accuracy"] == sub["pooled_accuracy"] == 0.75 and sub["category_mean"] == 0.5
+    assert got["overall"] == 0.75
+    assert json.loads(outs["pairwise"].read_text(encoding="utf-8"))["overall"] == 0.5
+    config = tmp_path / "suite.yaml"
+    config.write_text(
+        "benches:\n  - name: jb\n    bench: judgebench.jsonl\n    metric: judgebench\n    resamples: 0\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "suite.json"
+    args = ["suite", config, "--model", "length", "--no-cache", "--output-json", out]
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    suite = json.loads(out.read_text(encoding="utf-8"))
+    assert suite["benches"]["jb"]["score"] == 0.75
+
+
+def test_readme_differences_table_names_every_upstream_rule_and_the_audits_findings():
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("### Strict or upstream rules") : readme.index("### An evaluation that checks itself")]
+    for phrase in (
+        "calculate_scores_per_section",  # RewardBench 1 file missing a section
+        "a category with no ranked pair",  # CheemsBench: upstream NaN
+        "CheemsRM computes no ECE on the bench",
+        "JudgeBench's headline",
+        "`score`",
+    ):
+        assert phrase in table, phrase
+
+
 def test_rmb_best_of_n_keeps_its_rule_under_upstream():
     """RMB's best-of-N ids (best, loser-i) are not RewardBench 2's: a tie at the top stays wrong."""
     bench = {"rmb": [Record.model_validate(bench_row("bon-1", "Chat", {"best": 1, "loser-1": 2, "loser-2": 2}))]}

@@ -408,6 +408,17 @@ def pairwise_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | N
     return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
 
 
+@register_metric("judgebench", title="JudgeBench", help="JudgeBench: share of all pairs right (its Overall)")
+def judgebench_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+    """The ``judgebench`` metric of one subset: ``pairwise``'s numbers with JudgeBench's headline, ``accuracy`` =
+    ``pooled_accuracy``, the share of all its pairs right (``utils/metrics.py`` ``compute_final_metrics`` over every
+    pair, its "Overall"), so suites and leaderboards rank by it; ``categories`` are its source groups (their
+    accuracies, as upstream's per-source runs), and ``category_mean`` their unweighted mean (``pairwise``'s
+    accuracy)."""
+    out = pairwise_subset(outcomes, records, name)
+    return out | {"accuracy": out["pooled_accuracy"], "category_mean": out["accuracy"]}
+
+
 def benchmark_report(
     metric: str,
     bench: dict[str, list[Record]],
