@@ -477,6 +477,7 @@ def test_compare_of_two_upstream_details_files_reports_the_evals_numbers(tie_fil
     assert proc.returncode == 0, proc.stderr
     got = json.loads(out.read_text(encoding="utf-8"))
     assert got["compat"] == "upstream"
+    assert "compat upstream: exact match as the details files' evaluations computed it" in proc.stdout
     for metric in ("accuracy", "exact_match"):
         d = got["subsets"]["tie"][metric]
         assert (d["a"], d["b"]) == pytest.approx(

@@ -367,6 +367,8 @@ def print_comparison(result: Comparison, console: Console) -> None:
             end_section=i == len(rows) - 1,
         )
     console.print(table)
+    if result.a.compat != "strict":  # the numbers are the evaluations' own, under the rules both files record
+        console.print(f"compat {result.a.compat}: exact match as the details files' evaluations computed it")
     m = result.mcnemar
     console.print(
         f"McNemar on {m.pairs} pooled pairs: A right and B wrong {m.b}, B right and A wrong {m.c}; "
