@@ -16,7 +16,7 @@ from cheems.cli.options import NoProgress, SkipInvalid, Verbose, Workers, settin
 from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
-from cheems.evaluate.run_settings import DemoSettings, EvalSettings
+from cheems.evaluate.run_settings import CompatSettings, DemoSettings, EvalSettings
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
@@ -159,7 +159,9 @@ BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); th
 
 @app.command()
 @settings_options(
-    scoring.SCORING_MODELS, "model", "bench", "output", *scoring.SCORING_AND_SERVER, "workers", show_defaults=True
+    (*scoring.SCORING_MODELS, CompatSettings),
+    *("model", "bench", "output", "compat", *scoring.SCORING_AND_SERVER, "workers"),
+    show_defaults=True,
 )
 def score(
     *,
@@ -168,7 +170,8 @@ def score(
     workers: Workers = None,
     settings: dict,
 ) -> None:
-    """Score every response of the bench files with a reward model."""
+    """Score every response of the bench files with a reward model (--compat upstream: as eval --compat upstream
+    asks it, without the sys_prompt)."""
     from cheems.data.io import ReadResult, write_scores
     from cheems.evaluate.evaluation import score_files
     from cheems.models.scoring import ScoringSettings
@@ -183,7 +186,8 @@ def score(
     connection = settings_of(ConnectionSettings, settings)
     claim_outputs(inputs=cfg.inputs(bench), files=[("--output", output)])
     issues = ReadResult()
-    scores = score_files(bench, cfg, connection, workers=workers, issues=issues)
+    compat = settings_of(CompatSettings, settings).compat
+    scores = score_files(bench, cfg, connection, workers=workers, issues=issues, compat=compat)
     if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
         for _ in scores:
             pass
