@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cheems.data.schema import Record
+from cheems.data.schema import Record, Response
 from cheems.errors import InputError
-from cheems.llm.sampling import GenerateSettings, SampleCache, generate_records, read_prompts
+from cheems.llm.sampling import GenerateSettings, SampleCache, generate_records, merge_sample, read_prompts
 from fault_server import FakeJudgeServer, fake_sample, sample_key
 from helpers import assert_user_error, run_main, write_jsonl
 from tiny_models import build_tiny_qwen2
@@ -261,6 +261,37 @@ def test_models_grow_one_pool_identical_texts_stored_once_and_a_rerun_adds_nothi
     # the pool is valid canonical records, and its extra keys survive a round trip
     for record in more.records:
         assert Record.model_validate(record.to_json()).to_json() == record.to_json()
+
+
+def test_one_pool_rule_for_every_model_its_own_samples_and_hand_written_answers():
+    """A text is stored once whoever gave it: the first model of a text, a later one, the same model again,
+    or no model (a hand-written answer) alike (before, a model's own repeat and a text with no model were kept
+    twice, and only a model other than the response's first was merged)."""
+    pool = [Response(id="a-0", content="T", model="a"), Response(id="mine", content="U")]
+    merge_sample(pool, "b-0", "T", "b")  # another model: merged, as before
+    merge_sample(pool, "a-1", "T", "a")  # the text's first model again
+    merge_sample(pool, "b-1", "T", "b")  # the later model again
+    merge_sample(pool, "a-2", "U", "a")  # a hand-written answer's text
+    merge_sample(pool, "a-3", "V", "a")
+    assert [(r.id, r.content, r.model, r.models, r.merged) for r in pool] == [
+        ("a-0", "T", "a", ["a", "b"], ["b-0", "a-1", "b-1"]),
+        ("mine", "U", None, ["a"], ["a-2"]),
+        ("a-3", "V", "a", None, None),
+    ]
+
+
+def test_a_model_sampling_a_text_it_gave_before_stores_it_once_and_a_rerun_asks_nothing(server, tmp_path):
+    recs = prompts(1)
+    own = fake_sample("问题0", seed_of(0, "p0", 0))  # what sample 0 will say
+    pool = [recs[0].model_copy(update={"responses": [Response(id="old", content=own, model="org/fake-gen")]})]
+    first = generate_records(pool, settings(server, tmp_path, n=2), progress=False)
+    assert pool_view(first)["p0"] == [
+        ("old", own, "org/fake-gen", None, ["fake-gen-0"]),
+        ("fake-gen-1", fake_sample("问题0", seed_of(0, "p0", 1)), "org/fake-gen", None, None),
+    ]
+    assert first.stats.merged == 1
+    again = generate_records(first.records, settings(server, tmp_path, n=2), progress=False)
+    assert pool_view(again) == pool_view(first) and again.stats.samples == 0
 
 
 # ------------------------------------------------------------------------------ the command
