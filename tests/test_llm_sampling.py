@@ -327,6 +327,30 @@ def test_cli_writes_the_pool_and_stats_and_refuses_bad_input(server, tmp_path, m
     assert server.total == 4
 
 
+def test_a_second_run_onto_the_same_pool_is_refused_while_one_runs(server, tmp_path):
+    """Two runs growing one pool with two models: the second wrote the file without the first one's samples.
+    This test process holds the run lock on the output as a running ``cheems generate`` does; a real second
+    process is refused at once (one line, nothing written, nothing asked), and runs once the lock is let go."""
+    import os
+
+    from cheems.outputs import run_lock
+    from helpers import run_cheems
+
+    src = write_jsonl(tmp_path / "prompts.jsonl", [{"id": "a", "input": "问题甲"}])
+    out = tmp_path / "pool.jsonl"
+    args = ["generate", src, "-o", out, "--base-url", server.url, "--gen-model", "b", "--no-progress"]
+    args += ["--cache", tmp_path / "gen.sqlite"]
+    env = {"OPENAI_API_KEY": "test-key"}
+    with run_lock(out, "samples"):
+        proc = run_cheems(*args, env=env)
+        assert_user_error(proc, f"{out}: another run is writing its samples to this file (pid {os.getpid()})")
+        assert not out.exists() and server.total == 0
+    proc = run_cheems(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and server.total == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen.sqlite", "pool.jsonl", "prompts.jsonl"]  # no lock left
+
+
 def test_read_prompts_keeps_given_responses(tmp_path):
     src = write_jsonl(tmp_path / "p.jsonl", [{"id": "a", "input": "问", "responses": [{"id": "r1", "content": "答"}]}])
     (record,) = read_prompts(src)
