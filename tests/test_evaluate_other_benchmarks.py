@@ -304,6 +304,24 @@ def test_rmb_release_with_an_identical_refusal_imports_and_scores_as_upstream(tm
     assert got["strict"]["subsets"]["rmb"]["n_pairs"] == got["upstream"]["subsets"]["rmb"]["n_pairs"]
 
 
+def test_rmb_best_of_n_row_with_the_best_answer_among_its_losers_counts_as_wrong(tmp_path, monkeypatch, capsys):
+    """A best-of-N row whose best answer a loser repeats: kept, and wrong under ``bon`` (the best must outscore
+    every loser; a tie is no win), as RMB scores it."""
+    folder = tmp_path / "BoN_set" / "Helpfulness" / "Chat"
+    folder.mkdir(parents=True)
+    rows = json.loads((RMB / "BoN_set/Helpfulness/Chat/Discussion.json").read_text(encoding="utf-8"))
+    rows[1]["loser_list"].append({"llm_name": "twin", "answer": rows[1]["bon_best"]["answer"]})
+    (folder / "Discussion.json").write_text(json.dumps(rows, indent=4), encoding="utf-8")
+    bench, out = tmp_path / "bon.jsonl", tmp_path / "bon.json"
+    proc = run_main("import", "rmb", tmp_path / "BoN_set", "-o", bench, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and "1 row(s) judge two identical texts: kept" in proc.stderr, proc.stderr
+    args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", "bon", "--output-json", out]
+    assert run_main(*args, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    sub = json.loads(out.read_text(encoding="utf-8"))["subsets"]["bon"]
+    # before: one of the two rows right (test_pairwise_and_bon_on_rmb); row 102 was that one, now tied with its twin
+    assert sub["n_prompts"] == 2 and sub["pooled_accuracy"] == 0.0
+
+
 def test_judgebench_pair_with_a_equal_to_b_imports_and_counts_as_wrong(tmp_path, monkeypatch, capsys):
     """JudgeBench's both-orders RM judge gives a tie 0 (not right): the A == B pair stays in the denominator."""
     rows = [json.loads(x) for x in JUDGEBENCH.read_text(encoding="utf-8").splitlines()]
