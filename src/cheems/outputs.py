@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -533,3 +534,57 @@ def disk_errors(what: str, folder: str | Path, hint: str) -> Iterator[None]:
         else:
             raise
         raise InputError(f"cannot save {what}: {reason}", path=str(folder), hint=hint) from None
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | Path, busy: Callable[[str], InputError], *, remove: bool = False) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created when missing, ``pid N`` written in it) for the block; when
+    another process holds it, raise ``busy(its pid line)`` at once: one run at a time, never a wait.
+
+    ``remove``: the file goes when the block ends, while still held. A process that opened it before then finds,
+    once it holds the lock, that the name is another file (or none) and takes the lock again on the name.
+    """
+    path = str(path)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            try:
+                owner = Path(path).read_text(encoding="utf-8").strip()
+            except OSError:  # removed by its holder in between
+                owner = ""
+            raise busy(owner or "another process") from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        os.close(fd)  # the holder before us removed the file we had opened: lock the name's file instead
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        yield
+    finally:
+        if remove:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def run_lock(output: str | Path, what: str) -> contextlib.AbstractContextManager[None]:
+    """The lock of one run writing its ``what`` to ``output`` (``.NAME.lock`` beside it, removed at the end): a
+    second run onto the same file while one runs is one line, before any work, not a file holding one run's half
+    of what both meant to write (two ``generate`` runs growing one pool with two models)."""
+    target = Path(output)
+    lock = target.parent / f".{target.name}.lock"
+
+    def busy(owner: str) -> InputError:
+        return InputError(
+            f"another run is writing its {what} to this file ({owner})",
+            path=str(output),
+            hint="wait for it to finish and run this one on its output, or write to another file",
+        )
+
+    if not target.parent.is_dir():  # claim_outputs creates the folder later; nothing can hold a lock there yet
+        return contextlib.nullcontext()
+    return exclusive_lock(lock, busy, remove=True)

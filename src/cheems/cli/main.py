@@ -103,6 +103,7 @@ def import_(
     claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     n, issues = convert_file(source, fmt, output, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
+    report_warnings(issues.warnings)
     console.print(f"wrote {n} records to {output}")
 
 

@@ -701,3 +701,17 @@ def write_scores(path: str | Path, scores: Mapping[ScoreKey, float] | Iterable[t
     """Write a scores file: a dict, or ``(key, score)`` pairs as they come (consumed lazily)."""
     pairs = scores.items() if isinstance(scores, Mapping) else scores
     return write_jsonl(path, ({"prompt_id": p, "response_id": r, "score": s} for (p, r), s in pairs))
+
+
+def id_places(paths: Iterable[str | Path], rid: str, limit: int = 2) -> list[str]:
+    """``path:line`` of the first ``limit`` rows whose written ``id`` is ``rid``, for an error about an id that two
+    records share when the reader that found it kept no lines (read again: the error path only). An id derived from
+    the prompt text repeats only with the text, so the ids that clash are written ones."""
+    places: list[str] = []
+    for path in paths:
+        for line, row in iter_rows(path, skip_invalid=True):
+            if isinstance(row, dict) and row.get("id") == rid:
+                places.append(f"{path}:{line}")
+                if len(places) == limit:
+                    return places
+    return places

@@ -57,8 +57,9 @@ def run_to_files(
 ) -> ChatRun[R]:
     """Claim the run's files (``output``, its failures list, ``stats_json``; none may replace one of ``inputs``),
     ``run`` it, and write its files together (:func:`write_run`). ``what`` the run caches in ``cache``, for the
-    note of an interrupted run."""
-    from cheems.outputs import claim_outputs
+    note of an interrupted run. One run at a time writes ``output`` (:func:`cheems.outputs.run_lock`): a second
+    is refused, as it would write the file without the first one's results."""
+    from cheems.outputs import claim_outputs, run_lock
 
     side = failures_path(output)
     claim_outputs(
@@ -66,8 +67,9 @@ def run_to_files(
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished {what} are in {cache}; rerun the same command to resume",
     )
-    result = run()
-    write_run(output, result.records, result.failures, side, stats_json, result.stats.to_dict())
+    with run_lock(output, what):
+        result = run()
+        write_run(output, result.records, result.failures, side, stats_json, result.stats.to_dict())
     return ChatRun(result, output, side if result.failures else None)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cheems.data.io import ReadResult, record_line, write_lines_and_report
+from cheems.data.io import ReadResult, id_places, record_line, write_lines_and_report
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
 from cheems.prompts.minhash import NearIndex, NearSettings, prompt_key
@@ -53,6 +53,20 @@ class DedupResult:
         }
 
 
+def _id_clash(rid: str, sources: list[str | Path]) -> InputError:
+    """Two different prompts with one id: the error is at the second one and names the first (file:line, the
+    files read again for them)."""
+    places = id_places(sources, rid)
+    first, (path, line) = (places[0], places[1].rsplit(":", 1)) if len(places) == 2 else ("", ("IN", None))
+    return InputError(
+        f"two different prompts have the id '{rid}'" + (f" (first at {first})" if first else ""),
+        path=path,
+        line=None if line is None else int(line),
+        field="id",
+        hint="give every prompt its own id (a repeated prompt may repeat its id: it is dropped)",
+    )
+
+
 def find_duplicates(
     sources: Iterable[str | Path],
     settings: NearSettings,
@@ -61,6 +75,7 @@ def find_duplicates(
     workers: int | None = None,
 ) -> tuple[DedupResult, bytearray]:
     """The first pass: the clusters, and a flag per record read (1: dropped)."""
+    sources = list(sources)
     result = DedupResult()
     dropped = bytearray()
     first: dict[bytes, int] = {}  # normalised-text hash -> the kept record's number in the index
@@ -85,12 +100,7 @@ def find_duplicates(
             result.near += 1
         else:
             if key.id in kept_set:
-                raise InputError(
-                    f"two different prompts have the id '{key.id}'",
-                    path="IN",
-                    field="id",
-                    hint="give every prompt its own id (a repeated prompt may repeat its id: it is dropped)",
-                )
+                raise _id_clash(key.id, sources)
             first[key.exact] = index.add(key)
             kept_ids.append(key.id)
             kept_set.add(key.id)
