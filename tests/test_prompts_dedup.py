@@ -277,3 +277,46 @@ def test_a_prompt_pool_is_a_valid_input(tmp_path: Path) -> None:
     assert "3" in proc.stdout
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "a", "input": BASE, "category": 5}])
     assert_user_error(run_cheems("dedup", bad, "-o", out), "bad.jsonl:1")
+
+
+def _waiting_for_lock(inode: int) -> bool:
+    """Whether some process waits for an flock on the file or folder ``inode`` (Linux lists waiters with ``->``)."""
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and f":{inode} " in line for line in lines)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads the lock table in /proc/locks (Linux)")
+def test_a_run_commits_its_records_and_report_while_no_other_run_commits_the_same_files(tmp_path: Path) -> None:
+    """Two runs with one -o and one --report: each moves its two files onto their names under a lock on their
+    folder, so the pair is always one run's (before, one run's records could end up beside the other's counts)."""
+    import contextlib
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    out, report = folder / "out.jsonl", folder / "report.json"
+    src = write_jsonl(tmp_path / "a.jsonl", [rec("a", BASE), rec("b", BASE), rec("c", APART[0])])
+    other = os.open(folder, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX)  # another run is moving its files onto these names
+    try:
+        cmd = [sys.executable, "-m", "cheems", "dedup", str(src), "-o", str(out), "--report", str(report)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(6000):  # at most 5 minutes: the run reaches its commit in a second or two
+            if _waiting_for_lock(os.stat(folder).st_ino):
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.05)
+            assert proc.returncode is None, "the run committed its files without waiting for the other run"
+        else:
+            proc.kill()
+            raise AssertionError("the run never reached its commit")
+        assert not out.exists() and not report.exists()  # written aside, not yet under their names
+    finally:
+        os.close(other)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    counts = json.loads(report.read_text(encoding="utf-8"))
+    assert counts["kept"] == len(out.read_text(encoding="utf-8").splitlines()) == 2

@@ -82,7 +82,10 @@ class BenchIndex:
     ids: list[str] = field(default_factory=list)
     numbers: list[frozenset[str]] = field(default_factory=list)
     exact: dict[bytes, int] = field(default_factory=dict)
-    # hash of an n-gram (this process's hash) -> the bench number holding it, or the numbers of every one that does
+    # hash of (an n-gram, an anchor) -> the bench number holding it, or the numbers of every one that does (this
+    # process's hash). The anchor is the bench prompt's smallest number ("" without one): a training prompt must
+    # hold every number of the bench prompt, so it looks up only its own numbers' anchors, and a template filled
+    # with many numbers is not compared with every bench prompt of that template.
     grams: dict[int, int | list[int]] = field(default_factory=dict)
     near: NearIndex | None = None
     # with --responses: a bench response's text, and its n-grams -> (bench number, response id)
@@ -97,7 +100,8 @@ class BenchIndex:
         self.ids.append(key.id)
         self.numbers.append(frozenset(key.numbers))
         self.exact.setdefault(key.exact, number)
-        for h in {hash(gram) for gram in _grams(key.text, self.settings.ngram)}:
+        anchor = min(key.numbers, default="")
+        for h in {hash((gram, anchor)) for gram in _grams(key.text, self.settings.ngram)}:
             there = self.grams.get(h)
             if there is None:
                 self.grams[h] = number
@@ -115,11 +119,12 @@ class BenchIndex:
         if key.exact in self.exact:
             return {"bench_id": self.ids[self.exact[key.exact]], "overlap": "exact"}
         numbers = set(key.numbers)
+        anchors = ["", *sorted(numbers)]
         for gram in _grams(key.text, self.settings.ngram):
-            there = self.grams.get(hash(gram))
-            for number in () if there is None else there if isinstance(there, list) else (there,):
-                if self.numbers[number] <= numbers:
-                    return {"bench_id": self.ids[number], "overlap": "ngram", "shared": gram}
+            held = [self.grams.get(hash((gram, anchor))) for anchor in anchors]
+            found = [n for there in held if there is not None for n in (there if isinstance(there, list) else (there,))]
+            if hits := [n for n in found if self.numbers[n] <= numbers]:
+                return {"bench_id": self.ids[min(hits)], "overlap": "ngram", "shared": gram}
         match = self.near.match(key) if self.near is not None else None
         if match is not None:
             return {"bench_id": self.ids[match[0]], "overlap": "near", "similarity": match[1]}
