@@ -477,7 +477,10 @@ def _group_lock(targets: list[str]) -> Iterator[None]:
                 fds.append(os.open(folder, os.O_RDONLY))
             except OSError:  # a folder this user may write but not read: no lock there
                 continue
-            fcntl.flock(fds[-1], fcntl.LOCK_EX)  # in sorted order: two groups never wait for each other
+            try:
+                fcntl.flock(fds[-1], fcntl.LOCK_EX)  # in sorted order: two groups never wait for each other
+            except OSError:  # a file system without locks (some network ones): the group commits unlocked
+                continue
         yield
     finally:
         for fd in fds:
