@@ -15,7 +15,8 @@ One place for three rules:
   file at once leave one complete run's output. Only SIGKILL (which no process can catch) can
   leave the hidden temporary file behind; the file under the real name is then still the old one.
 - :func:`together`: files written inside the block are moved onto their names at its end, all at
-  once, or none of them (split's two halves, a report beside its records).
+  once, or none of them (split's two halves, a report beside its records); two runs' groups of the same
+  files take their names one group after the other (a lock on their folders), never interleaved.
 - :func:`replace_folder`: a folder built elsewhere (a trained model) takes its name whole, at once.
 - :func:`disk_errors`: a write that fails for want of space (whatever the writing library raises) is
   one line saying so.
@@ -461,6 +462,33 @@ def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
 
 
 @contextlib.contextmanager
+def _group_lock(targets: list[str]) -> Iterator[None]:
+    """An exclusive lock (``flock``) on the folder of each of ``targets`` while a group takes its names: two runs
+    that write the same files at once (``dedup -o OUT --report R``) commit one after the other, so the files end up
+    all from one run, never one run's records beside the other's report. Released when the process ends, however."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock
+        yield
+        return
+    fds: list[int] = []
+    try:
+        for folder in sorted({os.path.dirname(t) for t in targets}) if len(targets) > 1 else ():
+            try:
+                fds.append(os.open(folder, os.O_RDONLY))
+            except OSError:  # a folder this user may write but not read: no lock there
+                continue
+            try:
+                fcntl.flock(fds[-1], fcntl.LOCK_EX)  # in sorted order: two groups never wait for each other
+            except OSError:  # a file system without locks (some network ones): the group commits unlocked
+                continue
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
 def together() -> Iterator[None]:
     """Files written with :func:`atomic_file` inside the block take their names at its end, all of them or none."""
     global _pending
@@ -470,7 +498,7 @@ def together() -> Iterator[None]:
     _pending = []
     try:
         yield
-        with _held():
+        with _held(), _group_lock([target for _, target, _ in _pending]):
             while _pending:
                 tmp, target, _ = _pending.pop(0)
                 _commit(tmp, target)

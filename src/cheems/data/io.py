@@ -580,13 +580,19 @@ def is_official_pair(obj: Any) -> bool:
     return isinstance(obj, dict) and {"answer1", "answer2", "preference"} <= obj.keys()
 
 
-def parse_record(obj: Any, path: str, line: int, id_scope: str | None = None) -> Record:
+def parse_record(obj: Any, path: str, line: int, id_scope: str | None = None, *, prompts: bool = False) -> Record:
     """Validate one canonical (or official) record object. A record without an ``id`` is named by its prompt
     text; with ``id_scope`` (a bench file's subset) that name is ``SCOPE/p-…``, so that the same prompt in two
-    bench files is two prompts, as upstream evaluates each file on its own."""
+    bench files is two prompts, as upstream evaluates each file on its own. With ``prompts`` the record may be a
+    prompt alone (a prompt pool: no ``responses`` or ``"responses": []``, as ``categorize apply`` writes): it
+    comes back with no responses, the rest of it checked as any record's."""
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=line)
     obj = dict(obj)
+    if prompts and not obj.get("responses"):
+        # A record needs a response to be valid: check the rest of the row with a stand-in, then drop it.
+        record = parse_record({**obj, "responses": [{"id": "-", "content": ""}]}, path, line, id_scope)
+        return record.model_copy(update={"responses": []})
     if "input" not in obj and isinstance(obj.get("prompt"), (str, list)):
         obj["input"] = obj.pop("prompt")
     if "annotations" in obj:

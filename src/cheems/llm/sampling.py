@@ -113,12 +113,7 @@ def read_prompts(path: str | Path) -> list[Record]:
     out: list[Record] = []
     seen: dict[str, int] = {}
     for line, obj in load_rows(path):
-        if isinstance(obj, dict) and not obj.get("responses"):
-            # A record needs a response to be valid: check the rest of the row with a stand-in, then drop it.
-            record = parse_record({**obj, "responses": [{"id": "-", "content": ""}]}, str(path), line)
-            record = record.model_copy(update={"responses": []})
-        else:
-            record = parse_record(obj, str(path), line)
+        record = parse_record(obj, str(path), line, prompts=True)
         if record.id in seen:
             raise InputError(
                 f"duplicate prompt id '{record.id}' (first at line {seen[record.id]})",

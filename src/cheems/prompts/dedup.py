@@ -87,8 +87,10 @@ def find_duplicates(
         functools.partial(prompt_key, settings.shingle),
         skip_invalid=skip_invalid,
         workers=workers,
-        progress="dedup: hashing",
+        progress="dedup",
         unique_ids=False,
+        prompts=True,
+        log_progress=True,
     )
     for key in keys:
         result.records += 1
@@ -134,6 +136,7 @@ def write_kept(
         workers=workers,
         progress="writing",
         unique_ids=unique_ids,
+        prompts=True,
     )
     kept = (line for line, out in zip(lines, dropped) if not out)
     write_lines_and_report(output, kept, report_path, report)
