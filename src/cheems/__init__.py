@@ -9,12 +9,13 @@ The public Python API (docs/api.md); every ``cheems`` command prints what one of
     report.to_dict()  # what `cheems eval --output-json` writes
 
 Names are imported on first use (:func:`cheems.runtime.lazy_exports`): ``import cheems`` loads
-neither torch nor the readers.
+neither torch nor the readers. ``cheems.__version__`` is the installed package's version
+(:func:`cheems.runtime.package_version`), what ``cheems --version`` prints.
 """
 
-from cheems.runtime import lazy_exports
+from typing import Any
 
-__version__ = "0.1.0"
+from cheems.runtime import lazy_exports, package_version
 
 _EXPORTS = {
     # records
@@ -82,4 +83,10 @@ _EXPORTS = {
     "train": "train:",  # the package, callable: cheems.train(...) is trainer.train(...)
 }
 __all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+_exported = lazy_exports(__name__, _EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the package metadata on first use, not at import
+        return package_version()
+    return _exported(name)

@@ -31,8 +31,22 @@ app = typer.Typer(
 )
 
 
+def _show_version(given: bool) -> None:
+    if given:
+        from cheems.runtime import package_version
+
+        console.print(f"cheems {package_version()}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _global_options(verbose: Verbose = False) -> None:
+def _global_options(
+    verbose: Verbose = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print cheems' version and exit.", is_eager=True, callback=_show_version),
+    ] = False,
+) -> None:
     """Options for every command (given before it: cheems --verbose eval ...)."""
     from cheems.models.quiet import set_verbose
 
