@@ -12,7 +12,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cheems"
 LAYERS = [
-    {"__init__", "errors", "runtime", "cachedb", "registries", "settings", "yamlfile", "outputs"},  # below everything
+    {"__init__", "errors", "arguments", "runtime", "cachedb", "registries", "settings", "yamlfile", "outputs"},
     {"data"},
     {"ranking"},
     {"llm"},  # clients of chat models (and the one HTTP client)

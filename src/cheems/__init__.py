@@ -13,6 +13,7 @@ neither torch nor the readers. ``cheems.__version__`` is the installed package's
 (:func:`cheems.runtime.package_version`), what ``cheems --version`` prints.
 """
 
+import inspect
 from typing import Any
 
 from cheems.runtime import lazy_exports, package_version
@@ -87,6 +88,13 @@ _exported = lazy_exports(__name__, _EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
+    """A public name, imported on first use; a function comes with its arguments checked
+    (:func:`cheems.arguments.checked`: a wrong type raises a ``TypeError`` naming the argument)."""
     if name == "__version__":  # read from the package metadata on first use, not at import
         return package_version()
-    return _exported(name)
+    found = _exported(name)
+    if inspect.isfunction(found):
+        from cheems.arguments import checked
+
+        found = globals()[name] = checked(found, name)  # kept: wrapped once, and later lookups skip __getattr__
+    return found

@@ -321,6 +321,9 @@ def callable_package(module: Any, target: str) -> None:
 
     class _Callable(types.ModuleType):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)(*args, **kwargs)
+            from cheems.arguments import checked  # the public function: its arguments checked as cheems.NAME's are
+
+            target = getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)
+            return checked(target, module.__name__.rpartition(".")[2])(*args, **kwargs)
 
     module.__class__ = _Callable
