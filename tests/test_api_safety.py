@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import cheems
 from cheems.arguments import ArgumentTypeError
 from cheems.errors import InputError
-from helpers import run_cheems
+from helpers import assert_user_error, run_cheems, run_main
 
 SRC = Path(cheems.__file__).resolve().parents[1]
 PYPROJECT = SRC.parent / "pyproject.toml"
@@ -282,3 +282,62 @@ def test_a_str_where_a_path_goes_is_made_a_path(tmp_path):
     P, S = _records(tmp_path / "in.jsonl"), _scores(tmp_path / "scores.jsonl")
     result = cheems.bon_files(str(P), str(tmp_path / "picks.jsonl"), cheems.ScoredBy(scores=S))
     assert result is not None and (tmp_path / "picks.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------- several files after one option
+
+
+def _bench(path: Path, prefix: str) -> Path:
+    rows = [
+        {
+            "id": f"{prefix}{i}",
+            "input": f"问题{prefix}{i}",
+            "responses": [{"id": "a", "content": "好的回答"}, {"id": "b", "content": "差"}],
+            "rank": {"a": 1, "b": 2},
+        }
+        for i in range(3)
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_one_bench_option_takes_several_files_as_docs_api_shows(tmp_path, monkeypatch, capsys):
+    """``cheems eval --bench open.jsonl human.jsonl --model length --output-json J`` (docs/api.md) evaluates both."""
+    monkeypatch.chdir(tmp_path)
+    _bench(tmp_path / "open.jsonl", "o"), _bench(tmp_path / "human.jsonl", "h")
+    args = [
+        "eval",
+        "--bench",
+        "open.jsonl",
+        "human.jsonl",
+        "--model",
+        "length",
+        "--no-cache",
+        "--output-json",
+        "j.json",
+    ]
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads((tmp_path / "j.json").read_text())["subsets"]) == {"open", "human"}
+    repeated = run_main(*args[:3], "--bench", *args[3:], monkeypatch=monkeypatch, capsys=capsys)
+    assert repeated.returncode == 0, repeated.stderr
+
+
+def test_a_word_left_over_names_the_fix(tmp_path, monkeypatch, capsys):
+    """Where a word after ``--bench`` could be the command's own argument it stays one; one too many is an error
+    that says how to give several files."""
+    monkeypatch.chdir(tmp_path)
+    _records(tmp_path / "in.jsonl"), _bench(tmp_path / "a.jsonl", "a"), _bench(tmp_path / "b.jsonl", "b")
+    proc = run_main(
+        "decontaminate",
+        "in.jsonl",
+        "--bench",
+        "a.jsonl",
+        "b.jsonl",
+        "-o",
+        "o.jsonl",
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
+    assert_user_error(proc, "unexpected extra argument", "--bench a.jsonl --bench b.jsonl")
+    assert not (tmp_path / "o.jsonl").exists()
