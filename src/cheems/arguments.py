@@ -127,7 +127,7 @@ class _ByName:
         return cls  # ChatRun[X]: the class alone is checked
 
 
-class _Names(dict):  # type: ignore[type-arg]
+class _Names(dict[str, Any]):
     """The names an annotation is evaluated in: the module's, the builtins, and for any other a :class:`_ByName`."""
 
     def __init__(self, module: dict[str, Any]) -> None:

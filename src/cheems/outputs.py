@@ -60,6 +60,7 @@ NO_ROOM = {
     errno.EDQUOT: "the disk quota is exceeded",
 }
 """The errors of a write that failed for want of room, and what each means to a user."""
+SQLITE_FULL = 13  # sqlite3's "database or disk is full" (sqlite3.Error.sqlite_errorcode, Python 3.11+)
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust libraries (safetensors) quote the errno
 SIDE_FILES = ("-wal", "-shm", "-journal")
 """What SQLite keeps beside a database ``X`` as ``X-wal``, ``X-shm``, ``X-journal``: part of it while it is open."""
@@ -539,13 +540,16 @@ def out_of_room(
 ) -> InputError | None:
     """The one line for a write that failed for want of room (see :data:`NO_ROOM`), or None for any other failure.
 
-    The errno comes from an ``OSError``, or from the ``(os error N)`` a Rust library (safetensors)
-    puts in its message. The line names ``path`` and says how to make room; the caller raises it
-    ``from None`` once its partial output is removed, so nothing that looks finished is left.
+    The errno comes from an ``OSError``, from the ``(os error N)`` a Rust library (safetensors)
+    puts in its message, or SQLite's ``SQLITE_FULL``. The line names ``path`` and says how to make
+    room; the caller raises it ``from None`` once its partial output is removed, so nothing that
+    looks finished is left.
     """
     code = error.errno if isinstance(error, OSError) else None
     if code is None and (found := _OS_ERROR.search(str(error))):
         code = int(found.group(1))
+    if code is None and getattr(error, "sqlite_errorcode", None) == SQLITE_FULL:  # no errno: the disk is full
+        code = errno.ENOSPC
     if code not in NO_ROOM:
         return None
     return InputError(
