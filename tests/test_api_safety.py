@@ -341,3 +341,20 @@ def test_a_word_left_over_names_the_fix(tmp_path, monkeypatch, capsys):
     )
     assert_user_error(proc, "unexpected extra argument", "--bench a.jsonl --bench b.jsonl")
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_suites_json_never_replaces_its_config_or_a_bench(tmp_path):
+    bench = _bench(tmp_path / "open.jsonl", "o")
+    config = tmp_path / "suite.yaml"
+    config.write_text("resamples: 0\nbenches:\n  - name: open\n    bench: open.jsonl\n", encoding="utf-8")
+    scores = tmp_path / "s.jsonl"
+    rows = [{"prompt_id": f"o{i}", "response_id": r, "score": s} for i in range(3) for r, s in (("a", 1.0), ("b", 0.0))]
+    scores.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = cheems.suite_files(config, cheems.ScoredBy(scores=scores), progress=False)
+    before = _snapshot(tmp_path)
+    for target in (config, bench):
+        with pytest.raises(InputError, match="is also the input"):
+            result.write(target)
+    assert _snapshot(tmp_path) == before
+    result.write(tmp_path / "suite.json")
+    assert json.loads((tmp_path / "suite.json").read_text())["benches"]["open"]["score"] == 1.0
