@@ -358,3 +358,17 @@ def test_a_suites_json_never_replaces_its_config_or_a_bench(tmp_path):
     assert _snapshot(tmp_path) == before
     result.write(tmp_path / "suite.json")
     assert json.loads((tmp_path / "suite.json").read_text())["benches"]["open"]["score"] == 1.0
+
+
+def test_an_evaluations_files_never_replace_a_bench_or_the_scores(tmp_path):
+    """``cheems.evaluate_files(...).write(...)``, as ``cheems eval`` writes them."""
+    bench = [_bench(tmp_path / "open.jsonl", "o")]
+    scores = tmp_path / "s.jsonl"
+    rows = [{"prompt_id": f"o{i}", "response_id": r, "score": s} for i in range(3) for r, s in (("a", 1.0), ("b", 0.0))]
+    scores.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run = cheems.evaluate_files(bench, cheems.ScoredBy(scores=scores), progress=False, fingerprint=True)
+    before = _snapshot(tmp_path)
+    for one in ({"output_json": bench[0]}, {"output_json": scores}, {"details": bench[0]}):
+        with pytest.raises(InputError, match="is also the input"):
+            run.write(**{"output_json": None, "report": None, "details": None, **one})
+    assert _snapshot(tmp_path) == before
