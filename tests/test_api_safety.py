@@ -372,3 +372,24 @@ def test_an_evaluations_files_never_replace_a_bench_or_the_scores(tmp_path):
         with pytest.raises(InputError, match="is also the input"):
             run.write(**{"output_json": None, "report": None, "details": None, **one})
     assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "words, spread",
+    [
+        ("--bench a b --model m", "--bench a --bench b --model m"),
+        ("--bench=a b", "--bench=a --bench b"),
+        ("--model m x", "--model m x"),  # --model is given once: x stays a word click refuses
+        ("--bench a --no-cache b", "--bench a --no-cache b"),  # a flag ends the files
+        ("--bench", "--bench"),  # no value: click says so
+        ("--bench a -- b", "--bench a -- b"),
+    ],
+)
+def test_the_words_after_a_repeatable_option(words, spread):
+    import typer
+
+    from cheems.cli.console import spread_values
+    from cheems.cli.main import app
+
+    command = typer.main.get_command(app).commands["eval"]
+    assert spread_values(command.params, words.split()) == spread.split()

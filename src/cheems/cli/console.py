@@ -77,8 +77,8 @@ def spread_values(params: Sequence[Any], args: list[str]) -> list[str]:
         if option is not None:
             out.append(word)
             takes_value = not option.is_flag and not option.count and "=" not in word
-            if takes_value:
-                out.append(next(words, ""))
+            if takes_value and (value := next(words, None)) is not None:  # none: click says it is missing
+                out.append(value)
             repeat = name if option.multiple and (takes_value or "=" in word) else None
         elif repeat is not None and not word.startswith("-"):
             out += [repeat, word]
