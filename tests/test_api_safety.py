@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -393,3 +394,15 @@ def test_the_words_after_a_repeatable_option(words, spread):
 
     command = typer.main.get_command(app).commands["eval"]
     assert spread_values(command.params, words.split()) == spread.split()
+
+
+def test_paths_in_a_list_or_tuple_are_made_paths():
+    from cheems.arguments import checked
+
+    def f(a: Sequence[Path], b: list[Path], c: Path | None = None) -> tuple:
+        return a, b, c
+
+    assert checked(f)(("x",), ["y"], "z") == ((Path("x"),), [Path("y")], Path("z"))
+    assert checked(f)([], [])[2] is None
+    with pytest.raises(ArgumentTypeError, match="argument 'b' of f\\(\\) must be a list of Path, not tuple"):
+        checked(f)([], ("y",))

@@ -171,8 +171,8 @@ def _as_paths(value: Any, hint: Any) -> Any:
     if _is_union(origin):
         fits = [a for a in args if a is not type(None) and _ok(value, a)]
         return _as_paths(value, fits[0]) if len(fits) == 1 else value
-    if origin in (list, abc.Sequence, abc.Iterable, abc.Collection) and args and isinstance(value, list):
-        return [_as_paths(v, args[0]) for v in value] if _is_path_hint(args[0]) else value
+    if origin in (list, abc.Sequence, abc.Iterable, abc.Collection) and args and isinstance(value, (list, tuple)):
+        return type(value)(_as_paths(v, args[0]) for v in value) if _is_path_hint(args[0]) else value
     return value
 
 
