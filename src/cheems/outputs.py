@@ -18,8 +18,10 @@ One place for three rules:
   once, or none of them (split's two halves, a report beside its records); two runs' groups of the same
   files take their names one group after the other (a lock on their folders), never interleaved.
 - :func:`replace_folder`: a folder built elsewhere (a trained model) takes its name whole, at once.
-- :func:`disk_errors`: a write that fails for want of space (whatever the writing library raises) is
-  one line saying so.
+- :func:`out_of_room`: the one rule for a write that fails for want of room — a full disk (``ENOSPC``),
+  the file-size limit (``ulimit -f``: ``EFBIG``) or a disk quota (``EDQUOT``), as an ``OSError`` or in a
+  library's words (safetensors: ``... (os error 27)``) — is one line naming the path.
+  :func:`atomic_file` applies it to every file it writes; :func:`disk_errors` to a whole save.
 
 Under :func:`signals_interrupt` (the CLI's entry point) SIGINT and SIGTERM raise
 :class:`Interrupted`, which unwinds the run like ``KeyboardInterrupt`` so that every cleanup runs;
@@ -32,8 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
+import re
 import shutil
 import signal
 import stat
@@ -52,6 +56,14 @@ Named = tuple[str, "str | Path | None"]
 T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DISK_FULL = 64 * 2**20  # free bytes below which a failed write is taken for a full disk
+NO_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "the file would pass the file-size limit (ulimit -f)",
+    errno.EDQUOT: "the disk quota is exceeded",
+}
+"""The errors of a write that failed for want of room, and what each means to a user."""
+SQLITE_FULL = 13  # sqlite3's "database or disk is full" (sqlite3.Error.sqlite_errorcode, Python 3.11+)
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust libraries (safetensors) quote the errno
 SIDE_FILES = ("-wal", "-shm", "-journal")
 """What SQLite keeps beside a database ``X`` as ``X-wal``, ``X-shm``, ``X-journal``: part of it while it is open."""
 
@@ -444,7 +456,15 @@ def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     short = name.encode()[:100].decode(errors="ignore")  # room for the suffix within the 255-byte name limit
     with _held():
         made = _make_folders(folder)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{short}.", suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{short}.", suffix=".tmp")
+        except OSError as e:  # no room even for an empty file (no inodes left, a quota)
+            for created in reversed(made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(created)
+            if line := out_of_room(e, path):
+                raise line from None
+            raise
         _live.add(tmp)
     try:
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
@@ -456,8 +476,10 @@ def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
             _pending.append((tmp, target, made))
         else:
             _commit(tmp, target)
-    except BaseException:
+    except BaseException as e:
         _discard(tmp, made)
+        if line := out_of_room(e, path):  # a full disk or `ulimit -f`: one line, and the old file stays
+            raise line from None
         raise
 
 
@@ -542,19 +564,46 @@ def _disk_full(folder: str | Path) -> bool:
     return shutil.disk_usage(path).free < DISK_FULL
 
 
+def out_of_room(
+    error: BaseException, path: str | Path, what: str = "cannot write", hint: str | None = None
+) -> InputError | None:
+    """The one line for a write that failed for want of room (see :data:`NO_ROOM`), or None for any other failure.
+
+    The errno comes from an ``OSError``, from the ``(os error N)`` a Rust library (safetensors)
+    puts in its message, or SQLite's ``SQLITE_FULL``. The line names ``path`` and says how to make
+    room; the caller raises it ``from None`` once its partial output is removed, so nothing that
+    looks finished is left.
+    """
+    code = error.errno if isinstance(error, OSError) else None
+    if code is None and (found := _OS_ERROR.search(str(error))):
+        code = int(found.group(1))
+    if code is None and getattr(error, "sqlite_errorcode", None) == SQLITE_FULL:  # no errno: the disk is full
+        code = errno.ENOSPC
+    if code not in NO_ROOM:
+        return None
+    return InputError(
+        f"{what}: {NO_ROOM[code]}",
+        path=str(path),
+        hint=hint or "free space (or raise the limit or quota) and run again; nothing was written there",
+    )
+
+
 @contextlib.contextmanager
 def disk_errors(what: str, folder: str | Path, hint: str) -> Iterator[None]:
     """Inside the block, a write into ``folder`` that fails for want of room is an ``InputError`` naming ``what``.
 
     Libraries report a full disk in their own words (torch: ``unexpected pos``, safetensors:
-    ``SafetensorError``), so any error counts when the disk is full afterwards; an ``OSError`` is
-    always a line (its own reason). Other errors pass through unchanged.
+    ``SafetensorError``): :func:`out_of_room` reads the errno where there is one, and otherwise any
+    error counts when the disk is full afterwards; an ``OSError`` is always a line (its own reason).
+    Other errors pass through unchanged.
     """
     try:
         yield
     except InputError:
         raise
     except Exception as e:
+        if line := out_of_room(e, folder, f"cannot save {what}", hint):
+            raise line from None
         if isinstance(e, OSError):
             reason = e.strerror or str(e)
         elif _disk_full(folder):

@@ -280,6 +280,32 @@ def folder_files(folder: Path) -> dict[str, list[int]]:
     return files
 
 
+# ---------------------------------------------------------------- the package's version
+
+
+@cache
+def package_version() -> str:
+    """cheems' version: the installed package's metadata, else (a source checkout run with ``src`` on
+    ``PYTHONPATH``, never installed) the ``version`` line of the checkout's ``pyproject.toml``.
+
+    Read on first use, not at ``import cheems`` (``importlib.metadata`` scans ``sys.path``).
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("cheems")
+    except metadata.PackageNotFoundError:
+        pass
+    import re
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        found = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"), re.MULTILINE)
+    except OSError:
+        found = None
+    return found.group(1) if found else "0+unknown"
+
+
 # ---------------------------------------------------------------- lazy package exports
 
 
@@ -317,6 +343,9 @@ def callable_package(module: Any, target: str) -> None:
 
     class _Callable(types.ModuleType):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)(*args, **kwargs)
+            from cheems.arguments import checked  # the public function: its arguments checked as cheems.NAME's are
+
+            target = getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)
+            return checked(target, module.__name__.rpartition(".")[2])(*args, **kwargs)
 
     module.__class__ = _Callable

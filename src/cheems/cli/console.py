@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -64,6 +64,49 @@ def report_checks(checks: Sequence[Check]) -> None:
             err.print(labelled("check warning ", "yellow", c.line()), soft_wrap=True)
 
 
+def spread_values(params: Sequence[Any], args: list[str]) -> list[str]:
+    """``--bench a.jsonl b.jsonl`` as ``--bench a.jsonl --bench b.jsonl``: the words after a repeatable option's
+    value are more values of it (as ``--bench F...`` in the README says), for a command that takes no arguments of
+    its own (where a word could also be an argument, it stays one: click then names it).
+
+    ``params`` are the command's click parameters; the words of ``args`` are otherwise left as they are.
+    """
+    if any(p.param_type_name == "argument" for p in params):
+        return args
+    options = {name: p for p in params if p.param_type_name == "option" for name in (*p.opts, *p.secondary_opts)}
+    out: list[str] = []
+    repeat: str | None = None  # the repeatable option whose value came last
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            out += [word, *words]
+            break
+        name = word.partition("=")[0] if word.startswith("--") else word
+        option = options.get(name) if word.startswith("-") else None
+        if option is not None:
+            out.append(word)
+            takes_value = not option.is_flag and not option.count and "=" not in word
+            if takes_value and (value := next(words, None)) is not None:  # none: click says it is missing
+                out.append(value)
+            repeat = name if option.multiple and (takes_value or "=" in word) else None
+        elif repeat is not None and not word.startswith("-"):
+            out += [repeat, word]
+        else:
+            out.append(word)
+            repeat = None
+    return out
+
+
+def several_values(command: Any) -> None:
+    """Let every command below ``command`` (a click group or command) take several values after one repeatable
+    option (:func:`spread_values`)."""
+    for sub in getattr(command, "commands", {}).values():
+        several_values(sub)
+    if not hasattr(command, "commands"):
+        parse = command.parse_args
+        command.parse_args = lambda ctx, args: parse(ctx, spread_values(command.params, list(args)))
+
+
 def run(application: Callable[..., object]) -> None:
     """Run a typer app as a command: user errors become one line on stderr and exit code 2, never a traceback.
 
@@ -72,22 +115,26 @@ def run(application: Callable[..., object]) -> None:
     SIGINT and SIGTERM stop the run cleanly (temporary files removed, outputs left unchanged) with
     one line saying so, and exit 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
     """
+    import typer
+
     from cheems.outputs import Interrupted, interrupted_line, signals_interrupt
 
     warnings.showwarning = show_warning
     console.quiet = err.quiet = not is_main_process()  # under a launcher rank 0 alone speaks
+    command = typer.main.get_command(application)  # type: ignore[arg-type]
+    several_values(command)
     with signals_interrupt():
         try:
-            code = application(standalone_mode=False)  # click's own errors come to us, to print as one line
+            code = command.main(standalone_mode=False)  # click's own errors come to us, to print as one line
         except click_errors.NoArgsIsHelpError as e:
             e.show()
             sys.exit(e.exit_code)
         except click_errors.UsageError as e:
             where = e.ctx.command_path if e.ctx else "cheems"
-            err.print(
-                labelled("error: ", "red", f"{where}: {e.format_message()} — see '{where} --help'"),
-                soft_wrap=True,
-            )
+            fix = f"see '{where} --help'"
+            if "unexpected extra argument" in e.format_message():  # `--bench a b` where b could be an argument
+                fix = f"give an option several files by repeating it (--bench a.jsonl --bench b.jsonl); {fix}"
+            err.print(labelled("error: ", "red", f"{where}: {e.format_message()} — {fix}"), soft_wrap=True)
             sys.exit(2)
         except Interrupted as e:
             line = interrupted_line()  # first: from here on a second Ctrl-C cannot cut the cleanup short

@@ -44,6 +44,7 @@ from cheems.data.io import ReadResult, iter_rows, record_line, write_lines
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import same_record, stream_records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.settings import Settings
 
 T = TypeVar("T")
@@ -461,7 +462,10 @@ def convert_file(
     workers: int | None = 1,
 ) -> tuple[int, ReadResult]:
     """Convert one file of format ``fmt`` (guessed when None) to canonical records in ``output``, as
-    ``cheems import``: the number of records written and the rows skipped (see :func:`import_records`)."""
+    ``cheems import``: the number of records written and the rows skipped (see :func:`import_records`).
+
+    ``output`` is claimed first (:func:`cheems.outputs.claim_outputs`): never ``source`` itself."""
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     settings = settings or ImportSettings()
     issues = ReadResult()
     lines = import_records(

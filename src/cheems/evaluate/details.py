@@ -35,6 +35,7 @@ from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.compat import Compat
 from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.outputs import out_of_room
 
 
 def bench_fingerprint(bench: dict[str, list[Record]]) -> str:
@@ -65,8 +66,14 @@ class FingerprintSpool:
 
     def add(self, name: str, entry: str) -> None:
         """One record's :func:`fingerprint_entry` in subset ``name``."""
-        f = self.files.get(name) or self.files.setdefault(name, tempfile.TemporaryFile())
-        f.write(("," + "[" + json.dumps(name, ensure_ascii=False) + "," + entry[1:]).encode("utf-8"))
+        try:
+            f = self.files.get(name) or self.files.setdefault(name, tempfile.TemporaryFile())
+            f.write(("," + "[" + json.dumps(name, ensure_ascii=False) + "," + entry[1:]).encode("utf-8"))
+        except OSError as e:  # a full temporary folder or `ulimit -f`: one line, not a bare "File too large"
+            what, hint = "cannot write the bench's fingerprint to a temporary file", "free space, or set TMPDIR"
+            if line := out_of_room(e, tempfile.gettempdir(), what, hint):
+                raise line from None
+            raise
 
     def hexdigest(self) -> str:
         digest = hashlib.sha256(b"[")

@@ -326,6 +326,7 @@ class BenchEvaluation:
     other: BenchmarkReport | None = None
     fingerprint: str | None = None
     warnings: list[InputError] = field(default_factory=list)
+    inputs: list[tuple[str, Path | str | None]] = field(default_factory=list)  # what write() never replaces
 
     def to_dict(self) -> dict:
         """The ``--output-json``: the metrics (CheemsBench's, or ``--metric``'s), with the ``checks`` list."""
@@ -335,11 +336,15 @@ class BenchEvaluation:
         return self.other.to_dict() | ({"checks": [c.to_dict() for c in checks]} if checks else {})
 
     def write(self, output_json: Path | None, report: Path | None, details: Path | None) -> None:
-        """Its files, together: the metrics as JSON, the report folder (CheemsBench's), the details."""
+        """Its files, together: the metrics as JSON, the report folder (CheemsBench's), the details; none of them
+        replaces a bench file or another input of the run (:func:`evaluate_files` names them)."""
         from cheems.data.io import write_json
         from cheems.evaluate.details import write_details
-        from cheems.evaluate.report import write_report
-        from cheems.outputs import together
+        from cheems.evaluate.report import REPORT_FILES, write_report
+        from cheems.outputs import claim_outputs, together
+
+        outputs = [("--output-json", output_json), ("--details", details)]
+        claim_outputs(inputs=self.inputs, files=outputs, folders=[("--report", report, REPORT_FILES)])
 
         with together():
             if output_json:
@@ -380,7 +385,7 @@ def evaluate_files(
         if resamples:
             add_intervals(result, resamples, seed)
         result.checks = run_checks(by.check_context(result, bench, None, None, workers), settings.checks)
-        return BenchEvaluation(result, None, printed, issues)
+        return BenchEvaluation(result, None, printed, issues, by.inputs(bench))
     warnings: list[InputError] = []
     from cheems.evaluate.benchmarks import record_check
 
@@ -405,4 +410,5 @@ def evaluate_files(
         other = benchmark_report(metric, records, result, compat, resamples=resamples, seed=seed)
     scorer = given if isinstance(given, Scorer) else None
     result.checks = run_checks(by.check_context(result, bench, records, scorer, workers), settings.checks)
-    return BenchEvaluation(result, other, bench_fingerprint(records) if fingerprint else None, warnings)
+    printed = bench_fingerprint(records) if fingerprint else None
+    return BenchEvaluation(result, other, printed, warnings, by.inputs(bench))

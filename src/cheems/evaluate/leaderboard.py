@@ -172,6 +172,10 @@ def load_leaderboard(paths: Sequence[str | Path], names: Sequence[str] = ()) -> 
     file, have the same metric (``cheems eval --metric``: their overalls are not comparable otherwise), the same
     rules (``--compat``) and the same subsets (a leaderboard compares on one bench); pair counts that differ are noted.
     """
+    if not paths:
+        raise InputError(
+            "no evaluation to rank", field="paths", hint="give at least one eval JSON (cheems eval --output-json)"
+        )
     if names and len(names) != len(paths):
         raise InputError(
             f"{len(names)} --name for {len(paths)} files",

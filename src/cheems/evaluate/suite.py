@@ -195,9 +195,12 @@ class SuiteResult:
         return out
 
     def write(self, output_json: str | Path) -> None:
-        """Write :meth:`to_dict` as ``--output-json`` does."""
+        """Write :meth:`to_dict` as ``--output-json`` does: never onto the suite config or a bench file."""
         from cheems.data.io import write_json
+        from cheems.outputs import claim_outputs
 
+        benches = [("bench", f) for run in self.runs for f in run.entry.files]
+        claim_outputs(inputs=[("CONFIG", self.source), *benches], files=[("--output-json", output_json)])
         write_json(output_json, self.to_dict())
 
 

@@ -35,6 +35,7 @@ from cheems.data.io import ReadResult
 from cheems.data.schema import Record
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.prompts.dedup import write_kept
 from cheems.prompts.minhash import NearIndex, NearSettings, PromptKey, prompt_key
 from cheems.prompts.textnorm import normalize
@@ -218,7 +219,11 @@ def decontaminate_files(
     workers: int | None = None,
 ) -> DecontaminateResult:
     """Write the records of ``source`` whose prompt overlaps no prompt of the ``bench`` files to ``output`` (and the
-    report to ``report``; both files or neither), as ``cheems decontaminate``."""
+    report to ``report``; both files or neither), as ``cheems decontaminate``. The outputs are claimed first
+    (:func:`cheems.outputs.claim_outputs`): never ``source`` nor a bench file."""
+    claim_outputs(
+        inputs=[("IN", source), *(("--bench", b) for b in bench)], files=[("--output", output), ("--report", report)]
+    )
     settings = settings or DecontaminateSettings()
     bench_files = [str(b) for b in bench]
     for b in bench_files:

@@ -16,6 +16,7 @@ from typing import Any
 from cheems.data.io import ReadResult, id_places, record_line, write_lines_and_report
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.prompts.minhash import NearIndex, NearSettings, prompt_key
 
 
@@ -152,9 +153,11 @@ def dedup_files(
     workers: int | None = None,
 ) -> DedupResult:
     """Write the records of ``sources`` without duplicates to ``output`` (and the report to ``report``; both files or
-    neither), as ``cheems dedup``. Records in = kept + dropped (+ lines skipped with ``skip_invalid``)."""
-    settings = settings or NearSettings()
+    neither), as ``cheems dedup``. Records in = kept + dropped (+ lines skipped with ``skip_invalid``). The outputs are
+    claimed first (:func:`cheems.outputs.claim_outputs`): never one of ``sources``."""
     sources = list(sources)
+    claim_outputs(inputs=[("IN", s) for s in sources], files=[("--output", output), ("--report", report)])
+    settings = settings or NearSettings()
     result, dropped = find_duplicates(sources, settings, skip_invalid=skip_invalid, workers=workers)
     report_of = functools.partial(result.report, settings)
     write_kept(sources, dropped, output, report, report_of, result.issues, skip_invalid, workers, unique_ids=False)
