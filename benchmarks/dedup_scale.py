@@ -7,7 +7,11 @@ seed), with 10 % exact duplicates after normalisation (punctuation, width, spaci
 (one character changed). The bench for ``decontaminate`` is 2,492 prompts (CheemsBench's size), a third of them
 from the pool.
 
-    python benchmarks/dedup_scale.py [--scales 1 10] [--workers 1]
+The templated pool (issue 31) is what real user logs are full of: 32,000 prompts of one template whose numbers
+differ (请计算 A 乘以 B …), all distinct questions. Every one shares its LSH buckets with every other, so a dedup
+that compares numbers only after the buckets does quadratic work; ``dedup`` keeps the numbers in the bucket keys.
+
+    python benchmarks/dedup_scale.py [--scales 1 10] [--workers 1] [--pools varied templated]
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ BENCH = 2_492
 TOPICS = "量子计算 区块链 光合作用 唐诗宋词 机器学习 宏观经济 中医理论 气候变化 古代建筑 网络安全".split()
 TEMPLATES = ["请解释{t}：{x}。", "关于{t}，{x}？请分{n}点说明。", "写一篇{t}短文，{x}。", "翻译成英文：{x}（{t}）。"]
 CHARS = "".join(chr(c) for c in range(0x4E00, 0x5400))  # 1,536 CJK characters
+TEMPLATED = 32_000
+TEMPLATE = "请计算 {a} 乘以 {b} 等于多少，并写出详细的竖式计算步骤和每一步的理由。"
 
 
 def synthetic(n: int, seed: int = 0) -> list[str]:
@@ -49,6 +55,15 @@ def synthetic(n: int, seed: int = 0) -> list[str]:
         out.append(text[:i] + rng.choice(CHARS) + text[i + 1 :])
     rng.shuffle(out)
     return out
+
+
+def templated(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct prompts of one template, only their numbers differ (see the module docstring)."""
+    rng = random.Random(seed)
+    pairs: set[tuple[int, int]] = set()
+    while len(pairs) < n:
+        pairs.add((rng.randint(10, 999), rng.randint(10, 999)))
+    return [TEMPLATE.format(a=a, b=b) for a, b in sorted(pairs, key=lambda _: rng.random())]
 
 
 def write(path: Path, prompts: list[str], prefix: str) -> None:
@@ -88,35 +103,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--pools", nargs="+", choices=["varied", "templated"], default=["varied", "templated"])
     args = parser.parse_args()
-    cheems = [sys.executable, "-m", "cheems"]
-    print("| scale | prompts | MB | step | seconds | peak RSS MiB | kept |")
+    print("| pool | prompts | MB | step | seconds | peak RSS MiB | kept |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        for scale in args.scales:
-            n = PAPER * scale
-            pool = synthetic(n)
-            source, bench = d / f"pool{scale}.jsonl", d / f"bench{scale}.jsonl"
-            write(source, pool, "p")
-            rng = random.Random(1)
-            write(bench, rng.sample(pool, BENCH // 3) + synthetic(BENCH - BENCH // 3, seed=2), "b")
-            mb = source.stat().st_size / 1e6
-            workers = ["--workers", str(args.workers)]
-            runs = {
-                "exact-hash baseline": [sys.executable, __file__, "--baseline", str(source), str(d / "base.jsonl")],
-                "cheems dedup": [*cheems, "dedup", str(source), "-o", str(d / "dedup.jsonl"), *workers],
-                "cheems decontaminate": [
-                    *cheems,
-                    *("decontaminate", str(source), "--bench", str(bench), "-o", str(d / "clean.jsonl"), *workers),
-                ],
-            }
-            outputs = {"exact-hash baseline": "base.jsonl", "cheems dedup": "dedup.jsonl"}
-            outputs["cheems decontaminate"] = "clean.jsonl"
-            for step, cmd in runs.items():
-                seconds, rss = timed(cmd)
-                kept = sum(1 for _ in (d / outputs[step]).open(encoding="utf-8"))
-                print(f"| {scale}× | {n:,} | {mb:.0f} | {step} | {seconds:.1f} | {rss:.0f} | {kept:,} |", flush=True)
+        pools = [(f"{scale}×", synthetic(PAPER * scale)) for scale in args.scales] if "varied" in args.pools else []
+        if "templated" in args.pools:
+            pools.append(("templated", templated(TEMPLATED)))
+        for name, pool in pools:
+            run_pool(d, name, pool, args.workers)
+
+
+def run_pool(d: Path, name: str, pool: list[str], workers: int) -> None:
+    """Time the baseline, ``dedup`` and ``decontaminate`` on one pool; print their rows."""
+    cheems = [sys.executable, "-m", "cheems"]
+    source, bench = d / "pool.jsonl", d / "bench.jsonl"
+    write(source, pool, "p")
+    rng = random.Random(1)
+    write(bench, rng.sample(pool, BENCH // 3) + synthetic(BENCH - BENCH // 3, seed=2), "b")
+    mb = source.stat().st_size / 1e6
+    options = ["--workers", str(workers)]
+    runs = {
+        "exact-hash baseline": [sys.executable, __file__, "--baseline", str(source), str(d / "base.jsonl")],
+        "cheems dedup": [*cheems, "dedup", str(source), "-o", str(d / "dedup.jsonl"), *options],
+        "cheems decontaminate": [
+            *cheems,
+            *("decontaminate", str(source), "--bench", str(bench), "-o", str(d / "clean.jsonl"), *options),
+        ],
+    }
+    outputs = {"exact-hash baseline": "base.jsonl", "cheems dedup": "dedup.jsonl"}
+    outputs["cheems decontaminate"] = "clean.jsonl"
+    for step, cmd in runs.items():
+        seconds, rss = timed(cmd)
+        kept = sum(1 for _ in (d / outputs[step]).open(encoding="utf-8"))
+        print(f"| {name} | {len(pool):,} | {mb:.0f} | {step} | {seconds:.1f} | {rss:.0f} | {kept:,} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -200,3 +200,23 @@ def test_agreement_is_the_share_of_pairs_labelled_alike(x, y):
     for (a, b), label in one.items():  # lower value = better
         i, j = order.index(a), order.index(b)
         assert label == ("tie" if x[i] == x[j] else "a" if x[i] < x[j] else "b")
+
+
+def test_init_plans_no_task_that_shows_one_text_twice(tmp_path):
+    """A pool with one text twice (two samples of one model, or a model and a hand-written answer): init keeps
+    the text once by the pool rule (``generate``'s), so no task compares a text with itself."""
+    from cheems.annotate.store import Project
+
+    record = prompt("p", 4)
+    copy = record.responses[0].model_copy(update={"id": "r1-again", "model": "m"})
+    record = record.model_copy(update={"responses": [*record.responses, copy]})
+    project, _, _ = Project.create(tmp_path / "proj", [record], team(annotators=4))
+    snapshot = project.snapshot()
+    project.close()
+    stored = snapshot.prompts["p"]
+    assert [r.id for r in stored.responses] == ["r1", "r2", "r3", "r4"]
+    assert stored.responses[0].merged == ["r1-again"] and stored.responses[0].models == ["m"]
+    text = {r.id: r.content for r in stored.responses}
+    for task in snapshot.tasks:
+        assert len({text[rid] for rid in task.responses}) == len(task.responses)
+    assert sorted({rid for task in snapshot.tasks for rid in task.responses}) == ["r1", "r2", "r3", "r4"]

@@ -179,6 +179,52 @@ def test_upstream_scores_without_the_sys_prompt_and_never_shares_the_cache(tmp_p
     assert score(bench, again, cache=cache, compat="upstream") == upstream and not again.seen  # cached
 
 
+@pytest.fixture
+def turns_scorer():
+    """``turns`` as a registered scorer (``--model turns``), removed after the test: the sys_prompt turns a
+    response's length from a plus into a minus, so strict and upstream scores rank the other way round."""
+    from cheems.models.registry import SCORERS, register_scorer
+
+    class Turns(SeenScorer):
+        def score(self, items: Sequence) -> list[float]:
+            return [
+                (-1.0 if isinstance(prompt, list) and len(prompt) > 1 else 1.0) * len(text) for prompt, text in items
+            ]
+
+    register_scorer("turns", form="turns", help="a test's scorer that reads the sys_prompt")(
+        lambda spec, options: Turns()
+    )
+    yield
+    SCORERS.remove("turns")
+
+
+def test_score_compat_upstream_gives_eval_scores_compat_upstream_the_upstream_numbers(
+    turns_scorer, tmp_path, monkeypatch, capsys
+):
+    rows = [bench_row(f"p{i}", "A", {"a": 1, "b": 2}, sys_prompt="你是助手。") for i in range(3)]
+    for i, row in enumerate(rows):  # the better answer is longer in p0, shorter in p1 and p2
+        row["responses"][0]["content"] += "好" * (5 if i == 0 else 0)
+        row["responses"][1]["content"] += "坏" * (0 if i == 0 else 5)
+    bench = write_jsonl(tmp_path / "sys.jsonl", rows)
+    got = {}
+    for compat in ("strict", "upstream"):
+        scores, out = tmp_path / f"{compat}.scores.jsonl", tmp_path / f"{compat}.json"
+        args = ["score", "--model", "turns", "--bench", bench, "-o", scores, "--no-cache", "--compat", compat]
+        proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        args = ["eval", "--bench", bench, "--scores", scores, "--compat", "upstream", "--resamples", "0"]
+        proc = run_main(*args, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        got[compat] = json.loads(out.read_text(encoding="utf-8"))["overall"]
+    out = tmp_path / "model.json"
+    args = ["eval", "--bench", bench, "--model", "turns", "--no-cache", "--compat", "upstream", "--resamples", "0"]
+    proc = run_main(*args, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    upstream = json.loads(out.read_text(encoding="utf-8"))["overall"]
+    assert got["upstream"] == upstream  # scored as eval --model --compat upstream scores: the same numbers
+    assert got["strict"] != upstream  # a strict scores file read the sys_prompt
+
+
 def test_bon_upstream_scores_without_the_sys_prompt_and_says_so():
     pool = [Record.model_validate(bench_row("p1", "A", {"a": 1, "b": 2}, sys_prompt="你是助手。"))]
     scorer = SeenScorer()
@@ -241,6 +287,29 @@ def test_rewardbench2_upstream_top_tie_credit_and_weighted_ties_score_by_hand():
     assert out["compat"] == "upstream" and set(out["rules"]) == {"top_tie", "ties_subset", "scoring_input"}
 
 
+def test_rewardbench2_ties_intervals_draw_ref_and_tied_together_and_count_repeats():
+    """Under upstream the bootstrap's units are Factuality's prompts and Ties' N (ref:N with tied:N), in order of
+    first appearance; a unit drawn k times counts k times (it was counted once: each draw a ~63% subsample)."""
+    bench = {"rb2": [Record.model_validate(row) for row, _ in RB2]}
+    report = evaluate(bench, {k: v for _, s in RB2 for k, v in s.items()})
+    resamples, seed = 400, 7
+    got = benchmark_report("bon", bench, report, "upstream", resamples=resamples, seed=seed).intervals
+    factuality = [1 / 3, 1.0, 0.0]  # units 0-2; units 3, 4 are Ties N = 1, 2 (by hand above)
+    draws = []
+    for row in np.random.default_rng(seed).integers(0, 5, (resamples, 5)):
+        means = []
+        if picked := [factuality[u] for u in row if u < 3]:
+            means.append(sum(picked) / len(picked))
+        c1, c2 = int(np.sum(row == 3)), int(np.sum(row == 4))
+        if c1 + c2:
+            w1 = c1 / (c1 + c2)  # ref:1 accurate and both its pairs preferred; N = 2 neither; tied always accurate
+            means.append(0.3 + 0.7 * w1 + 0.01 * (w1 * math.tanh(2) + (1 - w1) * math.tanh(-1)))
+        draws.append(sum(means) / len(means))
+    want = np.percentile(draws, [2.5, 97.5])
+    assert got.subsets["rb2"] == pytest.approx(tuple(want))
+    assert got.undrawn == {}
+
+
 def test_a_ties_subset_upstream_cannot_score_is_refused_with_one_line():
     rows = [rb2_row("odd", "Ties", [2.0, 1.0], [0.0]), rb2_row("ref:1", "Ties", [2.0], [0.0])]
     bench = {"rb2": [Record.model_validate(row) for row, _ in rows]}
@@ -252,6 +321,82 @@ def test_a_ties_subset_upstream_cannot_score_is_refused_with_one_line():
     result = evaluate(bench, {k: v for _, s in rows for k, v in s.items()})
     with pytest.raises(InputError, match="needs prompts ref:N and tied:N of the same N"):
         benchmark_report("bon", bench, result, "upstream")
+
+
+def test_a_rewardbench2_record_without_chosen_1_is_refused_at_its_line_under_upstream(tmp_path, monkeypatch, capsys):
+    row, scores = rb2_row("4", "Factuality", [2.0, 1.0], [0.0])
+    row["responses"] = [r | {"id": r["id"].replace("chosen-1", "chosen-3")} for r in row["responses"]]
+    row["rank"] = {k.replace("chosen-1", "chosen-3"): v for k, v in row["rank"].items()}
+    rows = [RB2[0][0], row]
+    bench, out = write_jsonl(tmp_path / "rb2.jsonl", rows), tmp_path / "out.json"
+    args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", "bon", "--output-json", out]
+    proc = run_main(*args, "--compat", "upstream", monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{bench}:2: field 'responses': prompt '4' has RewardBench 2's response ids", "chosen-1")
+    assert not out.exists()
+    proc = run_main(*args, "--compat", "strict", monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr  # strict reads no chosen-1
+    records = {"rb2": [Record.model_validate(r) for r in rows]}
+    given = {(r["id"], x["id"]): float(len(x["content"])) for r in rows for x in r["responses"]}
+    with pytest.raises(InputError, match="bench file 'rb2'.*no 'chosen-1'"):
+        benchmark_report("bon", records, evaluate(records, given), "upstream")
+
+
+def test_rewardbench_file_missing_a_section_scores_it_0_under_upstream_as_calculate_scores_per_section():
+    rows = [bench_row("c1", "alpacaeval-easy", {"a": 1, "b": 2}), bench_row("s1", "donotanswer", {"a": 1, "b": 2})]
+    bench = {"rb": [Record.model_validate(r) for r in rows]}
+    result = evaluate(bench, {("c1", "a"): 1.0, ("c1", "b"): 0.0, ("s1", "a"): 0.0, ("s1", "b"): 1.0})
+    strict = benchmark_report("rewardbench", bench, result, "strict").to_dict()
+    upstream = benchmark_report("rewardbench", bench, result, "upstream").to_dict()
+    assert strict["subsets"]["rb"]["accuracy"] == 0.5  # Chat 1, Safety 0: the mean of the two present
+    sections = upstream["subsets"]["rb"]["sections"]
+    assert list(sections) == ["Chat", "Chat Hard", "Safety", "Reasoning"]
+    assert sections["Chat Hard"] == {"accuracy": 0.0, "n_prompts": 0, "n_pairs": 0}
+    assert upstream["subsets"]["rb"]["accuracy"] == 0.25  # (1 + 0 + 0 + 0) / 4, as upstream
+    assert "missing_section" in upstream["rules"]
+
+
+def test_judgebench_headline_is_its_pooled_overall_in_eval_and_suite(tmp_path, monkeypatch, capsys):
+    # mmlu-pro: 3 pairs, 3 right; livecodebench: 1 pair, wrong. Overall 3/4; the mean of the groups 1/2
+    groups = ["mmlu-pro", "mmlu-pro", "mmlu-pro", "livecodebench"]
+    rows = [bench_row(f"j{i}", g, {"A": 1, "B": 2}) for i, g in enumerate(groups)]
+    for row, longer in zip(rows, ["A", "A", "A", "B"]):  # the length scorer picks the longer response
+        next(r for r in row["responses"] if r["id"] == longer)["content"] += "长" * 10
+    bench = write_jsonl(tmp_path / "judgebench.jsonl", rows)
+    outs = {}
+    for metric in ("judgebench", "pairwise"):
+        outs[metric] = tmp_path / f"{metric}.json"
+        args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", metric, "--resamples", "0"]
+        proc = run_main(*args, "--output-json", outs[metric], monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+    got = json.loads(outs["judgebench"].read_text(encoding="utf-8"))
+    sub = got["subsets"]["judgebench"]
+    assert sub["accuracy"] == sub["pooled_accuracy"] == 0.75 and sub["category_mean"] == 0.5
+    assert got["overall"] == 0.75
+    assert json.loads(outs["pairwise"].read_text(encoding="utf-8"))["overall"] == 0.5
+    config = tmp_path / "suite.yaml"
+    config.write_text(
+        "benches:\n  - name: jb\n    bench: judgebench.jsonl\n    metric: judgebench\n    resamples: 0\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "suite.json"
+    args = ["suite", config, "--model", "length", "--no-cache", "--output-json", out]
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    suite = json.loads(out.read_text(encoding="utf-8"))
+    assert suite["benches"]["jb"]["score"] == 0.75
+
+
+def test_readme_differences_table_names_every_upstream_rule_and_the_audits_findings():
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("### Strict or upstream rules") : readme.index("### An evaluation that checks itself")]
+    for phrase in (
+        "calculate_scores_per_section",  # RewardBench 1 file missing a section
+        "a category with no ranked pair",  # CheemsBench: upstream NaN
+        "CheemsRM computes no ECE on the bench",
+        "JudgeBench's headline",
+        "`score`",
+    ):
+        assert phrase in table, phrase
 
 
 def test_rmb_best_of_n_keeps_its_rule_under_upstream():
@@ -308,6 +453,45 @@ def test_eval_compat_through_the_cli(tie_files, tmp_path, monkeypatch, capsys, c
     )
     low, high = subset["exact_match_ci"]
     assert 0 <= low <= high <= 1
+
+
+def test_compare_of_two_upstream_details_files_reports_the_evals_numbers(tie_files, tmp_path, monkeypatch, capsys):
+    bench, scores = tie_files
+    other = write_jsonl(  # a second scorer: every pair right but p1's b > c tied and p5 reversed
+        tmp_path / "other.jsonl",
+        [{"prompt_id": p, "response_id": r, "score": 0.0 if r == "b" else (1.0 if r == "a" else 0.0)}
+         for (p, r) in TIE_SCORES],
+    )  # fmt: skip
+    evals, details = {}, {}
+    for name, given, compat in (("a", scores, "upstream"), ("b", other, "upstream"), ("s", scores, "strict")):
+        details[name], out = tmp_path / f"{name}.details.jsonl", tmp_path / f"{name}.json"
+        proc = run_main(
+            "eval", "--bench", bench, "--scores", given, "--compat", compat, "--details", details[name],
+            "--output-json", out, "--resamples", "0", monkeypatch=monkeypatch, capsys=capsys,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        evals[name] = json.loads(out.read_text(encoding="utf-8"))
+    out = tmp_path / "cmp.json"
+    proc = run_main("compare", details["a"], details["b"], "--resamples", "50", "--output-json", out,
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text(encoding="utf-8"))
+    assert got["compat"] == "upstream"
+    assert "compat upstream: exact match as the details files' evaluations computed it" in proc.stdout
+    for metric in ("accuracy", "exact_match"):
+        d = got["subsets"]["tie"][metric]
+        assert (d["a"], d["b"]) == pytest.approx(
+            (evals["a"]["subsets"]["tie"][metric], evals["b"]["subsets"]["tie"][metric])
+        )
+    assert (got["overall"]["a"], got["overall"]["b"]) == pytest.approx((evals["a"]["overall"], evals["b"]["overall"]))
+    assert got["subsets"]["tie"]["exact_match"]["a"] == pytest.approx(UPSTREAM["exact_match"])
+    # strict against upstream: refused, nothing written
+    mixed = tmp_path / "mixed.json"
+    proc = run_main(
+        "compare", details["s"], details["a"], "--output-json", mixed, monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert_user_error(proc, "follow different rules", "--compat")
+    assert not mixed.exists()
 
 
 def test_eval_metric_bon_compat_through_the_cli(tmp_path, monkeypatch, capsys):

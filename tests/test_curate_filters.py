@@ -302,7 +302,7 @@ def _has_code(text: str) -> bool:
 
 
 def test_real_code_answers_survive(shared_data: Callable[[str], Path]):
-    records = import_file(shared_data("oasst1_zh") / "oaast_rm_zh.json", skip_invalid=True).records
+    records = import_file(shared_data("oasst1_zh") / "oaast_rm_zh.json").records
     code = {(r.id, x.id) for r in records for x in r.responses if _has_code(x.content)}
     assert len(code) >= 60  # the test means something: oasst1_zh has many code answers
     _, report = filter_records(records, max_examples=10**6)

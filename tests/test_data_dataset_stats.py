@@ -76,15 +76,17 @@ def test_empty_and_no_pairs():
 
 
 def test_oasst1_numbers(shared_data):
-    # PROVENANCE.md's 775 prompts, 1993 responses and 1809 pairs, less the 6 prompts that rank one text twice
-    recs = import_file(shared_data("oasst1_zh") / "oaast_rm_zh.json", "ranked", skip_invalid=True).records
+    # PROVENANCE.md's 775 prompts, 1993 responses and 1809 pairs, less the 6 copies that 6 prompts rank below their
+    # own text (and the 11 pairs they made: the copy above itself, and the kept text's pairs made again)
+    recs = import_file(shared_data("oasst1_zh") / "oaast_rm_zh.json", "ranked").records
     s = dataset_stats(recs)
-    assert (s.prompts, s.responses, s.comparisons) == (769, 1976, 1790)
-    assert s.responses_per_prompt == pytest.approx(1976 / 769)
-    # Checked against a direct computation on the raw JSON (history turns counted in the prompt).
-    assert s.avg_prompt_chars == pytest.approx(176.6294, abs=1e-3)
-    assert s.avg_chosen_chars == pytest.approx(316.5866, abs=1e-3)
-    assert s.avg_rejected_chars == pytest.approx(170.1737, abs=1e-3)
+    assert (s.prompts, s.responses, s.comparisons) == (775, 1987, 1798)
+    assert s.responses_per_prompt == pytest.approx(1987 / 775)
+    # Without those 6 prompts (skip_invalid before issue 31) these were checked against a direct computation on
+    # the raw JSON (history turns counted in the prompt): 176.6294, 316.5866, 170.1737.
+    assert s.avg_prompt_chars == pytest.approx(176.1316, abs=1e-3)
+    assert s.avg_chosen_chars == pytest.approx(315.6974, abs=1e-3)
+    assert s.avg_rejected_chars == pytest.approx(169.4494, abs=1e-3)
 
 
 def test_jade_hard_numbers(shared_data):

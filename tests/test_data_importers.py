@@ -12,7 +12,7 @@ from cheems.data.importers import FORMATS, guess_format, import_file
 from cheems.data.io import load_rows, write_records
 from cheems.data.stream import read_records
 from cheems.errors import InputError
-from helpers import assert_user_error, run_main
+from helpers import run_main
 
 
 def write_json(path, rows):
@@ -35,19 +35,26 @@ def first_format(path):
 def test_oasst1_ranked(shared_data, tmp_path):
     path = shared_data("oasst1_zh") / "oaast_rm_zh.json"
     assert first_format(path) == "ranked"
-    with pytest.raises(InputError, match=r"field 'rank': responses 'r1' and 'r2' are the same text"):
-        import_file(path)
-    result = import_file(path, skip_invalid=True)
+    result = import_file(path)  # no flag: the real file imports
     recs = result.records
-    # 6 prompts rank one reply twice (identical texts at ranks 1 and 2): refused as pairwise refuses chosen == rejected
-    assert [e.line for e in result.skipped] == [1756, 3639, 3797, 3807, 7184, 9400]
-    # One record per prompt node: same instruction under other histories (or other trees) stays apart.
-    assert len(recs) == 769
-    assert sum(len(r.responses) for r in recs) == 1976
-    assert Counter(len(r.responses) for r in recs) == {2: 431, 3: 261, 4: 63, 5: 11, 6: 1, 8: 1, 10: 1}
-    assert len({r.id for r in recs}) == 769  # trees rooted at "你好" get p-…, p-…-2, …
-    assert sum(len(r.ranked_pairs()) for r in recs) == 1790
-    assert Counter(type(r.input).__name__ for r in recs) == {"str": 379, "list": 390}
+    # 6 prompts rank one reply twice (identical texts, e.g. at ranks 1 and 2): the text keeps its best place,
+    # the copy below it goes (one impossible comparison), the rest of each ranking stays; one warning counts them
+    assert not result.skipped and [str(w) for w in result.warnings] == [
+        f"{path}: 6 row(s) judge two identical texts: 6 copy(ies) placed below their own text dropped, the rest of "
+        "each ranking kept"
+    ]
+    # One record per row, in order; a prompt node's same instruction under other histories stays apart.
+    rows = list(load_rows(path))
+    assert len(recs) == len(rows) == 775 and len({r.id for r in recs}) == 775  # trees at "你好": p-…, p-…-2, …
+    three = next(i for i, (line, _) in enumerate(rows) if line == 3797)  # the 4th of the 6
+    output = rows[three][1]["output"]  # [answer, "…", "…"]: the second copy goes, answer > "…" stays
+    assert output[1] == output[2] and [x.content for x in recs[three].responses] == output[:2]
+    assert recs[three].ranked_pairs() == [("r1", "r2")]
+    assert sum(len(r.responses) for r in recs) == 1987
+    # [X, X] leaves X alone (no pair): 3 rows
+    assert Counter(len(r.responses) for r in recs) == {1: 3, 2: 433, 3: 261, 4: 64, 5: 11, 6: 1, 8: 1, 10: 1}
+    assert sum(len(r.ranked_pairs()) for r in recs) == 1798
+    assert Counter(type(r.input).__name__ for r in recs) == {"str": 383, "list": 392}
     first = recs[0]
     assert first.input == "布洛芬和对乙酰氨基酚的区别是？"
     assert first.rank == {"r1": 1, "r2": 2, "r3": 3, "r4": 4}
@@ -57,7 +64,7 @@ def test_oasst1_ranked(shared_data, tmp_path):
     assert roles[-1] == "user" and roles[:2] == ["user", "assistant"] and len(roles) % 2 == 1
     # Round trip through the canonical reader keeps every record.
     write_records(tmp_path / "o.jsonl", recs)
-    assert len(read_records(tmp_path / "o.jsonl").records) == 769
+    assert len(read_records(tmp_path / "o.jsonl").records) == 775
 
 
 def test_dpo_zh_demo_sharegpt(shared_data):
@@ -90,21 +97,18 @@ def test_medicalgpt_files(shared_data):
     assert [r.content for r in med.responses] == ["食管克罗恩病", "肛门病变可能与多种不同类型的病症有关。"]
 
 
-def test_gpt4_comparison_has_identical_pairs(shared_data):
+def test_gpt4_comparison_imports_without_its_pairs_of_one_text(shared_data):
     path = shared_data("gpt4_comparison_zh") / "comparison_gpt4_data_zh.first2403.json"
     assert first_format(path) == "pairwise"
-    with pytest.raises(InputError) as e:
-        import_file(path)
-    assert "field 'rejected'" in str(e.value) and "same text" in str(e.value)
-    assert e.value.line is not None and str(e.value).startswith(f"{path}:{e.value.line}:")
-    result = import_file(path, skip_invalid=True)
-    assert len(result.skipped) == 20  # rows whose chosen == rejected, each reported
+    result = import_file(path)  # no flag: the 20 rows whose chosen == rejected claim nothing and are dropped
+    assert not result.skipped and [str(w) for w in result.warnings] == [
+        f"{path}: 20 row(s) judge two identical texts: dropped (chosen = rejected claims nothing)"
+    ]
     assert len(result.records) == 2383
     assert result.records[0].input == "什么是三原色？"  # empty `input` adds nothing
-    # The reported line is where the offending row starts.
-    rows = dict(load_rows(path))
-    bad = rows[result.skipped[0].line]
-    assert bad["chosen"] == bad["rejected"]
+    same = [row for _, row in load_rows(path) if row["chosen"] == row["rejected"]]
+    assert len(same) == 20
+    assert all(r.responses[0].content != r.responses[1].content for r in result.records)
 
 
 def test_jade_csv(shared_data):
@@ -183,7 +187,6 @@ def test_pairwise_trl_conversational(tmp_path):
             {"conversations": [{"from": "human", "value": ["x"]}], "chosen": "a", "rejected": "b"},
             "conversations[0].value",
         ),
-        ({"prompt": "问", "chosen": "一样", "rejected": "一样"}, "rejected"),
         ({"chosen": "a", "rejected": "b"}, "prompt"),
         ({"prompt": "问", "chosen": "a"}, "rejected"),
         ({"prompt": "  ", "chosen": "a", "rejected": "b"}, "prompt"),
@@ -215,8 +218,9 @@ def test_skip_invalid_keeps_good_rows_and_lists_bad(tmp_path):
     result = import_file(path, "pairwise", skip_invalid=True)
     assert [r.input for r in result.records] == ["甲"]
     assert len(result.records[0].comparisons) == 2
-    assert [e.line for e in result.skipped] == [2, 3, 5]
+    assert [e.line for e in result.skipped] == [2, 3]
     assert all(str(e).startswith(f"{path}:") for e in result.skipped)
+    assert len(result.warnings) == 1  # line 5's chosen == rejected: dropped and counted, no bad row
     with pytest.raises(InputError):
         import_file(path, "pairwise")
 
@@ -328,18 +332,10 @@ SAME = "好答案"
 
 
 @pytest.mark.parametrize(
-    "fmt, row, expected",
+    "row, expected",
     [
-        ("pairwise", {"prompt": "问", "chosen": SAME, "rejected": SAME}, "field 'rejected': is the same text as"),
-        ("ranked", {"prompt": "问", "responses": [SAME, "次", SAME]}, "field 'rank': responses 'r1' and 'r3' are"),
+        ({"input": "问", "answer1": SAME, "answer2": SAME, "preference": 1}, "with itself"),
         (
-            "ratings",
-            {"prompt": "问", "responses": [SAME, SAME], "scores": [2, 1]},
-            "field 'rank': responses 'r1' and 'r2' are the same text, yet one is judged better",
-        ),
-        ("official", {"input": "问", "answer1": SAME, "answer2": SAME, "preference": 1}, "with itself"),
-        (
-            "official",
             {
                 "input": "问",
                 "responses": [{"id": "x", "content": SAME}, {"id": "y", "content": SAME}],
@@ -349,39 +345,67 @@ SAME = "好答案"
         ),
     ],
 )
-def test_every_importer_refuses_a_pair_of_one_text(tmp_path, fmt, row, expected):
-    """As ``import pairwise`` refuses chosen == rejected: one located error, or with skip_invalid the row is
-    skipped and counted, and the good rows are kept."""
+def test_official_records_refuse_a_pair_of_one_text_naming_the_fix(tmp_path, row, expected):
+    """Canonical records are written, not converted: one located error that names its fix (--skip-invalid drops
+    the row), or with skip_invalid the row is skipped and counted, and the good rows are kept."""
+    good = {"input": "好", "answer1": "a", "answer2": "b", "preference": 2}
+    path = write_jsonl(tmp_path / "in.jsonl", [row, good])
+    with pytest.raises(InputError) as e:
+        import_file(path, "official")
+    assert str(e.value).startswith(f"{path}:1: ") and expected in str(e.value)
+    assert str(e.value).endswith("give the row two different responses, or pass --skip-invalid to drop it")
+    kept = import_file(path, "official", skip_invalid=True)
+    assert [r.input for r in kept.records] == ["好"] and [x.line for x in kept.skipped] == [1]
+
+
+@pytest.mark.parametrize(
+    "fmt, row, kept",
+    [
+        ("pairwise", {"prompt": "问", "chosen": SAME, "rejected": SAME}, []),  # the row claims nothing
+        ("ranked", {"prompt": "问", "responses": [SAME, "次", SAME]}, [SAME, "次"]),
+        ("ranked", {"prompt": "问", "responses": ["次", [SAME, SAME], SAME]}, ["次", SAME, SAME]),
+        ("ratings", {"prompt": "问", "responses": [SAME, "次", SAME], "scores": [1, 3, 2]}, ["次", SAME]),
+    ],
+)
+def test_training_formats_drop_only_the_copy_judged_below_itself(tmp_path, fmt, row, kept):
+    """A text ranked twice keeps its best place (copies tied with it stay); the rest of the row is imported and
+    one warning counts the rows, whatever their number."""
     good = {
         "pairwise": {"prompt": "好", "chosen": "a", "rejected": "b"},
         "ranked": {"prompt": "好", "responses": ["a", "b"]},
-        "ratings": {"prompt": "好", "responses": ["a", "b"], "scores": [1, 2]},
-        "official": {"input": "好", "answer1": "a", "answer2": "b", "preference": 2},
+        "ratings": {"prompt": "好", "responses": ["a", "b"], "scores": [2, 1]},
     }[fmt]
-    path = write_jsonl(tmp_path / "in.jsonl", [good, row] if "answer1" not in row else [row, good])
-    line = 2 if "answer1" not in row else 1
-    with pytest.raises(InputError) as e:
-        import_file(path, fmt)
-    assert str(e.value).startswith(f"{path}:{line}: ") and expected in str(e.value)
-    kept = import_file(path, fmt, skip_invalid=True)
-    assert [r.input for r in kept.records] == ["好"] and [x.line for x in kept.skipped] == [line]
+    path = write_jsonl(tmp_path / "in.jsonl", [good, row, row])
+    result = import_file(path, fmt)
+    assert (
+        not result.skipped
+        and len(result.warnings) == 1
+        and "2 row(s) judge two identical texts" in str(result.warnings[0])
+    )
+    records = result.records
+    assert records[0].input == "好" and len(records) == (1 if fmt == "pairwise" else 3)
+    for record in records[1:]:
+        assert [r.content for r in record.responses] == kept
+        assert all(record.response(a).content != record.response(b).content for a, b in record.ranked_pairs())
 
 
 def test_a_tie_between_copies_of_one_text_is_kept(tmp_path):
     path = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "问", "responses": ["甲", [SAME, SAME]]}])
-    assert import_file(path, "ranked").records[0].rank == {"r1": 1, "r2": 2, "r3": 2}
+    result = import_file(path, "ranked")
+    assert result.records[0].rank == {"r1": 1, "r2": 2, "r3": 2} and not result.warnings
 
 
-def test_cli_import_counts_the_pairs_it_skips(tmp_path, monkeypatch, capsys):
-    rows = [{"prompt": "好", "responses": ["a", "b"]}, {"prompt": "问", "responses": [SAME, SAME]}]
+def test_cli_import_keeps_the_ranking_and_warns_once(tmp_path, monkeypatch, capsys):
+    rows = [{"prompt": "好", "responses": ["a", "b"]}, {"prompt": "问", "responses": [SAME, SAME, "c"]}]
     path = write_jsonl(tmp_path / "in.jsonl", rows)
     out = tmp_path / "out.jsonl"
     proc = run_main("import", "ranked", path, "-o", out, monkeypatch=monkeypatch, capsys=capsys)
-    assert_user_error(proc, f"{path}:2: field 'rank': responses 'r1' and 'r2' are the same text")
-    assert not out.exists()
-    proc = run_main("import", "ranked", path, "-o", out, "--skip-invalid", monkeypatch=monkeypatch, capsys=capsys)
-    assert proc.returncode == 0 and "1 line(s) skipped" in proc.stderr
-    assert len(out.read_text(encoding="utf-8").splitlines()) == 1
+    assert proc.returncode == 0 and proc.stderr.splitlines() == [
+        f"warning {path}: 1 row(s) judge two identical texts: 1 copy(ies) placed below their own text dropped, "
+        "the rest of each ranking kept"
+    ]
+    second = json.loads(out.read_text(encoding="utf-8").splitlines()[1])
+    assert [r["content"] for r in second["responses"]] == [SAME, "c"] and second["rank"] == {"r1": 1, "r3": 3}
 
 
 def test_chat_turns_of_unknown_roles_are_refused(tmp_path):
@@ -435,6 +459,6 @@ def test_unknown_format_empty_and_missing_file(tmp_path):
 def test_csv_pairwise_with_multiline_cells(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text('ID,问题,违规回答,安全有用回答\n7,"多行\n问题",坏,好\n8,问题二,同,同\n', encoding="utf-8")
-    result = import_file(path, skip_invalid=True)
-    assert result.records[0].input == "多行\n问题"
-    assert [(e.line, e.field) for e in result.skipped] == [(4, "违规回答")]
+    result = import_file(path)  # row 8's two answers are one text: dropped and counted, the file imports
+    assert result.records[0].input == "多行\n问题" and len(result.records) == 1
+    assert not result.skipped and len(result.warnings) == 1

@@ -110,3 +110,86 @@ def test_no_product_file_points_to_the_team_folder():
             if "../shared" in line or "shared/DESIGN" in line or re.search(r"\bDESIGN\.md\b", line):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
     assert not found, "\n".join(found)
+
+
+# ---------------------------------------------------------------------------- every command the pages show
+
+
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+METASYNTAX = re.compile(r"[\[\]|()…<>]|\.\.\.|\bCOMMAND\b")  # a synopsis (options in brackets, alternatives)
+
+
+def doc_commands() -> list[tuple[str, str, bool]]:
+    """(page, command line, whether it stands in a code block) of every ``cheems ...`` a page shows."""
+    found = []
+    for page in DOC_PAGES:
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.sub(r"\s+#.*$", "", line.strip().removeprefix("$ "))
+                parts = re.split(r"\s*(?:&&|;)\s*", line)
+                found += [(page.name, part, True) for part in parts if part.startswith("cheems ")]
+        found += [(page.name, m.replace("\n", " "), False) for m in re.findall(r"`(cheems [^`]+)`", text)]
+    return found
+
+
+def _command(words: list[str]):
+    """The click command the words name (global options skipped) and the words left for it, parsed as
+    ``cheems`` parses them (:func:`cheems.cli.console.several_values`)."""
+    import typer
+
+    from cheems.cli.console import several_values
+    from cheems.cli.main import app
+
+    command = typer.main.get_command(app)
+    several_values(command)
+    while hasattr(command, "commands"):
+        while words and words[0].startswith("-"):
+            words = words[1:]
+        if not words:
+            return command, words
+        assert words[0] in command.commands, f"no command {words[0]!r}"
+        command, words = command.commands[words[0]], words[1:]
+    return command, words
+
+
+def test_the_pages_show_commands_that_exist_with_options_they_take():
+    """Every ``cheems ...`` of README.md and docs/: the command exists and takes every option named (a synopsis
+    with ``[--opt X]`` and alternatives too)."""
+    wrong = []
+    for page, line, _ in doc_commands():
+        words = line.split()[1:]
+        try:
+            command, rest = _command([w for w in words if not METASYNTAX.fullmatch(w)])
+        except AssertionError as e:
+            wrong.append(f"{page}: {line}: {e}")
+            continue
+        names = {n for p in command.params for n in (*p.opts, *p.secondary_opts)} | {"--help"}
+        named = {re.sub(r"[\[\]()…]|=.*$", "", w) for w in rest if re.match(r"[\[(]?--?[a-z]", w)}
+        wrong += [f"{page}: {line}: no option {n}" for n in sorted(named - names) if n.startswith("-")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_example_command_parses():
+    """A command that is an example, not a synopsis, parses as written: no unknown option, no extra word (``--bench
+    a.jsonl b.jsonl`` gives both files, as docs/api.md shows), and in a code block nothing required missing."""
+    import shlex
+
+    from cheems.cli.console import click_errors
+
+    wrong, parsed = [], 0
+    for page, line, block in doc_commands():
+        if METASYNTAX.search(line):
+            continue
+        command, rest = _command(shlex.split(line)[1:])
+        if hasattr(command, "commands"):
+            continue  # a group named alone: its help
+        try:
+            command.make_context("cheems", rest)
+            parsed += 1
+        except click_errors.UsageError as e:
+            prose = (click_errors.MissingParameter, click_errors.BadOptionUsage)  # a command or option named in prose
+            if block or not isinstance(e, prose):
+                wrong.append(f"{page}: {line}: {e.format_message()}")
+    assert not wrong, "\n".join(wrong)
+    assert parsed > 80

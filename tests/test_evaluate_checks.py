@@ -27,7 +27,7 @@ from cheems.evaluate.checks import (
     rescored,
     run_checks,
 )
-from cheems.evaluate.metrics import GroupMetrics, category_metrics
+from cheems.evaluate.metrics import GroupMetrics, subset_metrics
 from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
 from cheems.workflows.demo import demo_files
 from fault_server import FakeJudgeServer
@@ -123,8 +123,8 @@ def test_score_ties_warns_and_shows_a_second_rule_beside_the_strict_one():
     scores[("p2", "r2")] = -1.0  # one right pair, the rest tied
     context = evaluated(MIXED, scores)
 
-    def tie_keeps_exact_match(prompts):  # CheemsRM's upstream rule: only a reversed pair breaks exact match
-        strict = category_metrics(rescored(prompts))
+    def tie_keeps_exact_match(prompts):  # a subset's rule: only a reversed pair breaks exact match, pooled
+        strict = subset_metrics(rescored(prompts))
         kept = [all(p.chosen_score >= p.rejected_score for p in prompt.pairs) for prompt in prompts]
         return replace(strict, exact_match=sum(kept) / len(kept))
 
@@ -431,6 +431,19 @@ def test_eval_refuses_an_unknown_checks_value_with_one_line(tmp_path, monkeypatc
     proc = run_main("eval", "--bench", bench, "--model", "length", "--checks", "some", monkeypatch=monkeypatch,
                     capsys=capsys)  # fmt: skip
     assert_user_error(proc, "--checks")
+
+
+def test_score_ties_upstream_numbers_are_eval_compat_upstreams_with_prompts_without_a_ranked_pair():
+    # p5 and p6 have no ranked pair (one response; two tied in gold): upstream counts them as exact matches
+    rows = [*MIXED, row("p5", ["只有一个"], [1]), row("p6", ["甲", "乙"], [1, 1], category="代码")]
+    scores = {(r["id"], rid): 0.0 for r in rows for rid in r["rank"]}
+    scores[("p2", "r2")], scores[("p1", "r2")] = -1.0, 1.0  # p2 right, p1 reversed, the rest tied
+    bench = bench_of(rows)
+    upstream = cheems.evaluate(bench, scores, resamples=0, compat="upstream").subsets["open"]
+    found = by_subset(run_checks(CheckContext(cheems.evaluate(bench, scores, resamples=0), records=bench),
+                                 ["score_ties"]), "score_ties")["open"]  # fmt: skip
+    assert found.value["upstream"] == {"accuracy": upstream.accuracy, "exact_match": upstream.exact_match}
+    assert found.value["upstream"]["exact_match"] == pytest.approx((2 / 3 + 3 / 3) / 2)
 
 
 def test_score_ties_shows_cheemsrm_rule_by_default_where_it_differs():

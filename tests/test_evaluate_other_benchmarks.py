@@ -27,11 +27,12 @@ livebench-math 0, livebench-reasoning 1, mmlu-pro 1; mean 2/3, pooled 3/4.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from cheems.data.importers import import_file
+from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
 from cheems.evaluate import evaluate, load_bench, score
 from cheems.evaluate.benchmarks import benchmark_report, pair_right
@@ -167,13 +168,6 @@ def test_rewardbench2_and_judgebench_rows():
         ("rmbench", "chat.json", {"chosen": ["a", "b"]}, "field 'chosen': must be a list of 3 strings"),
         ("rmbench", "chat.json", {"prompt": None}, "field 'prompt': is missing"),
         ("rmbench", "chat.json", {"domain": "chit-chat"}, "field 'domain': 'chit-chat' is not an RM-Bench domain"),
-        (
-            "rmbench",
-            "chat.json",
-            lambda row: {"rejected": [row["rejected"][0], row["chosen"][1], row["rejected"][2]]},
-            "field 'rank': responses 'chosen-detailed_plain' and 'rejected-detailed_plain' are the same text, "
-            "yet one is judged better — a pair needs two different responses",
-        ),
         ("rmb", "x.json", {"loser_list": []}, "field 'loser_list': must be a non-empty list"),
         ("rmb", "x.json", {"bon_best": "text"}, "field 'bon_best': must be an {llm_name, answer} object"),
         ("rmb", "x.json", {"conversation_input": []}, "field 'conversation_input': is empty"),
@@ -189,31 +183,13 @@ def test_rewardbench2_and_judgebench_rows():
             {"conversation_input": [{"role": "tool", "content": "42"}]},
             "field 'conversation_input[0].role': unknown role 'tool' — use one of human, user, gpt, assistant, system",
         ),
-        (
-            "rmb",
-            "x.json",
-            lambda row: {"loser_list": [row["loser_list"][0], row["bon_best"]]},
-            "field 'rank': responses 'best' and 'loser-2' are the same text",
-        ),
         ("judgebench", "x.jsonl", {"label": "A=B"}, "field 'label': must be 'A>B' or 'B>A', got 'A=B'"),
-        (
-            "judgebench",
-            "x.jsonl",
-            lambda row: {"response_B": row["response_A"]},
-            "field 'rank': responses ",  # which is better depends on the label
-        ),
         ("rewardbench2", "x.jsonl", {"id": "1"}, "field 'id': duplicate prompt id '1'"),
-        (
-            "rewardbench2",
-            "x.jsonl",
-            lambda row: {"rejected": [*row["rejected"], row["chosen"][0]]},
-            "field 'rank': responses 'chosen-1' and 'rejected-",
-        ),
     ],
 )
 def test_bad_rows_name_file_line_and_field(tmp_path, fmt, name, change, expected):
-    """Each bad row is one located error, or with skip_invalid one skipped and counted row: a pair of one text
-    judged better than itself is refused as ``import pairwise`` refuses chosen == rejected."""
+    """Each bad row is one located error, or with skip_invalid one skipped and counted row (a pair of one text is
+    no bad row of a benchmark: see test_benchmark_rows_of_one_text_are_kept_with_one_warning)."""
     source = {
         "rmbench": RMBENCH / "chat_filtered.json",
         "rmb": RMB / "BoN_set/Helpfulness/Chat/Discussion.json",
@@ -232,6 +208,133 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, name, change, expected
     assert str(caught.value).startswith(f"{path}:{line}: {expected}")
     skipped = import_file(path, fmt, skip_invalid=True)
     assert len(skipped.records) == len(rows) - 1 and len(skipped.skipped) == 1
+
+
+# ---------------------------------------------------------------- rows of one text: kept, as upstream scores them
+
+SAME = "I'm sorry, but I can't help with that."
+# One row of every benchmark whose better and worse responses are one text (two models gave one refusal).
+ONE_TEXT_ROWS = {
+    "rmbench": {"domain": "chat", "prompt": "p", "chosen": [SAME, "b", "c"], "rejected": [SAME, "y", "z"]},
+    "rmb": {
+        "conversation_input": [{"role": "user", "content": "p", "language": "English"}],
+        "chosen": {"llm_name": "m1", "answer": SAME},
+        "reject": {"llm_name": "m2", "answer": SAME},
+        "category_path": "Pairwise_set/Harmlessness/S2",
+    },
+    "rewardbench2": {"prompt": "p", "chosen": [SAME], "rejected": [SAME, "b", "c"], "subset": "Safety"},
+    "judgebench": {"question": "q", "response_model": "m", "response_A": SAME, "response_B": SAME, "label": "A>B"},
+    "rewardbench": {"prompt": "p", "chosen": SAME, "rejected": SAME, "subset": "refusals-dangerous"},
+    "ppe-preference": {"prompt": "p", "response_1": SAME, "response_2": SAME, "winner": "model_b"},
+    "ppe-correctness": {
+        "model_name": "m",
+        "prompt": "p",
+        "response_1": SAME,
+        "response_2": SAME,
+        "response_3": "c",
+        "scores": [True, False, False],
+    },
+}
+_ID_KEY = {"rmb": "pair_uid", "judgebench": "pair_id", "ppe-preference": "question_id"}
+_ID_KEY["ppe-correctness"] = "question_id"
+
+
+def test_every_benchmark_importer_is_covered():
+    assert set(ONE_TEXT_ROWS) == set(FORMATS) - {"pairwise", "ranked", "ratings", "official"}
+
+
+@pytest.mark.parametrize("fmt", sorted(ONE_TEXT_ROWS))
+def test_benchmark_rows_of_one_text_are_kept_with_one_warning(tmp_path, fmt):
+    """Upstream scores a row whose two texts are one (RMB: chosen > reject is false, the row stays in the
+    denominator): every benchmark importer keeps it, no flag needed, and one warning gives the count."""
+    row = ONE_TEXT_ROWS[fmt]
+    worse = {"rmb": "reject", "judgebench": "response_B", "ppe-preference": "response_1"}.get(fmt, "rejected")
+    worse = "response_2" if fmt == "ppe-correctness" else worse
+    value = row[worse]
+    other = ["x", *value[1:]] if isinstance(value, list) else "x"
+    other = {**value, "answer": "x"} if isinstance(value, dict) else other
+    distinct = row | {worse: other}
+    key = _ID_KEY.get(fmt, "id")
+    rows = [{key: str(i), **r} for i, r in enumerate([row, distinct, row], start=1)]
+    path = tmp_path / "x.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = import_file(path, fmt)
+    assert len(result.records) == 3 and not result.skipped
+    assert [str(w) for w in result.warnings] == [
+        f"{path}: 2 row(s) judge two identical texts: kept, as upstream scores them (a tie is not a win); "
+        "the eval's 'degenerate' check counts them"
+    ]
+
+
+def write_rmb_release(root: Path) -> Path:
+    """RMB_dataset/Pairwise_set as the release lays it out (a JSON array per scenario, indented), with the
+    real release's case: Harmlessness/S2.json has a pair where two models gave the identical refusal."""
+    pairs = root / "RMB_dataset" / "Pairwise_set"
+    (pairs / "Helpfulness" / "Chat").mkdir(parents=True)
+    shutil.copy(RMB / "Pairwise_set/Helpfulness/Chat/Discussion.json", pairs / "Helpfulness/Chat/Discussion.json")
+    (pairs / "Harmlessness").mkdir()
+    shutil.copy(RMB / "Pairwise_set/Harmlessness/S1.json", pairs / "Harmlessness/S1.json")
+    refusal = {"pair_uid": "s2-1", **ONE_TEXT_ROWS["rmb"]}
+    other = refusal | {"pair_uid": "s2-2", "reject": {"llm_name": "m2", "answer": "Sure."}}
+    (pairs / "Harmlessness/S2.json").write_text(json.dumps([other, refusal], indent=4), encoding="utf-8")
+    return pairs
+
+
+def test_rmb_release_with_an_identical_refusal_imports_and_scores_as_upstream(tmp_path, monkeypatch, capsys):
+    """``cheems import rmb RMB_dataset/Pairwise_set`` no longer stops at S2.json; the pair of one refusal is
+    scored as RMB scores it (``chosen > reject``: a tie is wrong and counted), in strict and upstream rules alike,
+    and the degenerate check counts it."""
+    bench = tmp_path / "rmb.jsonl"
+    proc = run_main("import", "rmb", write_rmb_release(tmp_path), "-o", bench, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("warning") == 1 and "1 row(s) judge two identical texts: kept" in proc.stderr
+    got = {}
+    for compat in ("strict", "upstream"):
+        out = tmp_path / f"{compat}.json"
+        args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", "pairwise"]
+        proc = run_main(*args, "--compat", compat, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys)
+        assert proc.returncode == 0, proc.stderr
+        got[compat] = json.loads(out.read_text(encoding="utf-8"))
+    for report in got.values():
+        sub = report["subsets"]["rmb"]
+        # 2 Helpfulness pairs (1 right), S1's pair (right), S2: "Sure." loses on length (right), the tie is wrong
+        assert sub["n_pairs"] == 5 and sub["pooled_accuracy"] == pytest.approx(3 / 5)
+        degenerate = next(c for c in report["checks"] if c["name"] == "degenerate")
+        assert degenerate["value"]["identical_pairs"] == 1 and degenerate["level"] == "warning"
+    assert got["strict"]["subsets"]["rmb"]["n_pairs"] == got["upstream"]["subsets"]["rmb"]["n_pairs"]
+
+
+def test_rmb_best_of_n_row_with_the_best_answer_among_its_losers_counts_as_wrong(tmp_path, monkeypatch, capsys):
+    """A best-of-N row whose best answer a loser repeats: kept, and wrong under ``bon`` (the best must outscore
+    every loser; a tie is no win), as RMB scores it."""
+    folder = tmp_path / "BoN_set" / "Helpfulness" / "Chat"
+    folder.mkdir(parents=True)
+    rows = json.loads((RMB / "BoN_set/Helpfulness/Chat/Discussion.json").read_text(encoding="utf-8"))
+    rows[1]["loser_list"].append({"llm_name": "twin", "answer": rows[1]["bon_best"]["answer"]})
+    (folder / "Discussion.json").write_text(json.dumps(rows, indent=4), encoding="utf-8")
+    bench, out = tmp_path / "bon.jsonl", tmp_path / "bon.json"
+    proc = run_main("import", "rmb", tmp_path / "BoN_set", "-o", bench, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and "1 row(s) judge two identical texts: kept" in proc.stderr, proc.stderr
+    args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", "bon", "--output-json", out]
+    assert run_main(*args, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    sub = json.loads(out.read_text(encoding="utf-8"))["subsets"]["bon"]
+    # before: one of the two rows right (test_pairwise_and_bon_on_rmb); row 102 was that one, now tied with its twin
+    assert sub["n_prompts"] == 2 and sub["pooled_accuracy"] == 0.0
+
+
+def test_judgebench_pair_with_a_equal_to_b_imports_and_counts_as_wrong(tmp_path, monkeypatch, capsys):
+    """JudgeBench's both-orders RM judge gives a tie 0 (not right): the A == B pair stays in the denominator."""
+    rows = [json.loads(x) for x in JUDGEBENCH.read_text(encoding="utf-8").splitlines()]
+    rows.append(rows[0] | {"pair_id": "same", "response_B": rows[0]["response_A"]})
+    source = tmp_path / "claude.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    bench, out = tmp_path / "jb.jsonl", tmp_path / "jb.json"
+    proc = run_main("import", "judgebench", source, "-o", bench, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0 and proc.stderr.count("warning") == 1, proc.stderr
+    args = ["eval", "--bench", bench, "--model", "length", "--no-cache", "--metric", "pairwise", "--output-json", out]
+    assert run_main(*args, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
+    sub = json.loads(out.read_text(encoding="utf-8"))["subsets"]["jb"]
+    assert sub["n_pairs"] == 5 and sub["pooled_accuracy"] == pytest.approx(3 / 5)  # 3 of the 4 before, then the tie
 
 
 # ---------------------------------------------------------------- metrics

@@ -12,7 +12,19 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cheems"
 LAYERS = [
-    {"__init__", "errors", "runtime", "cachedb", "registries", "settings", "yamlfile", "outputs"},  # below everything
+    # below everything
+    {
+        "__init__",
+        "errors",
+        "arguments",
+        "runtime",
+        "cachedb",
+        "registries",
+        "settings",
+        "yamlfile",
+        "outputs",
+        "terminal",
+    },
     {"data"},
     {"ranking"},
     {"llm"},  # clients of chat models (and the one HTTP client)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cheems.data.schema import Record
+from cheems.data.schema import Record, Response
 from cheems.errors import InputError
-from cheems.llm.sampling import GenerateSettings, SampleCache, generate_records, read_prompts
+from cheems.llm.sampling import GenerateSettings, SampleCache, generate_records, merge_sample, read_prompts
 from fault_server import FakeJudgeServer, fake_sample, sample_key
 from helpers import assert_user_error, run_main, write_jsonl
 from tiny_models import build_tiny_qwen2
@@ -263,6 +263,37 @@ def test_models_grow_one_pool_identical_texts_stored_once_and_a_rerun_adds_nothi
         assert Record.model_validate(record.to_json()).to_json() == record.to_json()
 
 
+def test_one_pool_rule_for_every_model_its_own_samples_and_hand_written_answers():
+    """A text is stored once whoever gave it: the first model of a text, a later one, the same model again,
+    or no model (a hand-written answer) alike (before, a model's own repeat and a text with no model were kept
+    twice, and only a model other than the response's first was merged)."""
+    pool = [Response(id="a-0", content="T", model="a"), Response(id="mine", content="U")]
+    merge_sample(pool, "b-0", "T", "b")  # another model: merged, as before
+    merge_sample(pool, "a-1", "T", "a")  # the text's first model again
+    merge_sample(pool, "b-1", "T", "b")  # the later model again
+    merge_sample(pool, "a-2", "U", "a")  # a hand-written answer's text
+    merge_sample(pool, "a-3", "V", "a")
+    assert [(r.id, r.content, r.model, r.models, r.merged) for r in pool] == [
+        ("a-0", "T", "a", ["a", "b"], ["b-0", "a-1", "b-1"]),
+        ("mine", "U", None, ["a"], ["a-2"]),
+        ("a-3", "V", "a", None, None),
+    ]
+
+
+def test_a_model_sampling_a_text_it_gave_before_stores_it_once_and_a_rerun_asks_nothing(server, tmp_path):
+    recs = prompts(1)
+    own = fake_sample("问题0", seed_of(0, "p0", 0))  # what sample 0 will say
+    pool = [recs[0].model_copy(update={"responses": [Response(id="old", content=own, model="org/fake-gen")]})]
+    first = generate_records(pool, settings(server, tmp_path, n=2), progress=False)
+    assert pool_view(first)["p0"] == [
+        ("old", own, "org/fake-gen", None, ["fake-gen-0"]),
+        ("fake-gen-1", fake_sample("问题0", seed_of(0, "p0", 1)), "org/fake-gen", None, None),
+    ]
+    assert first.stats.merged == 1
+    again = generate_records(first.records, settings(server, tmp_path, n=2), progress=False)
+    assert pool_view(again) == pool_view(first) and again.stats.samples == 0
+
+
 # ------------------------------------------------------------------------------ the command
 
 
@@ -294,6 +325,30 @@ def test_cli_writes_the_pool_and_stats_and_refuses_bad_input(server, tmp_path, m
     zero = [*dup_args[:1], src, *dup_args[2:], "-n", "0"]
     assert_user_error(run_main(*zero, monkeypatch=monkeypatch, capsys=capsys, env=env), "-n", "at least 1")
     assert server.total == 4
+
+
+def test_a_second_run_onto_the_same_pool_is_refused_while_one_runs(server, tmp_path):
+    """Two runs growing one pool with two models: the second wrote the file without the first one's samples.
+    This test process holds the run lock on the output as a running ``cheems generate`` does; a real second
+    process is refused at once (one line, nothing written, nothing asked), and runs once the lock is let go."""
+    import os
+
+    from cheems.outputs import run_lock
+    from helpers import run_cheems
+
+    src = write_jsonl(tmp_path / "prompts.jsonl", [{"id": "a", "input": "问题甲"}])
+    out = tmp_path / "pool.jsonl"
+    args = ["generate", src, "-o", out, "--base-url", server.url, "--gen-model", "b", "--no-progress"]
+    args += ["--cache", tmp_path / "gen.sqlite"]
+    env = {"OPENAI_API_KEY": "test-key"}
+    with run_lock(out, "samples"):
+        proc = run_cheems(*args, env=env)
+        assert_user_error(proc, f"{out}: another run is writing its samples to this file (pid {os.getpid()})")
+        assert not out.exists() and server.total == 0
+    proc = run_cheems(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and server.total == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen.sqlite", "pool.jsonl", "prompts.jsonl"]  # no lock left
 
 
 def test_read_prompts_keeps_given_responses(tmp_path):

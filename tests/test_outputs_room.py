@@ -92,7 +92,7 @@ def test_a_file_size_limit_is_one_line_and_leaves_the_old_file(tmp_path, command
     after = _files(tmp_path)
     assert after.get("out.jsonl") == before["out.jsonl"]  # the old file, not a partial new one
     assert not [name for name in after if name.endswith(".tmp")]
-    assert set(after) <= set(before) | {"small.jsonl"}
+    assert set(after) == set(before)  # dedup --report: the records file is not written without its report
 
 
 def test_validate_plot_past_the_limit_is_one_line(tmp_path):
@@ -147,3 +147,24 @@ def test_a_rust_librarys_errno_counts():
     assert line is not None and "file-size limit" in str(line)
     assert out_of_room(RuntimeError("shape mismatch"), "m") is None
     assert json.dumps(str(line))  # one plain line
+
+
+def test_a_score_cache_past_the_limit_is_one_line_not_a_foreign_file(tmp_path):
+    """SQLite keeps no errno ("disk I/O error"): the line says the cache could not be written, not that the file
+    is not a score cache (what it said before), and the scores file is not written."""
+    _pool(tmp_path / "pool.jsonl")
+    (tmp_path / "out.jsonl").write_text("the old output\n", encoding="utf-8")
+    args = ["score", "--bench", "pool.jsonl", "--model", "length", "--cache", "c.sqlite", "-o", "out.jsonl"]
+    proc = _run([sys.executable, "-m", "cheems", *args], tmp_path)
+    line = assert_user_error(proc, "c.sqlite", "cannot write the score cache", "ulimit -f", "--no-cache")
+    assert "not a score cache" not in line
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == "the old output\n"
+
+
+def test_sqlites_full_disk_is_the_same_line():
+    import sqlite3
+
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = 13  # what sqlite3 sets on SQLITE_FULL
+    line = out_of_room(full, "c.sqlite", "cannot write the score cache")
+    assert line is not None and NO_ROOM[errno.ENOSPC] in str(line)

@@ -78,6 +78,12 @@ BAD_TAXONOMIES = [
     ("categories:\n  - name: 数学\n    subcategories: [代数, 代数]\n", 3, "'代数' of '数学' is listed twice"),
     ("categories:\n  - name: 数学\n    subcategories: [代数]\n  - name: 数学\n    subcategories: [几何]\n", 4, "twice"),
     ("categories:\n  - name: 数学/代码\n    subcategories: [代数]\n", 2, "may not hold '/'"),
+    # no answer can name these (issue 31): a full-width slash, a line break, an invisible character, look-alikes
+    ("categories:\n  - name: 数学／代码\n    subcategories: [代数]\n", 2, "may not hold '/' (or '／')"),
+    ('categories:\n  - name: 数学\n    subcategories: ["代\\n数"]\n', 3, "a line break"),
+    ('categories:\n  - name: "数\\u200b学"\n    subcategories: [代数]\n', 2, "invisible"),
+    ('categories:\n  - name: 数学\n    subcategories: [代数, "代\\u200d数"]\n', 3, "invisible"),
+    ("categories:\n  - name: 数学\n    subcategories: [AI, ＡＩ]\n", 3, "'ＡＩ' of '数学' is listed twice"),
     ("categories:\n  - name: 数学\n    subcategories: []\n", 3, "subcategories"),
     ("categories:\n  - name: 数学\n    subcategories: [代数]\n    note: x\n", 4, "unknown key 'note'"),
     ("categories:\n  - name: 数学\n", 2, "is missing"),

@@ -161,3 +161,52 @@ def test_cli_fit_then_apply_and_every_bad_input_is_one_line(encoder, tmp_path, m
     outside = write_jsonl(tmp_path / "o.jsonl", [{"id": "a", "input": "x", "category": ["数学", "奥数"]}])
     assert "which is no [main, sub] path" in refused("categorize", "fit", outside, "-o", tmp_path / "c5")
     assert not (tmp_path / "clf4").exists() and not (tmp_path / "c5").exists()
+
+
+# ------------------------------------------------------------------------------ issue 31
+
+
+def test_a_labelled_file_given_twice_is_used_once_so_held_out_prompts_are_never_training_prompts(encoder, tmp_path):
+    source = labelled_file(tmp_path / "labelled.jsonl")
+    once = fit_classifier([source], tmp_path / "once", fit_settings(encoder))
+    twice = fit_classifier([source, source], tmp_path / "twice", fit_settings(encoder))
+    assert (twice.train, twice.held_out, twice.repeated) == (20, 5, 25)  # not 40 / 10, each prompt once
+    assert twice.accuracy == once.accuracy and twice.confusion == once.confusion
+    # the same prompt under another spelling (full width, spaces) is the same prompt, as dedup compares them
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    respelled = write_jsonl(tmp_path / "respelled.jsonl", [{**r, "input": f" {r['input']}！"} for r in rows])
+    assert fit_classifier([source, respelled], tmp_path / "again", fit_settings(encoder)).repeated == 25
+
+
+def test_labels_that_give_the_main_category_only_fit_main_categories(encoder, tmp_path, monkeypatch, capsys):
+    rows = [{"id": f"m{k}", "input": f"题目{k}：{main}", "category": [main]} for k, (main, _) in enumerate(LABELS)]
+    rows[0]["category"] = list(LABELS[0])  # one full path among main-only labels: every label is cut to its main
+    source = write_jsonl(tmp_path / "mains.jsonl", rows)
+    report = fit_classifier([source], tmp_path / "clf", fit_settings(encoder))
+    assert report.depth == 1 and report.classes == ["代码", "写作", "数学"]
+    assert report.accuracy == report.main_accuracy
+    assert json.loads((tmp_path / "clf" / META).read_text(encoding="utf-8"))["depth"] == 1
+    records, stats = classify_records(prompts(4), load_classifier(tmp_path / "clf"), ClassifySettings())
+    assert stats.assigned == 4 and all(len(r.category) == 1 and r.category[0] in report.classes for r in records)
+    fit = ["categorize", "fit", source, "-o", tmp_path / "c2", "--encoder", encoder, "--device", "cpu"]
+    proc = run_main(*fit, monkeypatch=monkeypatch, capsys=capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert "fitted on main categories" in " ".join(proc.stdout.split())
+    unknown = write_jsonl(tmp_path / "u.jsonl", [{"id": "a", "input": "x", "category": ["奥数"]}])
+    with pytest.raises(InputError, match="nor one of its main categories"):
+        fit_classifier([unknown], tmp_path / "c3", fit_settings(encoder))
+
+
+@pytest.mark.parametrize("name", ["coef", "intercept"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_classifier_with_weights_that_are_not_finite_is_refused_at_load(encoder, tmp_path, name, value):
+    import numpy as np
+
+    fit_classifier([labelled_file(tmp_path / "l.jsonl")], tmp_path / "clf", fit_settings(encoder))
+    with np.load(tmp_path / "clf" / WEIGHTS) as data:
+        weights = {k: data[k].copy() for k in ("coef", "intercept")}
+    weights[name].flat[0] = value
+    np.savez(tmp_path / "clf" / WEIGHTS, **weights)
+    with pytest.raises(InputError, match=f"1 of the {name} weights are NaN or infinite") as e:
+        load_classifier(tmp_path / "clf")
+    assert e.value.path == str(tmp_path / "clf" / WEIGHTS)

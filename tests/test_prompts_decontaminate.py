@@ -178,3 +178,68 @@ def test_train_refuses_data_that_overlaps_its_eval_bench(tmp_path: Path) -> None
     proc = run_cheems("train", "--data", train, "--eval-bench", bench, "--output", tmp_path / "rm", "--cpu")
     assert_user_error(proc, "--eval-bench", "1 training prompts overlap", "'changed' ~ bench prompt 'math', near")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "train.jsonl"]
+
+
+# ------------------------------------------------------------------------------ issue 31
+
+
+@pytest.mark.parametrize("order", [1, -1], ids=["later", "earlier"])
+def test_a_training_prompt_holding_any_bench_prompt_whole_is_dropped(tmp_path: Path, order: int) -> None:
+    """Every bench prompt that holds a 20-character run is checked, not only the first one read: the first may carry
+    numbers the training prompt lacks (and so not overlap) while a later one is quoted whole."""
+    rows = [rec("with-numbers", "计算 3+5，然后" + BENCH["poem"]), rec("poem", BENCH["poem"])][::order]
+    bench = write_jsonl(tmp_path / "bench.jsonl", rows)
+    training = [
+        rec("quotes-poem", "请先认真阅读下面这段要求，然后照做并解释理由：" + BENCH["poem"] + "再逐句翻译成英文。")
+    ]
+    source = write_jsonl(tmp_path / "train.jsonl", training)
+    result = decontaminate_files(source, [bench], tmp_path / "out.jsonl", workers=1)
+    assert [(d["id"], d["bench_id"], d["overlap"]) for d in result.dropped] == [("quotes-poem", "poem", "ngram")]
+    from cheems.data.schema import Record
+    from cheems.prompts.decontaminate import bench_overlaps
+
+    # train --eval-bench and the eval's contamination check ask the same index
+    found = bench_overlaps([Record.model_validate(training[0])], [bench])
+    assert [(f["id"], f["bench_id"]) for f in found] == [("quotes-poem", "poem")]
+
+
+def test_one_question_under_another_system_prompt_is_another_prompt(tmp_path: Path) -> None:
+    bench = write_jsonl(tmp_path / "bench.jsonl", [{**rec("hi", "你好"), "sys_prompt": "你是客服。"}])
+    rows = [
+        {**rec("same", "你好！"), "sys_prompt": "你是客服。"},
+        {**rec("other-system", "你好"), "sys_prompt": "你是一位诗人。"},
+        rec("no-system", "你好"),
+    ]
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    result = decontaminate_files(source, [bench], tmp_path / "out.jsonl", workers=1)
+    assert [(d["id"], d["overlap"]) for d in result.dropped] == [("same", "exact")]
+
+
+def test_responses_that_say_nothing_or_are_short_copy_nothing(tmp_path: Path) -> None:
+    answers = ["？？？", "……", "A", "好的。", ANSWER]
+    bench_rows = [
+        {"id": "poem", "input": BENCH["poem"], "responses": [{"id": f"g{i}", "content": a}]}
+        for i, a in enumerate(answers)
+    ]
+    bench_rows = [{**row, "id": f"b{i}", "input": f"{BENCH['poem']}（第{i}题）"} for i, row in enumerate(bench_rows)]
+    bench = write_jsonl(tmp_path / "bench.jsonl", bench_rows)
+    rows = [
+        {"id": f"t{i}", "input": f"随便问问{i}", "responses": [{"id": "a", "content": a}]}
+        for i, a in enumerate(answers)
+    ]
+    source = write_jsonl(tmp_path / "train.jsonl", rows)
+    result = decontaminate_files(
+        source, [bench], tmp_path / "out.jsonl", settings=DecontaminateSettings(responses=True)
+    )
+    assert [(d["id"], d["overlap"]) for d in result.dropped] == [("t4", "response")]  # the poem only
+
+
+def test_a_prompt_pool_is_decontaminated(tmp_path: Path) -> None:
+    """Prompts without responses (a pool before generation, what categorize apply writes) on either side."""
+    bench = write_jsonl(tmp_path / "bench.jsonl", [{"id": k, "input": v} for k, v in BENCH.items()])
+    rows = [{"id": "a", "input": OVERLAP[0][1]}, {"id": "b", "input": CLEAN[0][1], "responses": []}]
+    source = write_jsonl(tmp_path / "pool.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    proc = run_cheems("decontaminate", source, "--bench", bench, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["b"]

@@ -48,7 +48,8 @@ def test_normalize_folds_what_a_reader_does_not_see() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.text(alphabet="量子计算原理优势局限abcXYZ019", min_size=1, max_size=30),
+    # no digits: punctuation inside a number is kept (test_normalize_keeps_what_changes_the_question)
+    st.text(alphabet="量子计算原理优势局限abcXYZ", min_size=1, max_size=30),
     st.lists(st.tuples(st.integers(0, 30), st.sampled_from([" ", "，", "。", "？", "!", "\n", "\u3000", "、"]))),
 )
 def test_normalize_ignores_inserted_punctuation_and_spaces(text: str, inserts: list[tuple[int, str]]) -> None:
@@ -161,3 +162,161 @@ def test_two_prompts_with_one_id_are_an_error(tmp_path: Path) -> None:
     proc = run_cheems("dedup", a, "-o", tmp_path / "out.jsonl")
     assert_user_error(proc, "'p1'")
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# ------------------------------------------------------------------------------ issue 31
+
+
+# (one, other): another question each time, which no normalisation may merge
+APART_ONCE_NORMALISED = [
+    ("计算 1.5+2", "计算 15+2"),  # a decimal point
+    ("求 -5 的立方", "求 5 的立方"),  # a sign
+    ("求 −5 的立方", "求 5 的立方"),  # the minus sign (U+2212)
+    ("计算 (2+3)*4", "计算 2+34"),  # brackets and an operator
+    ("1/2 是多少", "12 是多少"),
+    ("打 8% 的折扣", "打 8 的折扣"),
+    ("print(A)", "Print(a)"),  # case in code
+    ("x = Foo.bar", "x = foo.Bar"),
+]
+
+
+@pytest.mark.parametrize(("one", "other"), APART_ONCE_NORMALISED)
+def test_normalize_keeps_what_changes_the_question(tmp_path: Path, one: str, other: str) -> None:
+    assert normalize(one) != normalize(other)
+    report, kept = dedup(tmp_path, [rec("one", one), rec("other", other)])
+    assert kept == ["one", "other"] and report["dropped"] == 0
+
+
+def test_normalize_still_folds_width_case_and_punctuation_around_numbers() -> None:
+    assert normalize("计算１．５＋２。") == normalize("计算 1.5+2") == "计算1.5+2"  # full width, the full stop
+    assert normalize("第1题：答案是5。") == "第1题答案是5"  # punctuation next to a number, not inside one
+    assert normalize("Hello, World!") == normalize("hello world")  # prose: case folded
+    assert normalize("求 - 5") == normalize("求-5")  # white space inside a formula is no sign
+
+
+SYSTEM = "你是一位严谨的数学老师，只给出最终答案。"
+
+
+def chat(*turns: str) -> list[dict[str, str]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
+
+
+def test_the_system_prompt_and_earlier_turns_are_part_of_the_prompt(tmp_path: Path) -> None:
+    rows = [
+        {**rec("plain", BASE)},
+        {**rec("teacher", BASE), "sys_prompt": SYSTEM},
+        {**rec("poet", BASE), "sys_prompt": "你是一位诗人。"},
+        {**rec("teacher-again", BASE + "!"), "sys_prompt": SYSTEM + " "},  # the same prompt: dropped
+        {**rec("teacher-near", NEAR[3][1]), "sys_prompt": SYSTEM},  # a near duplicate under the same system prompt
+        rec("history-a", chat("你好", "你好！有什么可以帮你？", BASE)),
+        rec("history-b", chat("在吗", "在的，请讲。", BASE)),
+        rec("one-turn", "你好你好！有什么可以帮你？" + BASE),  # the same text, but one turn
+        {**rec("system-turn", [{"role": "system", "content": SYSTEM}, {"role": "user", "content": BASE}])},
+    ]
+    report, kept = dedup(tmp_path, rows)
+    assert kept == ["plain", "teacher", "poet", "history-a", "history-b", "one-turn"]
+    dropped = {d["id"]: (c["kept"], d["kind"]) for c in report["clusters"] for d in c["dropped"]}
+    assert dropped == {
+        "teacher-again": ("teacher", "exact"),
+        "teacher-near": ("teacher", "near"),
+        "system-turn": ("teacher", "exact"),  # a system turn is a sys_prompt, as every model sees it
+    }
+
+
+def test_templated_prompts_with_other_numbers_never_become_candidates() -> None:
+    """The numbers rule cuts candidates in the LSH buckets: a template filled with many numbers costs no similarity
+    computations (it made dedup quadratic: 32,000 such prompts took 130 s)."""
+    from cheems.data.schema import Record
+    from cheems.prompts.minhash import NearIndex, prompt_key
+
+    def key(i: int, j: int) -> object:
+        text = f"请计算 {i} 乘以 {j} 等于多少，并写出详细的竖式计算步骤和每一步的理由。"
+        return prompt_key(3, Record.model_validate(rec(f"t{i}-{j}", text)))
+
+    index = NearIndex(0.8)
+    for i in range(200):
+        index.add(key(i, 7))
+    assert index.candidates(key(500, 7)) == set()
+    assert index.candidates(key(5, 7)) == {5}  # the same numbers: a candidate (an exact duplicate)
+
+
+def test_progress_is_shown_off_a_terminal_as_plain_lines() -> None:
+    import io
+
+    from rich.console import Console
+
+    from cheems.runtime import ProgressBar
+
+    log = io.StringIO()
+    bar = ProgressBar(4, "dedup", terminal_only=True, log_every_s=0.0, console=Console(file=log))
+    bar.advance(1, stats="2.0 MB/s")
+    bar.advance(1)
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert lines[-1].startswith("dedup: 2/4 (50%), ") and lines[-1].endswith(" s, 2.0 MB/s")
+    quiet = io.StringIO()
+    ProgressBar(4, "x", terminal_only=True, console=Console(file=quiet)).advance(2)  # no log_every_s: nothing
+    assert quiet.getvalue() == ""
+
+
+def test_a_prompt_pool_is_a_valid_input(tmp_path: Path) -> None:
+    """Records without responses, or with the ``"responses": []`` that ``categorize apply`` writes."""
+    rows = [
+        {"id": "a", "input": BASE, "category": ["知识", "科学"]},
+        {"id": "b", "input": NEAR[0][1], "responses": []},
+        {"id": "c", "input": APART[0]},
+    ]
+    src = write_jsonl(tmp_path / "pool.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    proc = run_cheems("dedup", src, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in written] == ["a", "c"] and written[0]["category"] == ["知识", "科学"]
+    proc = run_cheems("validate", src)
+    assert proc.returncode == 0, proc.stderr
+    assert "3" in proc.stdout
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "a", "input": BASE, "category": 5}])
+    assert_user_error(run_cheems("dedup", bad, "-o", out), "bad.jsonl:1")
+
+
+def _waiting_for_lock(inode: int) -> bool:
+    """Whether some process waits for an flock on the file or folder ``inode`` (Linux lists waiters with ``->``)."""
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and f":{inode} " in line for line in lines)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads the lock table in /proc/locks (Linux)")
+def test_a_run_commits_its_records_and_report_while_no_other_run_commits_the_same_files(tmp_path: Path) -> None:
+    """Two runs with one -o and one --report: each moves its two files onto their names under a lock on their
+    folder, so the pair is always one run's (before, one run's records could end up beside the other's counts)."""
+    import contextlib
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    out, report = folder / "out.jsonl", folder / "report.json"
+    src = write_jsonl(tmp_path / "a.jsonl", [rec("a", BASE), rec("b", BASE), rec("c", APART[0])])
+    other = os.open(folder, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX)  # another run is moving its files onto these names
+    try:
+        cmd = [sys.executable, "-m", "cheems", "dedup", str(src), "-o", str(out), "--report", str(report)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(6000):  # at most 5 minutes: the run reaches its commit in a second or two
+            if _waiting_for_lock(os.stat(folder).st_ino):
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.05)
+            assert proc.returncode is None, "the run committed its files without waiting for the other run"
+        else:
+            proc.kill()
+            raise AssertionError("the run never reached its commit")
+        assert not out.exists() and not report.exists()  # written aside, not yet under their names
+    finally:
+        os.close(other)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    counts = json.loads(report.read_text(encoding="utf-8"))
+    assert counts["kept"] == len(out.read_text(encoding="utf-8").splitlines()) == 2

@@ -127,7 +127,8 @@ def test_a_registered_metric_is_computed_and_listed(tmp_path, entries):
     report = benchmark_report("first-pair", records, result).to_dict()
     assert report["metric"] == "first-pair" and report["overall"] == 0.5
     assert METRICS.hint() == (
-        "use one of cheems, rmbench, bon, pairwise, kendall, ppe-preference, ppe-correctness, rewardbench, first-pair"
+        "use one of cheems, rmbench, bon, pairwise, judgebench, kendall, ppe-preference, ppe-correctness, "
+        "rewardbench, first-pair"
     )
 
 

@@ -403,3 +403,85 @@ def test_a_metric_a_resample_cannot_score_has_no_interval():
         assert got["subsets"]["b"]["accuracy_ci"] == plain["subsets"]["b"]["accuracy_ci"]
     finally:
         METRICS.remove("needs-p0")
+
+
+def test_a_judge_is_never_asked_for_a_suite_with_a_metric_it_cannot_feed(tmp_path, monkeypatch, capsys):
+    """A judge gives verdicts on pairs; kendall reads every response's score. eval refuses that before asking,
+    and so does a suite, for all its benches before the first is run (it asked 117 questions first)."""
+    from fault_server import FakeJudgeServer
+
+    shutil.copy(files("cheems") / "assets" / "demo" / "open.jsonl", tmp_path / "open.jsonl")
+    config = tmp_path / "judge.yaml"
+    config.write_text("benches:\n  - name: open\n    bench: open.jsonl\n"
+                      "  - name: tau\n    bench: open.jsonl\n    metric: kendall\n", encoding="utf-8")  # fmt: skip
+    out = tmp_path / "suite.json"
+    with FakeJudgeServer() as server:
+        judge = ["--judge-model", "fake-judge", "--base-url", server.url, "--max-retries", "1", "--no-progress"]
+        args = ["suite", config, *judge, "--cache", tmp_path / "j.sqlite", "--output-json", out]
+        proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys, env={"OPENAI_API_KEY": "test-key"})
+        assert_user_error(
+            proc, f"{config}:6:", "benches.1.metric", "bench 'tau'", "kendall needs every response's score"
+        )
+        assert server.total == 0
+    assert not out.exists()
+
+
+def test_the_library_refuses_a_judge_for_a_scores_only_metric_before_asking():
+    from cheems.errors import InputError
+    from cheems.evaluate.evaluation import evaluate_files
+    from cheems.evaluate.run_settings import EvalSettings
+    from cheems.judge.judge_settings import JudgeSettings
+
+    judge = ScoredBy(judge=JudgeSettings(judge_model="m", base_url="http://127.0.0.1:9/v1"))
+    bench = files("cheems") / "assets" / "demo" / "open.jsonl"
+    with pytest.raises(InputError, match="kendall needs every response's score"):
+        evaluate_files([Path(str(bench))], judge, EvalSettings(metric="kendall"))
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ("metric: acuracy\nbenches:\n  - name: a\n    bench: open.jsonl\n    metric: cheems\n", 1, "'acuracy'"),
+        ("benches:\n  - name: a\n    bench: open.jsonl\n    metric: cheems\n    resample: 3\n", 5, "'resample'"),
+        ("metrics: cheems\nbenches:\n  - name: a\n    bench: open.jsonl\n", 1, "unknown key 'metrics'"),
+    ],
+)
+def test_a_misspelled_key_or_metric_anywhere_in_the_config_is_refused_at_its_line(
+    suite_dir, monkeypatch, capsys, text, line, says
+):
+    config = suite_dir / "typo.yaml"
+    config.write_text(text, encoding="utf-8")
+    proc = run_main("suite", config, "--model", "length", "--no-cache", monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{config}:{line}:", says)
+
+
+def test_scores_name_file_is_split_only_at_a_bench_s_name(suite_dir, monkeypatch, capsys):
+    """``--scores run=1.jsonl`` is a file unless a bench is named ``run``; a bench name never holds ``=``."""
+    monkeypatch.chdir(suite_dir)
+    config = suite_dir / "one.yaml"
+    config.write_text("benches:\n  - name: open\n    bench: open.jsonl\n", encoding="utf-8")
+    scores = suite_dir / "run=1.jsonl"
+    cheems("score", "--model", "length", "--no-cache", "--bench", suite_dir / "open.jsonl", "-o", scores,
+           monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
+    out = suite_dir / "s.json"
+    cheems("suite", config, "--scores", "run=1.jsonl", "--output-json", out, monkeypatch=monkeypatch, capsys=capsys)
+    assert read(out)["scorer"] == "run=1.jsonl"
+    named = suite_dir / "n.json"
+    cheems("suite", config, "--scores", "open=run=1.jsonl", "--output-json", named, monkeypatch=monkeypatch,
+           capsys=capsys)  # fmt: skip
+    assert read(named)["benches"] == read(out)["benches"]
+    # a misspelled bench name is neither a bench nor a file: the line says both readings
+    proc = run_main("suite", config, "--scores", "opn=run=1.jsonl", monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, "--scores", "no bench named 'opn'", "no scores file 'opn=run=1.jsonl'", "benches: open")
+    # bench 'open' and a file 'open=x.jsonl' both: refused, naming how to give the file
+    (suite_dir / "open=x.jsonl").write_text(scores.read_text(encoding="utf-8"), encoding="utf-8")
+    proc = run_main("suite", config, "--scores", "open=x.jsonl", monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, "--scores", "also a file", "./open=x.jsonl")
+    cheems("suite", config, "--scores", "./open=x.jsonl", monkeypatch=monkeypatch, capsys=capsys)
+
+
+def test_a_bench_name_holding_an_equals_sign_is_refused_at_its_line(suite_dir, monkeypatch, capsys):
+    config = suite_dir / "eq.yaml"
+    config.write_text("benches:\n  - name: open\n    bench: open.jsonl\n  - name: a=b\n    bench: rm.jsonl\n")
+    proc = run_main("suite", config, "--model", "length", "--no-cache", monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{config}:4:", "bench name 'a=b' holds '='", "splits at the first '='")

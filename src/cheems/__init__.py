@@ -9,12 +9,14 @@ The public Python API (docs/api.md); every ``cheems`` command prints what one of
     report.to_dict()  # what `cheems eval --output-json` writes
 
 Names are imported on first use (:func:`cheems.runtime.lazy_exports`): ``import cheems`` loads
-neither torch nor the readers.
+neither torch nor the readers. ``cheems.__version__`` is the installed package's version
+(:func:`cheems.runtime.package_version`), what ``cheems --version`` prints.
 """
 
-from cheems.runtime import lazy_exports
+import inspect
+from typing import Any
 
-__version__ = "0.1.0"
+from cheems.runtime import lazy_exports, package_version
 
 _EXPORTS = {
     # records
@@ -82,4 +84,17 @@ _EXPORTS = {
     "train": "train:",  # the package, callable: cheems.train(...) is trainer.train(...)
 }
 __all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+_exported = lazy_exports(__name__, _EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use; a function comes with its arguments checked
+    (:func:`cheems.arguments.checked`: a wrong type raises a ``TypeError`` naming the argument)."""
+    if name == "__version__":  # read from the package metadata on first use, not at import
+        return package_version()
+    found = _exported(name)
+    if inspect.isfunction(found):
+        from cheems.arguments import checked
+
+        found = globals()[name] = checked(found, name)  # kept: wrapped once, and later lookups skip __getattr__
+    return found

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cheems.errors import InputError
+from cheems.outputs import out_of_room
 
 CHUNK = 900  # bound on SQL variables per query (old SQLite builds allow 999)
 
@@ -67,7 +68,9 @@ def open_cache_db(
         raise InputError(str(e), path=str(path), hint=hint) from None
     except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
         conn.close()
-        raise InputError(f"not a {what}: {e}", path=str(path), hint=hint) from None
+        raise _write_failure(e, path, what, hint) or InputError(
+            f"not a {what}: {e}", path=str(path), hint=hint
+        ) from None
     except sqlite3.Error as e:
         conn.close()
         raise InputError(f"cannot open the {what}: {e}", path=str(path), hint=hint) from None
@@ -79,7 +82,23 @@ def cache_errors(path: Path, what: str, hint: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as e:
-        raise InputError(f"cannot use the {what}: {e}", path=str(path), hint=hint) from None
+        raise _write_failure(e, path, what, hint) or InputError(
+            f"cannot use the {what}: {e}", path=str(path), hint=hint
+        ) from None
+
+
+SQLITE_IOERR = 10  # "disk I/O error": SQLite's word for a write the system refused (it keeps no errno)
+
+
+def _write_failure(e: sqlite3.Error, path: Path, what: str, hint: str) -> InputError | None:
+    """A cache write that failed for want of room (:func:`cheems.outputs.out_of_room`) or that the system refused
+    (``disk I/O error``, e.g. past ``ulimit -f``): the cache is fine, the disk is not. None for anything else."""
+    if line := out_of_room(e, path, f"cannot write the {what}", hint):
+        return line
+    if (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == SQLITE_IOERR:
+        reason = "disk I/O error (a full disk, the file-size limit (ulimit -f) or a quota)"
+        return InputError(f"cannot write the {what}: {reason}", path=str(path), hint=hint)
+    return None
 
 
 def select_in(conn: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Sequence[str]) -> Iterator[tuple]:

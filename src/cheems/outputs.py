@@ -15,7 +15,8 @@ One place for three rules:
   file at once leave one complete run's output. Only SIGKILL (which no process can catch) can
   leave the hidden temporary file behind; the file under the real name is then still the old one.
 - :func:`together`: files written inside the block are moved onto their names at its end, all at
-  once, or none of them (split's two halves, a report beside its records).
+  once, or none of them (split's two halves, a report beside its records); two runs' groups of the same
+  files take their names one group after the other (a lock on their folders), never interleaved.
 - :func:`replace_folder`: a folder built elsewhere (a trained model) takes its name whole, at once.
 - :func:`out_of_room`: the one rule for a write that fails for want of room — a full disk (``ENOSPC``),
   the file-size limit (``ulimit -f``: ``EFBIG``) or a disk quota (``EDQUOT``), as an ``OSError`` or in a
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -41,7 +43,7 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -498,6 +500,33 @@ def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
 
 
 @contextlib.contextmanager
+def _group_lock(targets: list[str]) -> Iterator[None]:
+    """An exclusive lock (``flock``) on the folder of each of ``targets`` while a group takes its names: two runs
+    that write the same files at once (``dedup -o OUT --report R``) commit one after the other, so the files end up
+    all from one run, never one run's records beside the other's report. Released when the process ends, however."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock
+        yield
+        return
+    fds: list[int] = []
+    try:
+        for folder in sorted({os.path.dirname(t) for t in targets}) if len(targets) > 1 else ():
+            try:
+                fds.append(os.open(folder, os.O_RDONLY))
+            except OSError:  # a folder this user may write but not read: no lock there
+                continue
+            try:
+                fcntl.flock(fds[-1], fcntl.LOCK_EX)  # in sorted order: two groups never wait for each other
+            except OSError:  # a file system without locks (some network ones): the group commits unlocked
+                continue
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
 def together() -> Iterator[None]:
     """Files written with :func:`atomic_file` inside the block take their names at its end, all of them or none."""
     global _pending
@@ -507,7 +536,7 @@ def together() -> Iterator[None]:
     _pending = []
     try:
         yield
-        with _held():
+        with _held(), _group_lock([target for _, target, _ in _pending]):
             while _pending:
                 tmp, target, _ = _pending.pop(0)
                 _commit(tmp, target)
@@ -598,3 +627,57 @@ def disk_errors(what: str, folder: str | Path, hint: str) -> Iterator[None]:
         else:
             raise
         raise InputError(f"cannot save {what}: {reason}", path=str(folder), hint=hint) from None
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | Path, busy: Callable[[str], InputError], *, remove: bool = False) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created when missing, ``pid N`` written in it) for the block; when
+    another process holds it, raise ``busy(its pid line)`` at once: one run at a time, never a wait.
+
+    ``remove``: the file goes when the block ends, while still held. A process that opened it before then finds,
+    once it holds the lock, that the name is another file (or none) and takes the lock again on the name.
+    """
+    path = str(path)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            try:
+                owner = Path(path).read_text(encoding="utf-8").strip()
+            except OSError:  # removed by its holder in between
+                owner = ""
+            raise busy(owner or "another process") from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        os.close(fd)  # the holder before us removed the file we had opened: lock the name's file instead
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        yield
+    finally:
+        if remove:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def run_lock(output: str | Path, what: str) -> contextlib.AbstractContextManager[None]:
+    """The lock of one run writing its ``what`` to ``output`` (``.NAME.lock`` beside it, removed at the end): a
+    second run onto the same file while one runs is one line, before any work, not a file holding one run's half
+    of what both meant to write (two ``generate`` runs growing one pool with two models)."""
+    target = Path(output)
+    lock = target.parent / f".{target.name}.lock"
+
+    def busy(owner: str) -> InputError:
+        return InputError(
+            f"another run is writing its {what} to this file ({owner})",
+            path=str(output),
+            hint="wait for it to finish and run this one on its output, or write to another file",
+        )
+
+    if not target.parent.is_dir():  # claim_outputs creates the folder later; nothing can hold a lock there yet
+        return contextlib.nullcontext()
+    return exclusive_lock(lock, busy, remove=True)

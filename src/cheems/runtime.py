@@ -166,6 +166,8 @@ class ProgressBar:
     - ``enabled``: False draws nothing (``--no-progress``); a process other than rank 0 never draws.
     - ``after_s``: appear only once the work has run this long (short runs stay quiet).
     - ``terminal_only``: draw only when the console is a terminal (no bar frames in a log file).
+    - ``log_every_s``: off a terminal (with ``terminal_only``), write one plain line of progress at most this often
+      instead, so a long run in a log or a pipe still shows it is alive.
     - ``transient``: remove the bar when done.
     """
 
@@ -180,12 +182,14 @@ class ProgressBar:
         transient: bool = False,
         completed: int = 0,
         console: Any = None,
+        log_every_s: float | None = None,
     ) -> None:
         self.total, self.label = total, label
         self.done: float = completed  # a scorer on one of k processes advances by 1/k of its items
         self.enabled = enabled and total > 0 and is_main_process()
         self.after_s, self.transient, self.console = after_s, transient, console
-        self.terminal_only = terminal_only
+        self.terminal_only, self.log_every_s = terminal_only, log_every_s
+        self.logged: float | None = None  # when the last plain line was written (off a terminal with log_every_s)
         self.start = time.monotonic()
         self.stats = ""
         self.bar: Any = None
@@ -195,7 +199,9 @@ class ProgressBar:
     def _show_if_due(self) -> None:
         if self.bar is not None or not self.enabled or time.monotonic() - self.start < self.after_s:
             return
-        from rich.console import Console
+        if self.logged is not None:
+            self._log_if_due()
+            return
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -205,9 +211,14 @@ class ProgressBar:
             TimeRemainingColumn,
         )
 
-        console = self.console or Console(stderr=True)
+        from cheems.terminal import SafeConsole
+
+        console = self.console or SafeConsole(stderr=True)
         if self.terminal_only and not (console.is_terminal and sys.stderr.isatty()):
-            self.enabled = False
+            self.enabled = self.log_every_s is not None
+            if self.enabled:  # plain lines instead, the first once log_every_s has passed
+                self.console, self.logged = console, self.start
+                self._log_if_due()
             return
         self.bar = Progress(
             TextColumn("{task.description}"),
@@ -221,6 +232,17 @@ class ProgressBar:
         )
         self.bar.start()
         self.task = self.bar.add_task(self.label, total=self.total, completed=self.done, stats=self.stats)
+
+    def _log_if_due(self) -> None:
+        """Off a terminal: one plain line (label, count, share, time, stats) if ``log_every_s`` has passed."""
+        now = time.monotonic()
+        if self.logged is None or self.log_every_s is None or now - self.logged < self.log_every_s:
+            return
+        self.logged = now
+        share = f" ({self.done / self.total:.0%})" if self.total else ""
+        stats = f", {self.stats}" if self.stats else ""
+        line = f"{self.label}: {self.done:g}/{self.total}{share}, {now - self.start:.0f} s{stats}"
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def advance(self, n: float = 1, stats: str | None = None) -> None:
         """``n`` more done; ``stats`` (e.g. ``loss 0.41 acc 0.72``) replaces the text after the bar."""
@@ -276,6 +298,32 @@ def folder_files(folder: Path) -> dict[str, list[int]]:
     return files
 
 
+# ---------------------------------------------------------------- the package's version
+
+
+@cache
+def package_version() -> str:
+    """cheems' version: the installed package's metadata, else (a source checkout run with ``src`` on
+    ``PYTHONPATH``, never installed) the ``version`` line of the checkout's ``pyproject.toml``.
+
+    Read on first use, not at ``import cheems`` (``importlib.metadata`` scans ``sys.path``).
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("cheems")
+    except metadata.PackageNotFoundError:
+        pass
+    import re
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        found = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"), re.MULTILINE)
+    except OSError:
+        found = None
+    return found.group(1) if found else "0+unknown"
+
+
 # ---------------------------------------------------------------- lazy package exports
 
 
@@ -313,6 +361,9 @@ def callable_package(module: Any, target: str) -> None:
 
     class _Callable(types.ModuleType):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)(*args, **kwargs)
+            from cheems.arguments import checked  # the public function: its arguments checked as cheems.NAME's are
+
+            target = getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)
+            return checked(target, module.__name__.rpartition(".")[2])(*args, **kwargs)
 
     module.__class__ = _Callable

@@ -82,21 +82,27 @@ def project_status(folder: Path) -> dict:
 def print_new_project(new: NewProject, records: Path, people: Path, console: Console, err: Console) -> None:
     """The planned project, its tokens and the next step; warnings (on ``err``) for prompts without a task and a team
     too small or without a reviewer."""
+    from rich.text import Text  # a style for our words, never markup in a string
+
     from cheems.annotate.store import TOKENS_NAME
 
     plan, team, cfg, project = new.plan, new.team, new.settings, new.folder
     for prompt_id in plan.skipped:
-        err.print(f"[yellow]warning:[/] {records}: prompt '{prompt_id}' has fewer than 2 responses — no task")
+        err.print(
+            Text.assemble(
+                ("warning: ", "yellow"), f"{records}: prompt '{prompt_id}' has fewer than 2 responses — no task"
+            )
+        )
     if plan.shared:
         err.print(
-            f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more tasks × overlap (up to {plan.wanted})"
-            f" than the {len(team.with_role('annotator'))} annotators: some annotators get two tasks of one prompt"
-            f" (give the team {plan.wanted} annotators, or lower --overlap)"
+            Text.assemble(("warning: ", "yellow"), f"{len(plan.shared)} prompt(s) have more tasks × overlap")
+            + f" (up to {plan.wanted}) than the {len(team.with_role('annotator'))} annotators: some annotators get"
+            f" two tasks of one prompt (give the team {plan.wanted} annotators, or lower --overlap)"
         )
     if not team.with_role("reviewer") and not team.with_role("admin") and (cfg.review_rate > 0 or cfg.overlap > 1):
         err.print(
-            f"[yellow]warning:[/] {people}: no reviewer or admin — nothing will be reviewed or adjudicated"
-            " (add a person with role: reviewer)"
+            Text.assemble(("warning: ", "yellow"), f"{people}: no reviewer or admin")
+            + " — nothing will be reviewed or adjudicated (add a person with role: reviewer)"
         )
     console.print(
         f"planned {plan.tasks} tasks over {plan.prompts} prompts: {plan.items} queue items"

@@ -870,11 +870,12 @@ def _planted_answer(record: Record, task: PlannedTask, correct: bool) -> dict:
 
 
 def _fresh(record: Record) -> Record:
-    """The prompt and its responses only: no comparisons, rank or earlier human annotations."""
+    """The prompt and its responses only: no comparisons, rank or earlier human annotations; each text once
+    (the pool rule, :meth:`Record.pooled`), so that no task shows one text twice."""
     data = record.to_json()
     for key in ("comparisons", "rank", "human_annotations"):
         data.pop(key, None)
-    return Record.model_validate(data)
+    return Record.model_validate(data).pooled()
 
 
 def _check_new_folder(folder: Path) -> None:

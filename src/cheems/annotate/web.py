@@ -13,10 +13,9 @@ over :data:`MAX_BODY` bytes is refused (413) while it arrives, before anything p
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import fcntl
 import logging
-import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -179,34 +178,18 @@ def _add_api(app: FastAPI) -> None:
         return status_report(project_of(request).snapshot())
 
 
-class ServeLock:
+def serve_lock(folder: str | Path) -> contextlib.AbstractContextManager[None]:
     """``serve.lock`` in the project folder, held (``flock``) for as long as this process serves it."""
+    from cheems.outputs import exclusive_lock
 
-    def __init__(self, folder: str | Path) -> None:
-        self.path = Path(folder) / LOCK_NAME
-        self.fd: int | None = None
+    def busy(owner: str) -> InputError:
+        return InputError(
+            f"is already being served ({owner})",
+            path=str(folder),
+            hint="stop that server first, or open its address; one server per project",
+        )
 
-    def __enter__(self) -> "ServeLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            owner = self.path.read_text(encoding="utf-8").strip() or "another process"
-            raise InputError(
-                f"is already being served ({owner})",
-                path=str(self.path.parent),
-                hint="stop that server first, or open its address; one server per project",
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}".encode())
-        self.fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor releases the lock
-            self.fd = None
+    return exclusive_lock(Path(folder) / LOCK_NAME, busy)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -233,7 +216,7 @@ def serve(folder: str | Path, settings: ServeSettings | None = None, ready: Call
 
     settings = settings or ServeSettings()
     app = create_app(folder)
-    with ServeLock(folder):
+    with serve_lock(folder):
         # bound here, so a taken port is our one-line error, not uvicorn's
         sock = listening_socket(settings.host, settings.port)
         if ready is not None:

@@ -54,7 +54,13 @@ def serve(*, project: ProjectDir, settings: dict[str, Any]) -> None:
 
     cfg = settings_of(ServeSettings, settings)
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
-        err.print(f"[yellow]warning:[/] listening on {cfg.host}: anyone who can reach it sees the login page")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        err.print(
+            Text.assemble(
+                ("warning: ", "yellow"), f"listening on {cfg.host}: anyone who can reach it sees the login page"
+            )
+        )
     address = f"http://{f'[{cfg.host}]' if ':' in cfg.host else cfg.host}:{cfg.port}/"
     line = f"serving {project} at {address} — log in with a token from {project / TOKENS_NAME}"
     run_server(project, cfg, ready=lambda: console.print(line, soft_wrap=True))

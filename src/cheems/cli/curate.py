@@ -28,7 +28,8 @@ ReportJson = Annotated[Optional[Path], typer.Option("--report-json", help="Write
 
 
 def _claim(source: Path, output: Path, report_json: Path | None, *more_inputs: tuple[str, Path | None]) -> None:
-    """Check the outputs against the inputs before anything is read (see ``cheems.outputs``)."""
+    """Check the outputs against the inputs before anything is read (see ``cheems.outputs``): the library function
+    checks them again, but knows neither a ``--config`` file nor, before a model scores, the command's outputs."""
     claim_outputs(inputs=[("IN", source), *more_inputs], files=[("--output", output), ("--report-json", report_json)])
 
 
@@ -115,7 +116,6 @@ def debias(
     from cheems.curate.tables import print_debias
 
     cfg = settings_of(DebiasSettings, settings)
-    _claim(source, output, report_json)
     report, issues = debias_file(source, output, cfg, report_json, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
     print_debias(report, output, console)

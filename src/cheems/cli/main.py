@@ -16,7 +16,7 @@ from cheems.cli.options import NoProgress, SkipInvalid, Verbose, Workers, settin
 from cheems.data.importers import FORMATS, ImportSettings
 from cheems.data.split import SplitSettings
 from cheems.errors import CheemsWarning, InputError
-from cheems.evaluate.run_settings import DemoSettings, EvalSettings
+from cheems.evaluate.run_settings import CompatSettings, DemoSettings, EvalSettings
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.llm.endpoint import ConnectionSettings
 from cheems.models.scoring import ScoringSettings
@@ -31,8 +31,22 @@ app = typer.Typer(
 )
 
 
+def _show_version(given: bool) -> None:
+    if given:
+        from cheems.runtime import package_version
+
+        console.print(f"cheems {package_version()}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _global_options(verbose: Verbose = False) -> None:
+def _global_options(
+    verbose: Verbose = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print cheems' version and exit.", is_eager=True, callback=_show_version),
+    ] = False,
+) -> None:
     """Options for every command (given before it: cheems --verbose eval ...)."""
     from cheems.models.quiet import set_verbose
 
@@ -59,9 +73,7 @@ def validate(
     and prompts per category."""
     from cheems.data.dataset_stats import print_stats
     from cheems.evaluate.distribution import validate_files
-    from cheems.outputs import claim_outputs
 
-    claim_outputs(inputs=[("FILES", path) for path in files], files=[("--plot", plot)])
     rows = validate_files(files, skip_invalid=skip_invalid, workers=workers, plot=plot)
     for row in rows:
         report_skipped(row.issues.skipped)
@@ -89,7 +101,6 @@ def import_(
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
     from cheems.data.importers import convert_file
-    from cheems.outputs import claim_outputs
 
     cfg = settings_of(ImportSettings, settings)
     if len(args) == 2 and args[0] in FORMATS:
@@ -100,9 +111,9 @@ def import_(
         raise InputError(
             f"expected '[FORMAT] IN', got {' '.join(args)!r}", hint=f"FORMAT is one of {', '.join(FORMATS)}"
         )
-    claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     n, issues = convert_file(source, fmt, output, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
+    report_warnings(issues.warnings)
     console.print(f"wrote {n} records to {output}")
 
 
@@ -117,10 +128,8 @@ def resolve(
     workers: Workers = None,
 ) -> None:
     """Resolve conflicting comparisons into ranks (Algorithm 1) and report the conflict ratio."""
-    from cheems.outputs import claim_outputs
     from cheems.ranking.resolve import resolve_file
 
-    claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
     stats, warnings, issues = resolve_file(source, output, stats_json, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
     report_warnings(warnings)
@@ -145,10 +154,8 @@ def split(
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
     from cheems.data.split import split_file
-    from cheems.outputs import claim_outputs
 
     cfg = settings_of(SplitSettings, settings)
-    claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
     n_train, n_test, issues = split_file(source, train, test, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(issues.skipped)
     console.print(f"{n_train} prompts -> {train}, {n_test} held out -> {test}")
@@ -159,7 +166,9 @@ BenchOpt = Annotated[list[Path], typer.Option("--bench", help="Bench file(s); th
 
 @app.command()
 @settings_options(
-    scoring.SCORING_MODELS, "model", "bench", "output", *scoring.SCORING_AND_SERVER, "workers", show_defaults=True
+    (*scoring.SCORING_MODELS, CompatSettings),
+    *("model", "bench", "output", "compat", *scoring.SCORING_AND_SERVER, "workers"),
+    show_defaults=True,
 )
 def score(
     *,
@@ -168,7 +177,8 @@ def score(
     workers: Workers = None,
     settings: dict,
 ) -> None:
-    """Score every response of the bench files with a reward model."""
+    """Score every response of the bench files with a reward model (--compat upstream: as eval --compat upstream
+    asks it, without the sys_prompt)."""
     from cheems.data.io import ReadResult, write_scores
     from cheems.evaluate.evaluation import score_files
     from cheems.models.scoring import ScoringSettings
@@ -183,7 +193,8 @@ def score(
     connection = settings_of(ConnectionSettings, settings)
     claim_outputs(inputs=cfg.inputs(bench), files=[("--output", output)])
     issues = ReadResult()
-    scores = score_files(bench, cfg, connection, workers=workers, issues=issues)
+    compat = settings_of(CompatSettings, settings).compat
+    scores = score_files(bench, cfg, connection, workers=workers, issues=issues, compat=compat)
     if not is_main_process():  # under a launcher every rank scores its share of each chunk; rank 0 writes
         for _ in scores:
             pass

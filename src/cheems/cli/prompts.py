@@ -38,11 +38,9 @@ def dedup(
     settings: dict,
 ) -> None:
     """Drop duplicate prompts, exact (after normalisation) or near (MinHash), within and across files."""
-    from cheems.outputs import claim_outputs
     from cheems.prompts.dedup import dedup_files
 
     cfg = settings_of(NearSettings, settings)
-    claim_outputs(inputs=[("IN", s) for s in sources], files=[("--output", output), ("--report", report)])
     result = dedup_files(sources, output, report, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(result.issues.skipped)
     console.print(
@@ -68,14 +66,9 @@ def decontaminate(
 ) -> None:
     """Drop training records whose prompt overlaps a bench prompt (exact, a long shared n-gram, or near), and with
     --responses those whose response copies a bench response."""
-    from cheems.outputs import claim_outputs
     from cheems.prompts.decontaminate import decontaminate_files
 
     cfg = settings_of(DecontaminateSettings, settings)
-    claim_outputs(
-        inputs=[("IN", source), *(("--bench", b) for b in bench)],
-        files=[("--output", output), ("--report", report)],
-    )
     result = decontaminate_files(source, bench, output, report, cfg, skip_invalid=skip_invalid, workers=workers)
     report_skipped(result.issues.skipped)
     kinds = ", ".join(f"{n} {kind}" for kind, n in result.by_overlap.items() if kind != "response" or cfg.responses)

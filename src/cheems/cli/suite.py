@@ -12,31 +12,11 @@ from cheems.cli import scoring
 from cheems.cli.console import console, report_warnings
 from cheems.cli.judge import JUDGE_OPTIONS
 from cheems.cli.options import NoProgress, Workers, settings_options
-from cheems.errors import InputError
 from cheems.judge.judge_settings import JudgeSettings
 from cheems.models.scoring import ScoringSettings
 
 NEEDS = "cheems suite needs exactly one of --scores, --model or --judge-model"
 HINT = "e.g. cheems suite suite.yaml --model length"
-
-
-def per_bench_scores(scores: list[str]) -> tuple[Path | None, dict[str, Path]]:
-    """``--scores FILE`` (one file for every bench) or ``--scores NAME=FILE`` once per bench."""
-    named = [s.partition("=") for s in scores]
-    if len(scores) == 1 and not named[0][1]:
-        return Path(scores[0]), {}
-    if not all(sep and name and file for name, sep, file in named):
-        raise InputError(
-            "give one --scores FILE for every bench, or --scores NAME=FILE once per bench",
-            path="--scores",
-            hint="e.g. --scores cheemsbench=s1.jsonl --scores rmbench=s2.jsonl",
-        )
-    by_name: dict[str, Path] = {}
-    for name, _, file in named:
-        if name in by_name:
-            raise InputError(f"bench '{name}' is given twice", path="--scores", hint="give one file per bench")
-        by_name[name] = Path(file)
-    return None, by_name
 
 
 @settings_options(
@@ -66,13 +46,15 @@ def suite(
     settings: dict,
 ) -> None:
     """Run a benchmark suite: every bench of CONFIG.yaml with its metric, by one scorer, with intervals."""
-    from cheems.evaluate.suite import load_suite, suite_files, suite_table
+    from cheems.evaluate.suite import load_suite, suite_files, suite_scores, suite_table
     from cheems.outputs import claim_outputs
 
-    one, named = per_bench_scores(scores or [])
+    loaded = load_suite(config)
+    given = suite_scores(loaded, scores or [])  # which --scores value is NAME=FILE: the suite's bench names say
+    one = given if isinstance(given, Path) else None
+    named = given if isinstance(given, dict) else {}
     counted = one or next(iter(named.values()), None)  # per-bench files count as one --scores beside --model
     by = scoring.scored_by({**settings, "cache": cache}, counted, ok=True, needs=NEEDS, hint=HINT)
-    loaded = load_suite(config)
     files = loaded.files()
     inputs = [("CONFIG.yaml", config), *by.inputs(files), *((f"--scores {n}", f) for n, f in named.items())]
     claim_outputs(inputs=inputs, files=[("--output-json", output_json)])

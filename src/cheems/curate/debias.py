@@ -39,6 +39,7 @@ from cheems.data.keytable import key_digest, load_table, sort_keys
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.ranking.pairs import training_pairs
 from cheems.ranking.resolve import resolve_record
 from cheems.settings import Settings
@@ -292,7 +293,9 @@ def debias_file(
     workers: int | None = None,
 ) -> tuple[DebiasReport, ReadResult]:
     """:func:`debias_step` from a record file into ``output`` (and its report into ``report_json``), streamed,
-    as ``cheems curate debias``: lengths in tokens with a tokenizer, else in characters."""
+    as ``cheems curate debias``: lengths in tokens with a tokenizer, else in characters. The outputs are claimed
+    first (:func:`cheems.outputs.claim_outputs`): never ``source``."""
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--report-json", report_json)])
     settings = settings or DebiasSettings()
     report = DebiasReport(seed=settings.seed, unit="tokens" if settings.tokenizer else "chars")
     records = Records([source], skip_invalid=skip_invalid, workers=workers, label="curate debias")

@@ -45,6 +45,7 @@ from cheems.data.keytable import KeyTable, load_table, read_score_table
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.ranking.resolve import ResolveStats, conflict_stats, resolve_record
 from cheems.settings import Cli, Settings
 
@@ -346,7 +347,11 @@ def distant_file(
     workers: int | None = None,
 ) -> tuple[DistantReport, ReadResult]:
     """:func:`distant_step` from a record file and a scores file into ``output`` (and its report into
-    ``report_json``), streamed, as ``cheems curate distant --scores``: the report and the lines skipped."""
+    ``report_json``), streamed, as ``cheems curate distant --scores``: the report and the lines skipped. The outputs
+    are claimed first (:func:`cheems.outputs.claim_outputs`): never ``source`` nor ``scores``."""
+    claim_outputs(
+        inputs=[("IN", source), ("--scores", scores)], files=[("--output", output), ("--report-json", report_json)]
+    )
     settings = settings or DistantSettings()
     records = Records([source], skip_invalid=skip_invalid, workers=workers, label="curate distant")
     lines, report = distant_step(records, scores, settings.margin, settings.filtered)

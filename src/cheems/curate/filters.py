@@ -41,6 +41,7 @@ from pydantic import Field, field_validator
 from cheems.data.io import ReadResult, write_lines_and_report
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import Records
+from cheems.outputs import claim_outputs
 from cheems.settings import Settings
 
 EMPTY = "empty"
@@ -473,7 +474,9 @@ def filter_file(
     workers: int | None = None,
 ) -> tuple[FilterReport, ReadResult]:
     """:func:`filter_step` from a record file into ``output`` (and its report into ``report_json``), streamed,
-    as ``cheems curate filter``: the report and the lines skipped."""
+    as ``cheems curate filter``: the report and the lines skipped. The outputs are claimed first
+    (:func:`cheems.outputs.claim_outputs`): never ``source``."""
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--report-json", report_json)])
     report = FilterReport()
     records = Records([source], skip_invalid=skip_invalid, workers=workers, label="curate filter")
     write_lines_and_report(output, filter_step(records, config or FilterConfig(), report), report_json, report.to_dict)

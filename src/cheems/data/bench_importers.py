@@ -27,6 +27,8 @@ from cheems.data.formats import (
     _validate,
     _Where,
     register_format,
+    same_text_pairs,
+    same_text_warning,
 )
 from cheems.data.io import ReadResult, load_rows
 from cheems.data.schema import Record
@@ -65,7 +67,7 @@ def _record(
     ``extra`` keys as they are."""
     rank = {r["id"]: 1 if r.pop("better") else 2 for r in responses}
     record = {"id": pid, "input": prompt, "category": category, "responses": responses, "rank": rank}
-    return _validate(record | extra, where)
+    return _validate(record | extra, where, same_text="keep")  # scored as upstream scores it: see _import_benchmark
 
 
 def _grouped(name: str, groups: tuple[str, ...]) -> list[str]:
@@ -330,6 +332,12 @@ def _import_benchmark(job: ImportJob, convert: RowConverter, folder: bool, union
             if record is not None:
                 result.records.append(record)
     job.issues.skipped.extend(result.skipped)
+    # Two models giving one refusal is a real row of the benchmark: upstream scores it (a scorer's tie is not
+    # a win, so it stays in the denominator as wrong), and dropping it would report a higher number.
+    same = sum(1 for r in result.records if same_text_pairs(r))
+    if same:
+        what = "kept, as upstream scores them (a tie is not a win); the eval's 'degenerate' check counts them"
+        job.issues.warnings.append(same_text_warning(job.path, same, what))
     return map(job.fn, result.records)
 
 

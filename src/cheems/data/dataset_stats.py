@@ -160,7 +160,13 @@ def file_stats(
     for path in paths:
         issues, total, pool = ReadResult(), Counts(), PoolCounts()
         for counts, share in stream_records(
-            path, _file_counts, skip_invalid=skip_invalid, issues=issues, workers=workers, progress=f"{path}"
+            path,
+            _file_counts,
+            skip_invalid=skip_invalid,
+            issues=issues,
+            workers=workers,
+            progress=f"{path}",
+            prompts=True,  # a prompt pool (no responses yet) is a valid input: its prompts and categories count
         ):
             total += counts
             pool += share

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
@@ -60,7 +60,9 @@ Prompt = str | list[dict[str, str]]  # a plain prompt or a chat list of {role, c
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 
-SAME_TEXT_HINT = "a pair needs two different responses; fix or drop the row"
+SAME_TEXT_HINT = (
+    "one text cannot be better than itself: give the row two different responses, or pass --skip-invalid to drop it"
+)
 
 
 @dataclass
@@ -116,31 +118,63 @@ def _as_input(messages: list[dict[str, str]]) -> Prompt:
     return kept
 
 
-def distinct_pairs(record: Record) -> Record:
-    """``record`` when every pair it judges holds two different texts, else ``InputError`` (field ``rank`` or
-    ``comparisons[i]``, not located).
+def same_text_pairs(record: Record) -> list[tuple[str, str, str]]:
+    """Every judged pair of ``record`` whose two responses are one text: ``(better id, worse id, field)``, the
+    field ``rank`` or ``comparisons[i]``.
 
-    A pair is judged when a rank puts one response above the other or a comparison names a winner; one text
-    cannot be better than itself. Every importer refuses such a record (``import pairwise`` the row with
-    ``chosen`` = ``rejected``); with ``skip_invalid`` it is skipped and counted like any bad row.
+    A pair is judged when a rank puts one response above the other or a comparison names a winner (a tie
+    between copies of one text is no claim and is not listed).
     """
     contents = [r.content for r in record.responses]
     if len(set(contents)) == len(contents) and all(c.a != c.b for c in record.comparisons):
-        return record
+        return []
     text = {r.id: r.content for r in record.responses}
     judged = [(c.a, c.b, f"comparisons[{i}]") for i, c in enumerate(record.comparisons) if c.label != "tie"]
     judged += [(better, worse, "rank") for better, worse in record.ranked_pairs()]
-    for a, b, field in judged:
-        if text[a] == text[b]:
-            what = f"compares response '{a}' with itself" if a == b else f"responses '{a}' and '{b}' are the same text"
-            raise InputError(f"{what}, yet one is judged better", field=field, hint=SAME_TEXT_HINT)
+    return [(a, b, field) for a, b, field in judged if text[a] == text[b]]
+
+
+def distinct_pairs(record: Record) -> Record:
+    """``record`` when no pair it judges holds one text twice (:func:`same_text_pairs`), else ``InputError``
+    (field ``rank`` or ``comparisons[i]``, not located).
+
+    The rule of ``import official``; the training formats drop the copy instead (:func:`drop_worse_copies`,
+    pairwise rows with ``chosen`` = ``rejected``), the benchmarks keep it (their upstream scores it).
+    """
+    for a, b, field in same_text_pairs(record)[:1]:
+        what = f"compares response '{a}' with itself" if a == b else f"responses '{a}' and '{b}' are the same text"
+        raise InputError(f"{what}, yet one is judged better", field=field, hint=SAME_TEXT_HINT)
     return record
 
 
-def _validate(obj: dict[str, Any], where: _Where) -> Record:
-    """The record of one imported row (or group of rows), checked as every importer checks it."""
+def drop_worse_copies(record: Record) -> tuple[Record, int]:
+    """``record`` without the responses that a ``rank`` places below a copy of their own text, and how many.
+
+    The rule of the training formats (``ranked``, ``ratings``): a text ranked twice keeps its best place, so the
+    one impossible comparison (the text above itself) goes and every other comparison stays (those of the
+    dropped copy with the rest are the kept copy's, or contradict them). Copies tied at one rank are kept.
+    """
+    worse = {b for _, b, field in same_text_pairs(record) if field == "rank"}
+    if not worse:
+        return record, 0
+    assert record.rank is not None  # a rank pair was found
+    responses = [r for r in record.responses if r.id not in worse]
+    rank = {rid: r for rid, r in record.rank.items() if rid not in worse}
+    return record.model_copy(update={"responses": responses, "rank": rank}), len(worse)
+
+
+def same_text_warning(path: str | Path, count: int, what: str) -> InputError:
+    """The one warning line an import gives for its ``count`` rows with two identical texts (``what``: what it
+    did with them)."""
+    return InputError(f"{count} row(s) judge two identical texts: {what}", path=str(path))
+
+
+def _validate(obj: dict[str, Any], where: _Where, same_text: Literal["refuse", "keep"] = "refuse") -> Record:
+    """The record of one imported row (or group of rows), checked as every importer checks it; a pair judged
+    between two copies of one text refused (:func:`distinct_pairs`), or with ``same_text="keep"`` kept."""
     try:
-        return distinct_pairs(Record.model_validate(obj))
+        record = Record.model_validate(obj)
+        return distinct_pairs(record) if same_text == "refuse" else record
     except ValidationError as e:
         raise validation_error(e, where.path, where.line) from None
     except InputError as e:

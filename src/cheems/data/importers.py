@@ -25,7 +25,6 @@ from pydantic import Field
 
 from cheems.data.formats import (
     FORMATS,
-    SAME_TEXT_HINT,
     ImportJob,
     Prompt,
     _as_input,
@@ -37,12 +36,15 @@ from cheems.data.formats import (
     _validate,
     _Where,
     distinct_pairs,
+    drop_worse_copies,
     register_format,
+    same_text_warning,
 )
 from cheems.data.io import ReadResult, iter_rows, record_line, write_lines
 from cheems.data.schema import Record, dense_ranks
 from cheems.data.stream import same_record, stream_records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.settings import Settings
 
 T = TypeVar("T")
@@ -244,18 +246,16 @@ def _pairwise_row(row: dict[str, Any], where: _Where) -> _Pair:
                 "both lists must share the same prompt turns",
             )
         prompt = chosen_prompt
-    if chosen == rejected:
-        raise where.error(
-            f"is the same text as '{chosen_key}'",
-            rejected_key,
-            SAME_TEXT_HINT,
-        )
     used |= {chosen_key, rejected_key, "category"}
     extra = {k: v for k, v in row.items() if k not in used}
     return _Pair(prompt, chosen, rejected, _category(row), extra)
 
 
-def _add_pair(groups: dict[str, _Group], pair: _Pair, where: _Where) -> None:
+def _add_pair(groups: dict[str, _Group], pair: _Pair, where: _Where) -> bool:
+    """Add one row's pair to its prompt's group; False (nothing added) for a pair of one text (``chosen`` =
+    ``rejected``: no claim, the row is dropped and counted)."""
+    if pair.chosen == pair.rejected:
+        return False
     key = json.dumps(pair.prompt, ensure_ascii=False, sort_keys=True)
     group = groups.get(key) or _Group(where.line, pair.prompt)
     if pair.category is not None:
@@ -270,6 +270,7 @@ def _add_pair(groups: dict[str, _Group], pair: _Pair, where: _Where) -> None:
     a, b = group.response_id(pair.chosen), group.response_id(pair.rejected)
     # Row-level keys (e.g. JADE's ID) describe this pair, so they travel with its comparison.
     group.comparisons.append({"a": a, "b": b, "label": "a", "source": "import", **pair.extra})
+    return True
 
 
 def _import_pairwise(
@@ -278,9 +279,15 @@ def _import_pairwise(
     """Rows grouped into one record per prompt: the groups are held until the file ends (a prompt's pairs may
     be anywhere in it), so memory grows with the file, unlike the other formats."""
     groups: dict[str, _Group] = {}
+    same = 0
     for line, row in rows:
         where = _Where(path, line)
-        _guard(lambda: _add_pair(groups, _pairwise_row(_check_row(row, where), where), where), result, skip_invalid)
+        added = _guard(
+            lambda: _add_pair(groups, _pairwise_row(_check_row(row, where), where), where), result, skip_invalid
+        )
+        same += added is False
+    if same:
+        result.warnings.append(same_text_warning(path, same, "dropped (chosen = rejected claims nothing)"))
     for group in groups.values():
         obj: dict[str, Any] = {
             "input": group.prompt,
@@ -395,10 +402,11 @@ def _import_each(
 ) -> Iterator[Record]:
     """One record per row; a prompt seen again gets ``-2``, ``-3`` … (an explicit id must be unique)."""
     seen: dict[str, int] = {}
+    copies = [0, 0]  # records and responses whose text a better-placed copy has
 
     def one(row: Any, where: _Where) -> Record:
         obj = normalise(_check_row(row, where), where, lower_is_better)
-        record = _validate(obj, where)
+        record, dropped = drop_worse_copies(_validate(obj, where, same_text="keep"))
         if record.id in seen:
             if "id" in obj:
                 raise where.error(
@@ -412,12 +420,17 @@ def _import_each(
                 n += 1
             record.id = f"{record.id}-{n}"
         seen[record.id] = where.line
+        copies[0] += dropped > 0
+        copies[1] += dropped
         return record
 
     for line, row in rows:
         record = _guard(lambda: one(row, _Where(path, line)), result, skip_invalid)
         if record is not None:
             yield record
+    if copies[0]:
+        what = f"{copies[1]} copy(ies) placed below their own text dropped, the rest of each ranking kept"
+        result.warnings.append(same_text_warning(path, copies[0], what))
 
 
 # ---------------------------------------------------------------- entry point
@@ -449,7 +462,10 @@ def convert_file(
     workers: int | None = 1,
 ) -> tuple[int, ReadResult]:
     """Convert one file of format ``fmt`` (guessed when None) to canonical records in ``output``, as
-    ``cheems import``: the number of records written and the rows skipped (see :func:`import_records`)."""
+    ``cheems import``: the number of records written and the rows skipped (see :func:`import_records`).
+
+    ``output`` is claimed first (:func:`cheems.outputs.claim_outputs`): never ``source`` itself."""
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output)])
     settings = settings or ImportSettings()
     issues = ReadResult()
     lines = import_records(

@@ -580,13 +580,19 @@ def is_official_pair(obj: Any) -> bool:
     return isinstance(obj, dict) and {"answer1", "answer2", "preference"} <= obj.keys()
 
 
-def parse_record(obj: Any, path: str, line: int, id_scope: str | None = None) -> Record:
+def parse_record(obj: Any, path: str, line: int, id_scope: str | None = None, *, prompts: bool = False) -> Record:
     """Validate one canonical (or official) record object. A record without an ``id`` is named by its prompt
     text; with ``id_scope`` (a bench file's subset) that name is ``SCOPE/p-…``, so that the same prompt in two
-    bench files is two prompts, as upstream evaluates each file on its own."""
+    bench files is two prompts, as upstream evaluates each file on its own. With ``prompts`` the record may be a
+    prompt alone (a prompt pool: no ``responses`` or ``"responses": []``, as ``categorize apply`` writes): it
+    comes back with no responses, the rest of it checked as any record's."""
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=line)
     obj = dict(obj)
+    if prompts and not obj.get("responses"):
+        # A record needs a response to be valid: check the rest of the row with a stand-in, then drop it.
+        record = parse_record({**obj, "responses": [{"id": "-", "content": ""}]}, path, line, id_scope)
+        return record.model_copy(update={"responses": []})
     if "input" not in obj and isinstance(obj.get("prompt"), (str, list)):
         obj["input"] = obj.pop("prompt")
     if "annotations" in obj:
@@ -701,3 +707,17 @@ def write_scores(path: str | Path, scores: Mapping[ScoreKey, float] | Iterable[t
     """Write a scores file: a dict, or ``(key, score)`` pairs as they come (consumed lazily)."""
     pairs = scores.items() if isinstance(scores, Mapping) else scores
     return write_jsonl(path, ({"prompt_id": p, "response_id": r, "score": s} for (p, r), s in pairs))
+
+
+def id_places(paths: Iterable[str | Path], rid: str, limit: int = 2) -> list[str]:
+    """``path:line`` of the first ``limit`` rows whose written ``id`` is ``rid``, for an error about an id that two
+    records share when the reader that found it kept no lines (read again: the error path only). An id derived from
+    the prompt text repeats only with the text, so the ids that clash are written ones."""
+    places: list[str] = []
+    for path in paths:
+        for line, row in iter_rows(path, skip_invalid=True):
+            if isinstance(row, dict) and row.get("id") == rid:
+                places.append(f"{path}:{line}")
+                if len(places) == limit:
+                    return places
+    return places

@@ -62,6 +62,27 @@ class Comparison(BaseModel):
         return None
 
 
+def pool_response(responses: list[Response], response: Response) -> None:
+    """Add ``response`` to a prompt's pool ``responses`` (in place): the one rule for identical responses
+    wherever a pool is built (``cheems generate``, a model added to a pool, ``annotate init``).
+
+    A text is stored once, whoever gave it, the same model twice included: a response whose text the pool
+    holds is not added; the response holding the text lists in ``models`` every model that gave it (its own
+    ``model`` first) and in ``merged`` the ids stored in it, so the pool keeps who said what, a rerun knows the
+    sample is there, and no task or pair compares a text with itself.
+    """
+    for index, kept in enumerate(responses):
+        if kept.content == response.content:
+            models = list(dict.fromkeys([*kept.all_models, *response.all_models]))
+            merged = list(dict.fromkeys([*(kept.merged or []), response.id, *(response.merged or [])]))
+            update: dict[str, Any] = {"merged": merged}
+            if models != kept.all_models:
+                update["models"] = models
+            responses[index] = kept.model_copy(update=update)
+            return
+    responses.append(response)
+
+
 def dense_ranks(values: Mapping[str, float], *, higher_is_better: bool = False) -> dict[str, int]:
     """Ranks from values: 1 for the best, equal values share a rank, ranks consecutive (1, 2, 3, …)."""
     levels = sorted(set(values.values()), reverse=higher_is_better)
@@ -184,6 +205,14 @@ class Record(BaseModel):
         if self.rank is None:
             return []
         return [r.id for r in self.responses if r.id not in self.rank]
+
+    def pooled(self) -> "Record":
+        """The record with each response text once (:func:`pool_response`). For a pool: comparisons and ranks
+        are not carried over to the response that keeps a text, so call it on records without them."""
+        responses: list[Response] = []
+        for response in self.responses:
+            pool_response(responses, response)
+        return self if len(responses) == len(self.responses) else self.model_copy(update={"responses": responses})
 
     def response(self, rid: str) -> Response:
         """The response with id ``rid``."""

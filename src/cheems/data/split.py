@@ -18,7 +18,7 @@ from pydantic import Field
 from cheems.data.io import ReadResult, record_line
 from cheems.data.schema import Record
 from cheems.data.stream import stream_records
-from cheems.outputs import atomic_file, together
+from cheems.outputs import atomic_file, claim_outputs, together
 from cheems.settings import Settings
 
 
@@ -78,7 +78,9 @@ def split_file(
     the number of records in each, and the lines skipped.
 
     Two passes over ``source``: which prompts are held out depends on every id; the records are not kept.
+    ``train`` and ``test`` are claimed first (:func:`cheems.outputs.claim_outputs`): never ``source``, never one file.
     """
+    claim_outputs(inputs=[("IN", source)], files=[("--train", train), ("--test", test)])
     settings = settings or SplitSettings()
     ids = stream_records(source, record_id, skip_invalid=skip_invalid, workers=workers, progress="split: ids")
     held_out = held_out_ids(ids, settings.test_fraction, settings.seed)

@@ -51,6 +51,9 @@ CHUNK_BYTES = 1 << 20
 """Text per task sent to a worker: large enough that pickling is a small part of the work, small enough
 that a few chunks in flight stay a few MB."""
 
+LOG_EVERY_S = 10.0
+"""Off a terminal, a long ``dedup`` or ``decontaminate`` writes one line of progress this often (``log_progress``)."""
+
 POOL_MIN_BYTES = 32 << 20
 """Files smaller than this are done in this process: starting workers (each imports pydantic and the
 schema, about half a second) costs more than it saves."""
@@ -85,26 +88,33 @@ def same_record(record: Record) -> Record:
 
 
 def _parse_chunk(
-    path: str, fn: Callable[[Record], Any], rows: list[tuple[int, Any]], raw: bool, scope: str | None = None
+    path: str,
+    fn: Callable[[Record], Any],
+    rows: list[tuple[int, Any]],
+    raw: bool,
+    scope: str | None = None,
+    prompts: bool = False,
 ) -> list[tuple]:
     """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
-    else values already decoded (``.json`` and ``.csv`` files). ``scope``: as ``id_scope`` of ``parse_record``."""
+    else values already decoded (``.json`` and ``.csv`` files). ``scope`` and ``prompts``: as ``parse_record``'s."""
     decoder = Decoder(Path(path)) if raw else None
     out: list[tuple] = []
     for n, item in rows:
         try:
             obj = decode_jsonl_line(decoder, item, n) if decoder is not None else item
-            out.append(_one(path, fn, n, obj, scope))
+            out.append(_one(path, fn, n, obj, scope, prompts))
         except InputError as e:
             out.append((n, _ERROR, e))
     return out
 
 
-def _one(path: str, fn: Callable[[Record], Any], n: int, obj: Any, scope: str | None = None) -> tuple:
+def _one(
+    path: str, fn: Callable[[Record], Any], n: int, obj: Any, scope: str | None = None, prompts: bool = False
+) -> tuple:
     """(line, kind, value) for one decoded row: an official pairwise row is kept as it is for grouping."""
     if is_official_pair(obj):
         return n, _PAIR, obj
-    record = parse_record(obj, path, n, scope)
+    record = parse_record(obj, path, n, scope, prompts=prompts)
     try:
         result = fn(record)
     except InputError as e:  # a check of fn's own (the importers' distinct_pairs) is at this line too
@@ -144,8 +154,15 @@ class _Reader:
     """What the main process keeps while records stream by: ids seen (for duplicates), pairwise groups,
     skipped lines and warnings."""
 
-    def __init__(self, issues: ReadResult, skip_invalid: bool, ids: PromptIds | None, unique_ids: bool = True) -> None:
-        self.issues, self.skip_invalid, self.unique_ids = issues, skip_invalid, unique_ids
+    def __init__(
+        self,
+        issues: ReadResult,
+        skip_invalid: bool,
+        ids: PromptIds | None,
+        unique_ids: bool = True,
+        prompts: bool = False,
+    ) -> None:
+        self.issues, self.skip_invalid, self.unique_ids, self.prompts = issues, skip_invalid, unique_ids, prompts
         self.ids = ids if ids is not None else PromptIds()
 
     def skip(self, error: InputError) -> None:
@@ -359,8 +376,10 @@ def _in_order(
 class _Progress:
     """The progress bar of a stream: MB read out of the files' size, with MB/s and records/s."""
 
-    def __init__(self, total: int, label: str, enabled: bool) -> None:
-        self.bar = ProgressBar(max(1, total >> 20), label, enabled=enabled, after_s=1.0, terminal_only=True)
+    def __init__(self, total: int, label: str, enabled: bool, log_every_s: float | None = None) -> None:
+        self.bar = ProgressBar(
+            max(1, total >> 20), label, enabled=enabled, after_s=1.0, terminal_only=True, log_every_s=log_every_s
+        )
         self.bytes = self.records = 0
         self.start = time.monotonic()
 
@@ -398,6 +417,8 @@ def stream_records(
     progress: str | None = None,
     ids: PromptIds | None = None,
     unique_ids: bool = True,
+    prompts: bool = False,
+    log_progress: bool = False,
 ) -> Iterator[T]:
     """``fn(record)`` for every record of the files, in input order, reading a chunk at a time.
 
@@ -408,13 +429,16 @@ def stream_records(
     ``issues.warnings``. ``progress`` labels a progress bar (MB read, MB/s, records/s) drawn on a
     terminal once the work has run a second. Prompt ids must be unique across the files (and across the
     calls that share ``ids``), unless ``unique_ids`` is False (``dedup``, whose input repeats prompts: a prompt
-    without an id is named by its text).
+    without an id is named by its text). With ``prompts`` a record may be a prompt alone, without responses (the
+    prompt-side steps: ``dedup``, ``decontaminate``, ``validate``; see ``parse_record``). With ``log_progress`` the
+    progress is also a plain line every :data:`LOG_EVERY_S` seconds off a terminal (a long step in a log).
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid, ids, unique_ids)
+    reader = _Reader(issues if issues is not None else ReadResult(), skip_invalid, ids, unique_ids, prompts)
     n_workers = default_workers() if workers is None else workers
     total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
-    bar = _Progress(total, progress or "", enabled=progress is not None)
+    every = LOG_EVERY_S if log_progress else None
+    bar = _Progress(total, f"{progress} (MB)" if log_progress else progress or "", progress is not None, every)
     try:
         for p in paths:
             path = str(p)
@@ -437,11 +461,11 @@ def _tasks(
         rows = load_rows(path, reader.skip_invalid, reader.issues.skipped)
         bar.add(Path(path).stat().st_size, len(rows))
         for start in range(0, len(rows), 256):
-            yield _parse_chunk, (path, fn, rows[start : start + 256], False, scope)
+            yield _parse_chunk, (path, fn, rows[start : start + 256], False, scope, reader.prompts)
         return
     for chunk in _chunks(jsonl_lines(path), CHUNK_BYTES):
         bar.add(sum(len(raw.encode("utf-8")) + 1 for _, raw in chunk), len(chunk))
-        yield _parse_chunk, (path, fn, chunk, True, scope)
+        yield _parse_chunk, (path, fn, chunk, True, scope, reader.prompts)
 
 
 StepFn = Callable[[Record], tuple[Record | None, Any]]

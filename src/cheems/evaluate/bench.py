@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -34,7 +34,11 @@ few enough that a chunk's records are a few MB."""
 
 
 def load_bench(
-    paths: Sequence[str | Path], warnings: list[InputError] | None = None, *, require_pairs: bool = True
+    paths: Sequence[str | Path],
+    warnings: list[InputError] | None = None,
+    *,
+    require_pairs: bool = True,
+    check: Callable[[Record], object] | None = None,
 ) -> dict[str, list[Record]]:
     """Read bench files into ``{subset name: records}``; records without ``rank`` are resolved.
 
@@ -44,12 +48,13 @@ def load_bench(
     ``warnings`` receives a located message for each rank that leaves responses out and each
     file without a ranked pair (left out of ``overall``); when no file has one, nothing can be
     measured and an ``InputError`` is raised before anything is scored (unless not
-    ``require_pairs``: scoring alone needs no ranks).
+    ``require_pairs``: scoring alone needs no ranks). ``check`` (picklable): run on each record with its ranks, an
+    ``InputError`` it raises names the file and line (a metric's :func:`cheems.evaluate.benchmarks.record_check`).
     """
     bench: dict[str, list[Record]] = {}
     warnings = warnings if warnings is not None else []
     for name, file in stream_bench(paths):
-        records = list(file.map(ranked))
+        records = list(file.map(ranked if check is None else _Checked(check)))
         warnings.extend(file.issues.warnings)  # this file's, before its own no-pair warning
         if require_pairs and not _has_pair(records):
             warnings.append(_no_pair_warning(name, file.paths[0]))
@@ -103,6 +108,18 @@ def stream_bench(
     ids = PromptIds(scoped=True)
     for p in paths:
         yield _subset_name(p, names), Records([p], workers=workers, label=label, ids=ids)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """:func:`ranked`, then ``check`` of the ranked record (picklable, for the readers' workers)."""
+
+    check: Callable[[Record], object]
+
+    def __call__(self, record: Record) -> Record:
+        record = ranked(record)
+        self.check(record)
+        return record
 
 
 def ranked(record: Record) -> Record:

@@ -12,18 +12,20 @@ user is in the README ("Other reward-model benchmarks"), the JSON they make in d
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cheems.data.bench_layouts import RMBENCH_STYLES
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.compat import Compat, compat_record
 from cheems.registries import Registry
+from cheems.terminal import SafeConsole
 
 if TYPE_CHECKING:  # numpy and the runner load with the first metric computed: the CLI lists METRICS at start-up
     import numpy as np
@@ -46,6 +48,8 @@ class Metric:
     subset: SubsetMetric | None
     scores_only: bool = False  # it reads every response's score: a judge's verdicts on pairs cannot feed it
     compat: bool = False
+    unit: Callable[[PromptOutcome, Compat], Hashable] | None = None  # its bootstrap's unit (resampling.Unit)
+    record_check: Callable[[Record, Compat], object] | None = None  # refuses a record it cannot read (InputError)
 
 
 METRICS: Registry[Metric] = Registry("metric", "--metric")
@@ -53,19 +57,51 @@ METRICS.add("cheems", Metric("CheemsBench", None), "CheemsBench: accuracy and ex
 
 
 def register_metric(
-    name: str, *, title: str, help: str, scores_only: bool = False, compat: bool = False
+    name: str,
+    *,
+    title: str,
+    help: str,
+    scores_only: bool = False,
+    compat: bool = False,
+    unit: Callable[[PromptOutcome, Compat], Hashable] | None = None,
+    record_check: Callable[[Record, Compat], object] | None = None,
 ) -> Callable[[SubsetMetric], SubsetMetric]:
     """Decorator: make a subset metric ``cheems eval --metric NAME``; ``title`` heads its table, ``help`` is
     its ``--help`` line, ``scores_only`` refuses a judge up front. The function returns the subset's JSON:
     ``accuracy``, ``pooled_accuracy``, ``n_prompts``, ``n_pairs`` and ``categories`` (each with ``accuracy``,
     ``n_prompts``, ``n_pairs``), the columns of its table.
-    ``compat``: the function takes the keyword ``compat`` (``--compat``: its strict and upstream rules differ)."""
+    ``compat``: the function takes the keyword ``compat`` (``--compat``: its strict and upstream rules differ).
+    ``unit(prompt, compat)``: which prompts its bootstrap draws together (:data:`cheems.evaluate.resampling.Unit`;
+    default each prompt alone). ``record_check(record, compat)``: raises ``InputError`` for a record the metric
+    cannot read; ``cheems eval`` runs it on every record as the bench is read, so the refusal names file:line
+    (:func:`record_check`)."""
 
     def add(fn: SubsetMetric) -> SubsetMetric:
-        METRICS.add(name, Metric(title, fn, scores_only=scores_only, compat=compat), help)
+        found = Metric(title, fn, scores_only=scores_only, compat=compat, unit=unit, record_check=record_check)
+        METRICS.add(name, found, help)
         return fn
 
     return add
+
+
+@dataclass(frozen=True)
+class _UnderCompat:
+    """``fn(x, compat)`` as a one-argument function (picklable, for the bench readers' workers)."""
+
+    fn: Callable[[Any, Compat], Any]
+    compat: Compat
+
+    def __call__(self, x: Any) -> Any:
+        return self.fn(x, self.compat)
+
+
+def record_check(metric: str, compat: Compat) -> Callable[[Record], object] | None:
+    """The check of ``metric``'s records under ``compat`` (picklable, for the bench readers' workers); None when
+    the metric has none (or is not registered: the metric is refused elsewhere)."""
+    found = METRICS.get(metric) if metric in METRICS else None
+    if found is None or found.record_check is None:
+        return None
+    return _UnderCompat(found.record_check, compat)
 
 
 def pair_right(pair: PairOutcome) -> bool:
@@ -236,6 +272,27 @@ def _rewardbench2(outcome: PromptOutcome) -> bool:
     )
 
 
+def _first_correct(prompt_id: str, category: str, pairs: Sequence[tuple[str, str]]) -> None:
+    """Under upstream a RewardBench 2 prompt outside Ties (its pairs all ``chosen-i`` over ``rejected-j``) is scored
+    by its first correct answer, ``chosen-1`` (``reroll_and_score_dataset`` reads ``chosen[0]``): refuse one
+    without it (InputError, no place: the caller's)."""
+    ids = {rid for pair in pairs for rid in pair}
+    rewardbench2 = bool(pairs) and all(c.startswith("chosen-") and r.startswith("rejected-") for c, r in pairs)
+    if rewardbench2 and category != "Ties" and "chosen-1" not in ids:
+        raise InputError(
+            f"prompt '{prompt_id}' has RewardBench 2's response ids (chosen-i, rejected-j) but no 'chosen-1', the "
+            "correct answer upstream's score reads",
+            field="responses",
+            hint="name its first correct answer chosen-1 (cheems import rewardbench2 does), or use --compat strict",
+        )
+
+
+def check_rewardbench2_record(record: Record, compat: Compat) -> None:
+    """``bon``'s record check: under upstream, :func:`_first_correct` of the record's ranked pairs."""
+    if compat == "upstream":
+        _first_correct(record.id, record.main_category, record.ranked_pairs())
+
+
 def _top_tie_credit(outcome: PromptOutcome) -> float:
     """RewardBench 2's credit of a prompt (allenai/reward-bench ``rewardbench/utils.py``
     ``reroll_and_score_dataset``): 1/k when its first correct answer ``chosen-1`` has the top score, shared by k
@@ -254,7 +311,9 @@ def _ties_score(group: list[PromptOutcome], subset: str) -> float:
     the last three over the N that have both a ref and a tied prompt."""
     import numpy as np
 
-    stats: dict[str, dict[int, tuple[bool, float | None, float]]] = {"ref": {}, "tied": {}}
+    # a prompt drawn k times by a bootstrap is here k times and counts k times (resampling.metric_intervals), its
+    # copies paired in order with its partner's (drawn together: bon_unit)
+    stats: dict[str, dict[int, list[tuple[bool, float | None, float]]]] = {"ref": {}, "tied": {}}
     for o in group:
         kind, _, number = o.prompt_id.partition(":")
         if kind not in stats or not number.isdigit():
@@ -269,27 +328,47 @@ def _ties_score(group: list[PromptOutcome], subset: str) -> float:
         incorrect = [s for rid, s in scores.items() if rid.startswith("rejected-")]
         margin = min(correct) - max(incorrect)
         width = max(correct) - min(correct) if len(correct) > 1 else None
-        stats[kind][int(number)] = (margin > 0, width, margin)
-    both = sorted(set(stats["ref"]) & set(stats["tied"]))
-    if not both or any(stats["tied"][n][1] is None for n in both):
+        stats[kind].setdefault(int(number), []).append((margin > 0, width, margin))
+    both = [
+        (ref, tied)
+        for n in sorted(set(stats["ref"]) & set(stats["tied"]))
+        for ref, tied in zip(stats["ref"][n], stats["tied"][n])
+    ]
+    if not both or any(tied[1] is None for _, tied in both):
         raise InputError(
             f"the Ties subset of bench file '{subset}' needs prompts ref:N and tied:N of the same N, each tied:N "
             "with at least two correct answers (RewardBench 2's weighted Ties score compares them)",
             path="--compat upstream",
             hint="give the whole Ties subset of RewardBench 2, or use --compat strict",
         )
-    ref_accuracy, tied_accuracy = (float(np.mean([s[0] for s in stats[k].values()])) for k in ("ref", "tied"))
-    spread = np.array([stats["tied"][n][1] for n in both], dtype=np.float64)
-    ties = np.array([stats["tied"][n][2] for n in both])
-    hard = np.minimum(np.array([stats["ref"][n][2] for n in both]), ties)
+    ref_accuracy, tied_accuracy = (
+        float(np.mean([s[0] for copies in stats[k].values() for s in copies])) for k in ("ref", "tied")
+    )
+    spread = np.array([tied[1] for _, tied in both], dtype=np.float64)
+    ties = np.array([tied[2] for _, tied in both])
+    hard = np.minimum(np.array([ref[2] for ref, _ in both]), ties)
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero spread: upstream's inf or NaN, kept as it is
         margin_score = float(np.mean(np.nan_to_num(np.tanh(hard / spread - 1), nan=0.0)))
     preferred, preferred_hard = float(np.mean(ties > spread)), float(np.mean(hard > spread))
     return 0.30 * tied_accuracy + 0.30 * ref_accuracy + 0.20 * preferred + 0.20 * preferred_hard + 0.01 * margin_score
 
 
+def bon_unit(outcome: PromptOutcome, compat: Compat) -> Hashable:
+    """The ``bon`` bootstrap's unit of a prompt: under upstream, RewardBench 2's Ties prompts ref:N and tied:N are
+    one unit (its Ties score pairs them, :func:`_ties_score`), drawn together; any other prompt is its own."""
+    kind, _, number = outcome.prompt_id.partition(":")
+    if compat == "upstream" and outcome.category == "Ties" and kind in ("ref", "tied") and number.isdigit():
+        return ("Ties", int(number))
+    return ("prompt", outcome.prompt_id)
+
+
 @register_metric(
-    "bon", title="best-of-N", help="a prompt is right iff its best response beats every other", compat=True
+    "bon",
+    title="best-of-N",
+    help="a prompt is right iff its best response beats every other",
+    compat=True,
+    unit=bon_unit,
+    record_check=check_rewardbench2_record,
 )
 def bon_subset(
     outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "", compat: Compat = "strict"
@@ -309,7 +388,13 @@ def bon_subset(
         return _hits_subset(outcomes, strict)
 
     def hits(o: PromptOutcome) -> list[float]:
-        return [_top_tie_credit(o)] if _rewardbench2(o) and o.category != "Ties" else strict(o)
+        if not (_rewardbench2(o) and o.category != "Ties"):
+            return strict(o)
+        try:
+            _first_correct(o.prompt_id, o.category, [(p.chosen, p.rejected) for p in o.pairs])
+        except InputError as e:  # records in memory (the Python API): the bench files' are checked as read
+            raise e.located(f"bench file '{name}'") from None
+        return [_top_tie_credit(o)]
 
     def ties(category: str, group: list[PromptOutcome]) -> float | None:
         return _ties_score(group, name) if category == "Ties" and all(map(_rewardbench2, group)) else None
@@ -323,6 +408,17 @@ def pairwise_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | N
     of its pairs right, ``accuracy`` the unweighted mean over main categories, ``pooled_accuracy`` the share
     over all pairs (JudgeBench's "Overall", ``run_judge.py``)."""
     return _hits_subset(outcomes, lambda o: [pair_right(p) for p in o.pairs])
+
+
+@register_metric("judgebench", title="JudgeBench", help="JudgeBench: share of all pairs right (its Overall)")
+def judgebench_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+    """The ``judgebench`` metric of one subset: ``pairwise``'s numbers with JudgeBench's headline, ``accuracy`` =
+    ``pooled_accuracy``, the share of all its pairs right (``utils/metrics.py`` ``compute_final_metrics`` over every
+    pair, its "Overall"), so suites and leaderboards rank by it; ``categories`` are its source groups (their
+    accuracies, as upstream's per-source runs), and ``category_mean`` their unweighted mean (``pairwise``'s
+    accuracy)."""
+    out = pairwise_subset(outcomes, records, name)
+    return out | {"accuracy": out["pooled_accuracy"], "category_mean": out["accuracy"]}
 
 
 def benchmark_report(
@@ -358,7 +454,8 @@ def benchmark_report(
         def accuracy(name: str, prompts: list[PromptOutcome]) -> float:
             return subset(prompts, bench[name], name, **own)["accuracy"]
 
-        out.intervals = metric_intervals(report.outcomes, accuracy, resamples, seed)
+        unit = None if registered.unit is None else _UnderCompat(registered.unit, compat)
+        out.intervals = metric_intervals(report.outcomes, accuracy, resamples, seed, unit=unit)
     return out
 
 
@@ -388,9 +485,9 @@ def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
             table.add_row(name, cat, *cells(m, False))
         for section, m in subset.get("sections", {}).items():  # RewardBench's weighted sections
             table.add_row(name, f"section {section}", *cells(m, False))
-        table.add_row(f"[bold]{name}[/]", "[bold]mean[/]", *cells(subset, True), end_section=True)
+        table.add_row(Text(name, style="bold"), Text("mean", style="bold"), *cells(subset, True), end_section=True)
     overall = with_ci(data, "overall", compact=True)
-    table.add_row("[bold]overall[/]", "", *([""] * (3 if rm else 0)), f"[bold]{overall}[/]")
+    table.add_row(Text("overall", style="bold"), "", *([""] * (3 if rm else 0)), Text(overall, style="bold"))
     return table
 
 
@@ -407,11 +504,13 @@ def style_matrix_table(matrix: list[list[float]], title: str) -> Table:
 
 def print_benchmark(report: BenchmarkReport, console: Console | None = None) -> None:
     """Print the table, and for RM-Bench each subset's 3×3 matrix (rows: chosen style, columns: rejected style)."""
-    console = console or Console()
+    console = console or SafeConsole()  # data printed literally (cheems.terminal)
     console.print(benchmark_table(report, f"{METRICS.get(report.metric).title} metrics: {report.scorer}"))
     if report.metric == "rmbench":
         for name, subset in report.subsets.items():
             console.print(style_matrix_table(subset["matrix"], f"{name}: accuracy by style (mean of domains)"))
+    for note in dict.fromkeys(f"{m['source']}; ties: {m['ties']}" for m in report.subsets.values() if "source" in m):
+        console.print(f"note: {note}", soft_wrap=True)  # a metric not checked against its upstream code says so
     if report.intervals is not None:
         from cheems.evaluate.report_html import interval_note
 

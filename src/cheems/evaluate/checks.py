@@ -23,7 +23,7 @@ from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, ranked, stream_bench
 from cheems.evaluate.benchmarks import by_category
-from cheems.evaluate.metrics import GroupMetrics, category_metrics, scored_outcome
+from cheems.evaluate.metrics import GroupMetrics, category_metrics, scored_outcome, subset_metrics
 from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
 from cheems.registries import Registry
 
@@ -107,10 +107,16 @@ def cheems_metric(prompts: Sequence[PromptOutcome]) -> GroupMetrics:
     return category_metrics(rescored(prompts))
 
 
+SubsetMetric = Callable[[Sequence[PromptOutcome]], GroupMetrics]
+"""A subset's numbers from all its prompts (those without a ranked pair too), as ``eval`` makes them: accuracy and
+exact match as means over its categories."""
+
+
 def upstream_metric(prompts: Sequence[PromptOutcome]) -> GroupMetrics:
-    """The same numbers under ``--compat upstream``'s rule (CheemsRM's exact match, where a tie does not break it),
-    which ``score_ties`` shows beside the strict ones where they differ."""
-    return category_metrics(rescored(prompts), "upstream")
+    """A subset's numbers under ``--compat upstream``'s rule (CheemsRM's exact match: a tie does not break it, and a
+    prompt without a ranked pair counts as exact), which ``score_ties`` shows beside the strict ones where they
+    differ: the very function ``eval --compat upstream`` uses (:func:`subset_metrics`), of all the subset's prompts."""
+    return subset_metrics(rescored(prompts), "upstream")
 
 
 @dataclass
@@ -118,8 +124,9 @@ class CheckContext:
     """What the checks read: the evaluation, the bench (in memory, or its files read again), and what scored.
 
     ``metric`` is what ``label_swap`` recomputes and ``score_ties`` reports (the seam a test feeds a wrong metric
-    through); ``upstream``, when given, is a second rule (upstream's, where a tie counts otherwise) whose accuracy
-    and exact match ``score_ties`` shows beside the strict ones. ``scorer`` is the run's reward model;
+    through); ``upstream``, when given, is a second rule (upstream's, where a tie counts otherwise), a
+    :data:`SubsetMetric` of all a subset's prompts, whose accuracy and exact match ``score_ties`` shows beside the
+    strict ones. ``scorer`` is the run's reward model;
     ``scorer_at(n)`` the same model at batch size ``n`` (``batch_invariance``); ``judge`` the run's LLM judge;
     ``model`` the model's folder or spec (``contamination``). ``sample``: responses (or prompts) the expensive
     checks take, drawn with ``seed``.
@@ -134,7 +141,7 @@ class CheckContext:
     judge: JudgeSettings | None = None
     model: str | None = None
     metric: Metric = cheems_metric
-    upstream: Metric | None = upstream_metric
+    upstream: SubsetMetric | None = upstream_metric
     sample: int = 32
     seed: int = 0
     workers: int | None = 1
@@ -266,7 +273,9 @@ def score_ties(context: CheckContext) -> list[Check]:
         value: dict[str, Any] = {"share": share, "tied_pairs": ties, "pairs": n}
         message = f"{ties} of {n} ranked pairs ({share:.1%}) have equal scores; a tie counts as wrong"
         if context.upstream is not None:
-            strict, upstream = _means(prompts, context.metric), _means(prompts, context.upstream)
+            theirs = context.upstream(prompts)  # every prompt: upstream counts those without a ranked pair
+            strict = _means(prompts, context.metric)
+            upstream = {"accuracy": theirs.accuracy, "exact_match": theirs.exact_match}
             differ = [
                 f"{key.replace('_', ' ')} strict {strict[key]:.4f}, upstream {upstream[key]:.4f}"
                 for key in ("accuracy", "exact_match")

@@ -24,6 +24,10 @@ UPSTREAM_RULES: dict[str, dict[str, str]] = {
         "exact_match": "a score tie does not break it, only a reversed pair; a prompt without a ranked pair counts "
         "with exact match 1 (AlignRM/CheemsRM cheems/eval/metrics.py get_rank_metrics)",
     },
+    "rewardbench": {
+        "missing_section": "a section with no subset in the file scores 0 and counts in the mean of the four "
+        "(allenai/reward-bench rewardbench/utils.py calculate_scores_per_section)",
+    },
     "bon": {
         "top_tie": "RewardBench 2: the first correct answer tied with k-1 others at the top scores 1/k "
         "(allenai/reward-bench rewardbench/utils.py reroll_and_score_dataset)",

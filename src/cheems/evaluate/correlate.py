@@ -398,7 +398,6 @@ def write_correlations(
 def print_correlations(result: list[Correlation], console: Console) -> None:
     """The table: one row per (benchmark number, metric), each coefficient with its interval."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     c = result[0]
@@ -412,6 +411,6 @@ def print_correlations(result: list[Correlation], console: Console) -> None:
         table.add_column(method, justify="right", overflow="fold")
     for c in result:
         cells = (cell(c, m, p_value=False, compact=True) for m in METHODS)
-        table.add_row(escape(c.bench), escape(c.downstream), *cells)
+        table.add_row(c.bench, c.downstream, *cells)
     console.print(table)
     console.print("p-values: in --output-json and the -o page", highlight=False)

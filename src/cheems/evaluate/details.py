@@ -9,6 +9,10 @@
                 "chosen_score": 1.5, "rejected_score": 0.2,                      # a scorer's
                 "verdicts": [{"first": "r2", "verdict": "B", "winner": "r1"}]}]}  # a judge's
 
+A run under ``--compat upstream`` marks each row ``"compat": "upstream"`` (strict rows have no such key) and writes
+every prompt, those without a ranked pair too (``"pairs": []``): upstream's exact match counts them, so ``cheems
+compare`` recomputes the evaluation's own numbers from the file.
+
 ``bench`` fingerprints the bench (prompt ids, ranks, response texts), so two details files can be
 compared only when they were made on the same bench. A verdict's ``winner`` is a response id,
 ``"tie"``, or null when no verdict could be parsed (``failure`` then names why).
@@ -29,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationErr
 from cheems.data.io import load_rows, validation_error, write_jsonl
 from cheems.data.schema import Record
 from cheems.errors import InputError
+from cheems.evaluate.compat import Compat
 from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.outputs import out_of_room
 
@@ -110,16 +115,19 @@ class _Row(BaseModel):
     prompt_id: StrictStr
     category: StrictStr
     pairs: list[_Pair]
+    compat: Literal["strict", "upstream"] = "strict"
 
 
 @dataclass
 class Details:
-    """A details file read back: who scored, which bench, and every subset's judged pairs."""
+    """A details file read back: who scored, which bench, every subset's judged pairs, and the rules the run's
+    numbers follow (``compat``: its prompts without a ranked pair are there too under upstream)."""
 
     path: str
     scorer: str
     bench: str
     outcomes: dict[str, list[PromptOutcome]]
+    compat: Compat = "strict"
 
 
 def _pair_row(p: PairOutcome) -> dict:
@@ -145,8 +153,16 @@ def _pair_row(p: PairOutcome) -> dict:
     return row
 
 
-def write_details(path: str | Path, outcomes: Mapping[str, Sequence[PromptOutcome]], scorer: str, bench: str) -> int:
-    """Write every prompt with at least one judged pair; returns the number of rows."""
+def write_details(
+    path: str | Path,
+    outcomes: Mapping[str, Sequence[PromptOutcome]],
+    scorer: str,
+    bench: str,
+    compat: Compat = "strict",
+) -> int:
+    """Write every prompt with at least one judged pair (under ``compat="upstream"`` every prompt, each row
+    marked with its rules); returns the number of rows."""
+    marked = {"compat": compat} if compat != "strict" else {}
     rows = (
         {
             "bench": bench,
@@ -156,9 +172,10 @@ def write_details(path: str | Path, outcomes: Mapping[str, Sequence[PromptOutcom
             "category": o.category,
             "pairs": [_pair_row(p) for p in o.pairs],
         }
+        | marked
         for subset, prompts in outcomes.items()
         for o in prompts
-        if o.pairs
+        if o.pairs or marked
     )
     return write_jsonl(path, rows)
 
@@ -192,7 +209,11 @@ def read_details(path: str | Path) -> Details:
         except ValidationError as e:
             raise validation_error(e, source, line).located(source, line) from None
         first = first or row
-        for key, mine, theirs in (("bench", row.bench, first.bench), ("scorer", row.scorer, first.scorer)):
+        for key, mine, theirs in (
+            ("bench", row.bench, first.bench),
+            ("scorer", row.scorer, first.scorer),
+            ("compat", row.compat, first.compat),
+        ):
             if mine != theirs:
                 raise InputError(
                     f"this row's {key} is '{mine}', the first row's '{theirs}'",
@@ -212,4 +233,4 @@ def read_details(path: str | Path) -> Details:
         seen.add((row.subset, row.prompt_id))
         outcomes.setdefault(row.subset, []).append(_outcome(row))
     assert first is not None  # load_rows refuses an empty file
-    return Details(source, first.scorer, first.bench, outcomes)
+    return Details(source, first.scorer, first.bench, outcomes, first.compat)

@@ -104,9 +104,13 @@ def validate_files(
     paths: Iterable[str | Path], *, skip_invalid: bool = False, workers: int | None = None, plot: Path | None = None
 ) -> list[FileStats]:
     """``cheems validate`` in one call: each file's :class:`FileStats` (:func:`file_stats`), and with ``plot``
-    a PNG of all the files' prompts per category (:func:`category_sunburst`) written there."""
+    a PNG of all the files' prompts per category (:func:`category_sunburst`) written there (claimed first:
+    never one of ``paths``)."""
     from cheems.data.io import write_bytes
+    from cheems.outputs import claim_outputs
 
+    paths = list(paths)
+    claim_outputs(inputs=[("FILES", path) for path in paths], files=[("--plot", plot)])
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(
             f"the plot is a PNG image, not '{plot.suffix or plot.name}'",

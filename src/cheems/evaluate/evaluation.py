@@ -19,7 +19,7 @@ from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.checks import CheckContext, Which, run_checks
 from cheems.evaluate.compat import Compat
 from cheems.evaluate.details import Details, read_details
-from cheems.evaluate.run_settings import EvalSettings, Sample
+from cheems.evaluate.run_settings import EvalSettings, Sample, check_metric
 from cheems.evaluate.significance import Comparison, add_intervals, compare_details
 from cheems.models.base import Scorer
 from cheems.models.scoring import ScoringSettings
@@ -58,7 +58,13 @@ def as_read(bench: Bench, compat: Compat) -> dict[str, list[Record]]:
     asked, so the two never share one."""
     if compat == "strict":
         return dict(bench)
-    return {name: [r.model_copy(update={"sys_prompt": None}) for r in records] for name, records in bench.items()}
+    return {name: [upstream_input(r) for r in records] for name, records in bench.items()}
+
+
+def upstream_input(record: Record) -> Record:
+    """A record as ``--compat upstream`` asks a scorer or a judge about it: without its ``sys_prompt`` (the one rule
+    of :func:`as_read` and of ``cheems score --compat upstream``)."""
+    return record.model_copy(update={"sys_prompt": None}) if record.sys_prompt is not None else record
 
 
 def evaluate(
@@ -118,7 +124,8 @@ def details_of(report: EvalReport | Details | str | Path) -> Details:
         return report
     if isinstance(report, EvalReport):
         # a report in memory has no bench fingerprint: the pairs themselves must match
-        return Details(report.scorer, report.scorer, "", {name: list(o) for name, o in report.outcomes.items()})
+        outcomes = {name: list(o) for name, o in report.outcomes.items()}
+        return Details(report.scorer, report.scorer, "", outcomes, report.compat)
     return read_details(report)
 
 
@@ -284,22 +291,28 @@ def score_files(
     *,
     workers: int | None = None,
     issues: ReadResult | None = None,
+    compat: Compat = "strict",
 ) -> Iterator[tuple[ScoreKey, float]]:
     """:func:`score` the bench files a chunk at a time, in their order, with a progress bar: memory stays bounded
     by a chunk, whatever the size of the files. Warnings of the files go to ``issues``. Under a launcher every
-    process reads the files and takes its share of each chunk's batches. ``cheems score`` writes these rows."""
+    process reads the files and takes its share of each chunk's batches. ``cheems score`` writes these rows.
+    ``compat="upstream"`` scores each record as ``eval --compat upstream`` does (:func:`upstream_input`), so its
+    scores file gives ``eval --scores --compat upstream`` the upstream numbers."""
     from cheems.evaluate.bench import stream_bench
 
     scorer = scoring.scorer(connection)
-    return score_responses(
-        _bench_records(stream_bench(bench, workers=workers, label="scoring"), issues), scorer, scoring.score_cache()
-    )
+    files = stream_bench(bench, workers=workers, label="scoring")
+    as_asked = same_record if compat == "strict" else upstream_input
+    return score_responses(_bench_records(files, issues, as_asked), scorer, scoring.score_cache())
 
 
-def _bench_records(files: Iterator[tuple[str, Records]], issues: ReadResult | None) -> Iterator[Record]:
-    """The records of every bench file in turn, each file's warnings added to ``issues`` once it is read."""
+def _bench_records(
+    files: Iterator[tuple[str, Records]], issues: ReadResult | None, fn: Callable[[Record], Record] = same_record
+) -> Iterator[Record]:
+    """``fn`` of the records of every bench file in turn, each file's warnings added to ``issues`` once it is
+    read."""
     for _, records in files:
-        yield from records.map(same_record)
+        yield from records.map(fn)
         if issues is not None:
             issues.warnings += records.issues.warnings
 
@@ -313,6 +326,7 @@ class BenchEvaluation:
     other: BenchmarkReport | None = None
     fingerprint: str | None = None
     warnings: list[InputError] = field(default_factory=list)
+    inputs: list[tuple[str, Path | str | None]] = field(default_factory=list)  # what write() never replaces
 
     def to_dict(self) -> dict:
         """The ``--output-json``: the metrics (CheemsBench's, or ``--metric``'s), with the ``checks`` list."""
@@ -322,11 +336,15 @@ class BenchEvaluation:
         return self.other.to_dict() | ({"checks": [c.to_dict() for c in checks]} if checks else {})
 
     def write(self, output_json: Path | None, report: Path | None, details: Path | None) -> None:
-        """Its files, together: the metrics as JSON, the report folder (CheemsBench's), the details."""
+        """Its files, together: the metrics as JSON, the report folder (CheemsBench's), the details; none of them
+        replaces a bench file or another input of the run (:func:`evaluate_files` names them)."""
         from cheems.data.io import write_json
         from cheems.evaluate.details import write_details
-        from cheems.evaluate.report import write_report
-        from cheems.outputs import together
+        from cheems.evaluate.report import REPORT_FILES, write_report
+        from cheems.outputs import claim_outputs, together
+
+        outputs = [("--output-json", output_json), ("--details", details)]
+        claim_outputs(inputs=self.inputs, files=outputs, folders=[("--report", report, REPORT_FILES)])
 
         with together():
             if output_json:
@@ -335,7 +353,8 @@ class BenchEvaluation:
                 write_report(self.report, report, title=self.report.scorer)
             if details:
                 assert self.fingerprint is not None  # made whenever details are asked for
-                write_details(details, self.report.outcomes, self.report.scorer, self.fingerprint)
+                run = self.report
+                write_details(details, run.outcomes, run.scorer, self.fingerprint, run.compat)
 
 
 def evaluate_files(
@@ -357,6 +376,7 @@ def evaluate_files(
     from cheems.evaluate.details import bench_fingerprint
 
     settings = settings or EvalSettings()
+    check_metric(settings.metric, None, judge=by.judge is not None)  # before a judge is asked anything
     metric, resamples, seed, compat = settings.metric, settings.resamples, settings.bootstrap_seed, settings.compat
     if by.scores is not None and metric == "cheems":
         table = read_score_table(by.scores)
@@ -365,9 +385,11 @@ def evaluate_files(
         if resamples:
             add_intervals(result, resamples, seed)
         result.checks = run_checks(by.check_context(result, bench, None, None, workers), settings.checks)
-        return BenchEvaluation(result, None, printed, issues)
+        return BenchEvaluation(result, None, printed, issues, by.inputs(bench))
     warnings: list[InputError] = []
-    records = load_bench(bench, warnings)
+    from cheems.evaluate.benchmarks import record_check
+
+    records = load_bench(bench, warnings, check=record_check(metric, compat))
     drawn = resamples if metric == "cheems" else 0  # another metric draws its own, of its own numbers
     given = by.by()
     result = evaluate(
@@ -388,4 +410,5 @@ def evaluate_files(
         other = benchmark_report(metric, records, result, compat, resamples=resamples, seed=seed)
     scorer = given if isinstance(given, Scorer) else None
     result.checks = run_checks(by.check_context(result, bench, records, scorer, workers), settings.checks)
-    return BenchEvaluation(result, other, bench_fingerprint(records) if fingerprint else None, warnings)
+    printed = bench_fingerprint(records) if fingerprint else None
+    return BenchEvaluation(result, other, printed, warnings, by.inputs(bench))

@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich import box
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from cheems.data.io import load_rows, validation_error
 from cheems.errors import InputError
@@ -172,6 +172,10 @@ def load_leaderboard(paths: Sequence[str | Path], names: Sequence[str] = ()) -> 
     file, have the same metric (``cheems eval --metric``: their overalls are not comparable otherwise), the same
     rules (``--compat``) and the same subsets (a leaderboard compares on one bench); pair counts that differ are noted.
     """
+    if not paths:
+        raise InputError(
+            "no evaluation to rank", field="paths", hint="give at least one eval JSON (cheems eval --output-json)"
+        )
     if names and len(names) != len(paths):
         raise InputError(
             f"{len(names)} --name for {len(paths)} files",
@@ -287,8 +291,11 @@ def board_table(board: Leaderboard, title: str = "") -> Table:
         heading = f"{subset}\n{_SHORT[key]}" if subset else "overall"
         table.add_column(heading, justify="right", overflow="fold")
     for i, row in enumerate(board.rows, 1):
-        cells = [_marked(board, row, s, k, "[bold]{}[/]", compact=True) for _, s, k in board.columns()]
-        table.add_row(str(i), escape(row.name), "RM" if row.kind == "reward model" else row.kind, *cells)
+        cells = [
+            Text(board.cell(row, s, k, compact=True), style="bold" if board.is_best(row, s, k) else "")
+            for _, s, k in board.columns()
+        ]
+        table.add_row(str(i), row.name, "RM" if row.kind == "reward model" else row.kind, *cells)
     return table
 
 

@@ -219,10 +219,13 @@ def calibration_bins(margins: Sequence[float] | np.ndarray, n_bins: int = 5) -> 
 
 
 def expected_calibration_error(margins: Sequence[float] | np.ndarray, n_bins: int = 5) -> float | None:
-    """ECE of score differences read as Bradley–Terry probabilities, as in the official code.
+    """ECE of score differences read as Bradley–Terry probabilities: cheems' own bench number.
 
-    The count-weighted mean of |accuracy - confidence| over :func:`calibration_bins`. Only
-    meaningful for BT-trained scores.
+    The count-weighted mean of |accuracy - confidence| over :func:`calibration_bins`. Only meaningful for
+    BT-trained scores. CheemsRM computes no ECE on the bench: its ``compute_ece`` (``cheems/eval/metrics.py``)
+    runs only on pairwise-labelled data, with the same bins and confidence but a tie counted right and the
+    largest margin left out of every bin (``diffs.lt((i + 1) * step)``); here a tie is wrong and the largest
+    margin falls in the last bin.
     """
     if len(margins) == 0:
         return None

@@ -1,8 +1,9 @@
-"""Charts with matplotlib: one place that picks a font able to draw Chinese and turns figures into PNG.
+"""Charts with matplotlib: one place that picks a font able to draw Chinese, draws every text literally
+and turns figures into PNG.
 
 Every chart of a report, a leaderboard or a bias analysis is made here or with :func:`new_figure`,
-so the font rule and the output format are the same everywhere. matplotlib is imported on first
-use (it costs a second at start-up).
+so the font rule, the text rule and the output format are the same everywhere. matplotlib is imported
+on first use (it costs a second at start-up).
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ CJK_FONTS = (
 
 @cache
 def _pyplot() -> Any:
-    """pyplot on the Agg backend (no display), with a CJK font first in the sans-serif list."""
+    """pyplot on the Agg backend (no display), with a CJK font first in the sans-serif list and every text
+    drawn as it is written.
+
+    Chart text is data (category, subset, file and model names): matplotlib would read ``$…$`` in it as
+    math, so "cost $5 or $6" loses its dollars and a name holding ``$$`` or an odd ``$`` with ``^``/``_``
+    stops the chart with a parse error. ``text.parse_math`` off is read by every Text when it is made
+    (titles, labels, tick labels, legends, annotations), so no call site has to escape anything; our
+    own tick formatters write plain text (no ``$\\mathdefault{…}$``), so nothing of ours needs math.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,6 +60,8 @@ def _pyplot() -> Any:
             stacklevel=3,
         )
     plt.rcParams["font.family"] = "sans-serif"
+    plt.rcParams["text.parse_math"] = False  # names are data, never mathtext (see the docstring)
+    plt.rcParams["text.usetex"] = False  # a user's matplotlibrc with TeX on would read them as TeX
     plt.rcParams["axes.unicode_minus"] = False  # the CJK fonts lack U+2212
     return plt
 

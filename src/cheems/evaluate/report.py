@@ -7,10 +7,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cheems.data.io import write_json, write_text
 from cheems.evaluate.bench import EvalReport
 from cheems.evaluate.report_html import interval_note, report_page, with_ci
+from cheems.terminal import SafeConsole
 
 
 def _subset_values(data: dict, name: str, compact: bool = False) -> tuple[str, str]:
@@ -36,10 +38,10 @@ def report_table(report: EvalReport, title: str = "") -> Table:
             table.add_row(name, cat, f"{m.accuracy:.3f}", f"{m.exact_match:.3f}", str(m.n_prompts), str(m.n_pairs))
         accuracy, exact_match = _subset_values(data, name, compact=True)
         table.add_row(
-            f"[bold]{name}[/]",
-            "[bold]mean[/]",
-            f"[bold]{accuracy}[/]",
-            f"[bold]{exact_match}[/]",
+            Text(name, style="bold"),
+            Text("mean", style="bold"),
+            Text(accuracy, style="bold"),
+            Text(exact_match, style="bold"),
             str(subset.n_prompts),
             str(subset.n_pairs),
             end_section=True,
@@ -47,7 +49,7 @@ def report_table(report: EvalReport, title: str = "") -> Table:
     prompts = sum(s.n_prompts for s in report.subsets.values())
     pairs = sum(s.n_pairs for s in report.subsets.values())
     overall = with_ci(data, "overall", compact=True)
-    table.add_row("[bold]overall[/]", "", f"[bold]{overall}[/]", "", str(prompts), str(pairs))
+    table.add_row(Text("overall", style="bold"), "", Text(overall, style="bold"), "", str(prompts), str(pairs))
     return table
 
 
@@ -99,7 +101,7 @@ def judge_lines(report: EvalReport) -> list[str]:
 
 def print_report(report: EvalReport, title: str = "", console: Console | None = None) -> None:
     """Print the table, then the calibration error, the length split and a judge's verdict statistics."""
-    console = console or Console()
+    console = console or SafeConsole()  # data printed literally (cheems.terminal)
     console.print(report_table(report, title))
     eces = [f"{name} {m.ece:.3f}" for name, m in report.subsets.items() if m.ece is not None]
     if eces:

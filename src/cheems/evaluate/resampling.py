@@ -5,9 +5,9 @@ import it, and significance imports the tables that list them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -65,12 +65,28 @@ class MetricIntervals:
         return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
 
 
+Unit: TypeAlias = "Callable[[PromptOutcome], Hashable]"
+"""Which unit of the bootstrap a prompt belongs to: prompts of one unit are drawn together (a metric that needs
+them beside each other, as RewardBench 2's Ties score needs ref:N beside tied:N)."""
+
+
+def _units(prompts: Sequence[PromptOutcome], unit: Unit | None) -> list[list[int]]:
+    """The prompts' indices by unit, in order of first appearance: one prompt each without ``unit``."""
+    if unit is None:
+        return [[i] for i in range(len(prompts))]
+    groups: dict[Hashable, list[int]] = {}
+    for i, o in enumerate(prompts):
+        groups.setdefault(unit(o), []).append(i)
+    return list(groups.values())
+
+
 def metric_intervals(
     outcomes: Mapping[str, Sequence[PromptOutcome]],
     measure: Callable[[str, list[PromptOutcome]], float],
     resamples: int = 1000,
     seed: int = 0,
     level: float = 0.95,
+    unit: Unit | None = None,
 ) -> MetricIntervals:
     """Percentile bootstrap intervals of any metric: ``measure(subset, prompts)`` is a subset's accuracy of its
     judged prompts, recomputed on each resample; ``overall`` is the mean over subsets, from the same resamples.
@@ -78,22 +94,28 @@ def metric_intervals(
     The resampling is CheemsBench's own (:func:`cheems.evaluate.significance.add_intervals`): the prompts with
     pairs of each subset in turn, drawn from ``numpy.random.default_rng(seed)`` as one
     ``rng.integers(0, n, (resamples, n))`` per subset (a chunk of rows at a time), so a metric's intervals are
-    reproducible from the seed alone, whatever the metric. A subset whose ``measure`` raises ``InputError`` on a
-    resample is left ``undrawn`` (its draws are still taken, so the other subsets' stay the same).
+    reproducible from the seed alone, whatever the metric. With ``unit``, the ``n`` drawn are the subset's units
+    (:data:`Unit`, in order of first appearance), each bringing all its prompts: a cluster bootstrap.
+
+    The contract with ``measure``: a resample is a list in which a prompt (a unit) drawn k times appears k times,
+    and ``measure`` counts it k times, as it would k distinct prompts. A measure that keyed prompts by id would
+    count each once and measure a subsample (about 63% of the prompts), not a bootstrap. A subset whose
+    ``measure`` raises ``InputError`` on a resample is left ``undrawn`` (its draws are still taken, so the other
+    subsets' stay the same).
     """
     check_bootstrap(resamples, level)
     rng = np.random.default_rng(seed)
     subsets, undrawn, total = {}, {}, np.zeros(resamples)
     for name, judged in outcomes.items():
         prompts = [o for o in judged if o.pairs]  # made once: an Outcomes row becomes an object on each access
-        n = len(prompts)
+        units = _units(prompts, unit)
         draws = np.empty(resamples)
-        for start, rows in draw_rows(rng, n, resamples):
+        for start, rows in draw_rows(rng, len(units), resamples):
             for i, row in enumerate(rows, start):
                 if name in undrawn:
                     break
                 try:
-                    draws[i] = measure(name, [prompts[j] for j in row])
+                    draws[i] = measure(name, [prompts[j] for u in row for j in units[u]])
                 except InputError as e:
                     undrawn[name] = e.message
         if name not in undrawn:

@@ -5,7 +5,9 @@ It follows allenai/reward-bench: a pair is right iff score(chosen) > score(rejec
 a subset's accuracy is the share of its pairs right; a section (:data:`~cheems.data.bench_importers.
 REWARDBENCH_SECTIONS`) is the mean of its subsets weighted by :data:`EXAMPLE_COUNTS` (``rewardbench/utils.py``
 ``calculate_scores_per_section``), and the score is the mean of the four sections (``analysis/
-get_benchmark_results.py`` ``get_average_over_rewardbench`` without the retired prior sets).
+get_benchmark_results.py`` ``get_average_over_rewardbench`` without the retired prior sets). A file missing a
+whole section: upstream's ``calculate_scores_per_section`` gives that section 0, which ``--compat upstream``
+follows; strict averages the sections present (a section with no pair has no accuracy).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cheems.data.bench_layouts import REWARDBENCH_SECTIONS
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.benchmarks import pair_right, register_metric
+from cheems.evaluate.compat import Compat
 
 if TYPE_CHECKING:
     from cheems.evaluate.outcomes import PromptOutcome
@@ -50,12 +53,17 @@ EXAMPLE_COUNTS = {
 """Each subset's weight in its section (allenai/reward-bench ``rewardbench/constants.py`` ``EXAMPLE_COUNTS``)."""
 
 
-@register_metric("rewardbench", title="RewardBench", help="RewardBench sections Chat / Chat Hard / Safety / Reasoning")
-def rewardbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
+@register_metric(
+    "rewardbench", title="RewardBench", help="RewardBench sections Chat / Chat Hard / Safety / Reasoning", compat=True
+)
+def rewardbench_subset(
+    outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "", compat: Compat = "strict"
+) -> dict:
     """The ``rewardbench`` metric of one bench file: ``categories`` are RewardBench's subsets (the last part of
     each record's category, as ``cheems import rewardbench`` writes it), each with ``accuracy`` (share of its
     pairs right), ``n_prompts``, ``n_pairs`` and its ``section``; ``sections`` the weighted means of the
-    sections present; ``accuracy`` the mean of those sections (RewardBench's score); ``pooled_accuracy`` the
+    sections present; ``accuracy`` the mean of those sections (RewardBench's score; under ``compat="upstream"`` a
+    missing section counts 0 in it, as upstream's, and is listed with 0 prompts); ``pooled_accuracy`` the
     share of all pairs right. A subset outside the four sections is listed but in no section."""
     subset_of = {r.id: r.category[-1] if r.category else "" for r in records}
     hits: dict[str, list[bool]] = defaultdict(list)
@@ -91,6 +99,9 @@ def rewardbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record],
             path="--metric rewardbench",
             hint="import RewardBench's filtered split with: cheems import rewardbench IN -o OUT",
         )
+    if compat == "upstream":  # calculate_scores_per_section: total_examples == 0 -> the section's score is 0
+        empty = {"accuracy": 0.0, "n_prompts": 0, "n_pairs": 0}
+        sections = {section: sections.get(section, empty) for section in REWARDBENCH_SECTIONS}
     every = [h for subset in hits.values() for h in subset]
     return {
         "accuracy": sum(s["accuracy"] for s in sections.values()) / len(sections),

@@ -17,7 +17,8 @@ Sample = Literal["first", "random"]
 
 
 class CompatSettings(Settings):
-    """Which rules the numbers follow (``--compat`` of ``eval`` and ``bon``): :mod:`cheems.evaluate.compat`."""
+    """Which rules the numbers follow (``--compat`` of ``eval``, ``bon`` and ``score``, whose scores file then
+    feeds ``eval --scores --compat upstream``): :mod:`cheems.evaluate.compat`."""
 
     compat: Compat = Field(
         "strict",

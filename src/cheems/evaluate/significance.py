@@ -25,7 +25,7 @@ import numpy as np
 
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, Interval, Intervals, SubsetIntervals
-from cheems.evaluate.compat import Compat
+from cheems.evaluate.compat import Compat, compat_record
 from cheems.evaluate.details import Details
 from cheems.evaluate.metrics import exact_prompts, overall, subset_metrics
 from cheems.evaluate.outcomes import Outcomes
@@ -33,6 +33,7 @@ from cheems.evaluate.resampling import check_bootstrap, draw_rows, percentile_in
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
 
 def _prompt_values(runs: list[Outcomes], compat: Compat = "strict") -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +195,7 @@ class Comparison:
             "overall": self.overall.to_dict(),
             "subsets": {name: {m: d.to_dict() for m, d in diffs.items()} for name, diffs in self.subsets.items()},
             "mcnemar": self.mcnemar.to_dict(),
-        }
+        } | compat_record(self.a.compat, "cheems")
 
 
 def _pair_keys(d: Details) -> dict[tuple[str, str, str, str, str], bool]:
@@ -216,6 +217,13 @@ def _same_bench(a: Details, b: Details) -> tuple[dict, dict]:
             path=where,
             hint=hint,
         )
+    if a.compat != b.compat:  # each file's numbers follow its own rules: a difference would mix them
+        raise InputError(
+            f"the two details files follow different rules ({a.path}: --compat {a.compat}, {b.path}: --compat "
+            f"{b.compat})",
+            path=where,
+            hint="write both with the same --compat (cheems eval --compat strict|upstream --details)",
+        )
     keys_a, keys_b = _pair_keys(a), _pair_keys(b)
     if keys_a.keys() != keys_b.keys():
         only = sorted(keys_a.keys() - keys_b.keys()) or sorted(keys_b.keys() - keys_a.keys())
@@ -233,11 +241,13 @@ def _same_bench(a: Details, b: Details) -> tuple[dict, dict]:
 
 
 def _aligned(d: Details) -> dict[str, Outcomes]:
-    """Each subset's prompts with pairs, sorted by id (so both files, and A/B swapped, resample alike)."""
+    """Each subset with a ranked pair, its prompts that count sorted by id (so both files, and A/B swapped,
+    resample alike): those with pairs, and under upstream every prompt (its exact match counts them)."""
     out = {
-        name: sorted((o for o in d.outcomes[name] if o.pairs), key=lambda o: o.prompt_id) for name in sorted(d.outcomes)
+        name: sorted((o for o in d.outcomes[name] if o.pairs or d.compat == "upstream"), key=lambda o: o.prompt_id)
+        for name in sorted(d.outcomes)
     }
-    return {name: Outcomes.of(prompts) for name, prompts in out.items() if prompts}
+    return {name: Outcomes.of(prompts) for name, prompts in out.items() if any(o.pairs for o in prompts)}
 
 
 ZERO = 1e-12
@@ -258,7 +268,8 @@ def _difference(a: float, b: float, draws: np.ndarray, level: float) -> Differen
 def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> Comparison:
     """Scorer A against scorer B on the same bench: paired bootstrap over prompts and McNemar's test.
 
-    The files must come from the same bench (same fingerprint and the same pairs), else an
+    The files must come from the same bench (same fingerprint and the same pairs) and follow the same rules
+    (``--compat``: the numbers are recomputed under them, as the evaluations made theirs), else an
     ``InputError`` names both. Subsets are taken in name order, prompts in id order; each resample
     draws prompts (``rng.integers`` as for :func:`add_intervals`) and both scorers are scored on
     the same draw, so the differences are paired. Each metric's ``delta`` is A - B on the full data,
@@ -276,18 +287,19 @@ def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0
     check_bootstrap(resamples, level)
     keys_a, keys_b = _same_bench(a, b)
     prompts_a, prompts_b = _aligned(a), _aligned(b)
+    compat = a.compat  # the same as b's (_same_bench)
     rng = np.random.default_rng(seed)
     subsets, total = {}, np.zeros((2, resamples))
     for name, prompts in prompts_a.items():
-        draws = _draws(rng, [prompts, prompts_b[name]], resamples)  # (metric, scorer, resample)
-        metric_a, metric_b = subset_metrics(prompts), subset_metrics(prompts_b[name])
+        draws = _draws(rng, [prompts, prompts_b[name]], resamples, compat)  # (metric, scorer, resample)
+        metric_a, metric_b = subset_metrics(prompts, compat), subset_metrics(prompts_b[name], compat)
         subsets[name] = {
             "accuracy": _difference(metric_a.accuracy, metric_b.accuracy, draws[0, 0] - draws[0, 1], level),
             "exact_match": _difference(metric_a.exact_match, metric_b.exact_match, draws[1, 0] - draws[1, 1], level),
         }
         total += draws.mean(axis=0)
-    overall_a = overall({name: subset_metrics(p) for name, p in prompts_a.items()})
-    overall_b = overall({name: subset_metrics(p) for name, p in prompts_b.items()})
+    overall_a = overall({name: subset_metrics(p, compat) for name, p in prompts_a.items()})
+    overall_b = overall({name: subset_metrics(p, compat) for name, p in prompts_b.items()})
     total /= len(prompts_a)
     b_count = sum(right and not keys_b[key] for key, right in keys_a.items())
     c_count = sum(keys_b[key] and not right for key, right in keys_a.items())
@@ -306,14 +318,12 @@ def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0
 # ---------------------------------------------------------------- on the terminal
 def _names(result: Comparison) -> tuple[str, str]:
     """The scorers' names, or the files' when both runs name the same scorer, a path by its last parts
-    (escaped for rich markup)."""
-    from rich.markup import escape
-
+    (printed literally: the console reads no markup)."""
     from cheems.evaluate.leaderboard import short_names
 
     a, b = result.a, result.b
     names = short_names((a.scorer, b.scorer) if a.scorer != b.scorer else (a.path, b.path))
-    return escape(names[0]), escape(names[1])
+    return names[0], names[1]
 
 
 _METRICS = {"accuracy": "acc", "exact_match": "exact"}
@@ -327,6 +337,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
     """The table of differences, McNemar's test, and one sentence on the overall score."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from cheems.evaluate.report import OVERALL
     from cheems.evaluate.report_html import compact_interval
@@ -345,7 +356,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
     for i, (subset, metric, d) in enumerate([*rows, ("overall", "", result.overall)]):
         verdict = _verdict(d, alpha, name_a, name_b)
         table.add_row(
-            f"[bold]{subset}[/]" if subset == "overall" else subset,
+            Text(subset, style="bold" if subset == "overall" else ""),
             _METRICS.get(metric, metric),
             f"{d.a:.3f}",
             f"{d.b:.3f}",
@@ -356,6 +367,8 @@ def print_comparison(result: Comparison, console: Console) -> None:
             end_section=i == len(rows) - 1,
         )
     console.print(table)
+    if result.a.compat != "strict":  # the numbers are the evaluations' own, under the rules both files record
+        console.print(f"compat {result.a.compat}: exact match as the details files' evaluations computed it")
     m = result.mcnemar
     console.print(
         f"McNemar on {m.pairs} pooled pairs: A right and B wrong {m.b}, B right and A wrong {m.c}; "
@@ -377,7 +390,9 @@ def print_comparison(result: Comparison, console: Console) -> None:
     )
 
 
-def _verdict(d: Difference, alpha: float, name_a: str, name_b: str) -> str:
+def _verdict(d: Difference, alpha: float, name_a: str, name_b: str) -> Text:
+    from rich.text import Text
+
     if d.delta == 0 or d.p_value >= alpha:
-        return "not significant"
-    return f"[green]{name_a if d.delta > 0 else name_b} better[/]"
+        return Text("not significant")
+    return Text(f"{name_a if d.delta > 0 else name_b} better", style="green")

@@ -23,11 +23,12 @@ from pydantic import Field
 from cheems.data.io import ScoreKey
 from cheems.errors import InputError
 from cheems.evaluate.evaluation import BenchEvaluation, ScoredBy, evaluate_files
-from cheems.evaluate.run_settings import EvalSettings
+from cheems.evaluate.run_settings import EvalSettings, check_metric
 from cheems.settings import Text, TextList, rule
 from cheems.yamlfile import KeyPath, line_of, load_yaml_model
 
 BENCH_SUFFIX = ".jsonl"  # the files a bench folder holds: canonical records, one subset each
+NAME_SEP = "="  # --scores NAME=FILE; a bench's name never holds it
 
 
 class SuiteBench(EvalSettings):
@@ -57,6 +58,7 @@ class SuiteEntry:
     name: str
     files: list[Path]
     settings: EvalSettings
+    metric_at: tuple[int | None, str] = (None, "metric")  # the config's line and key that set its metric
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def load_suite(path: str | Path) -> Suite:
     source = str(path)
     base = Path(path).resolve().parent
     shared = config.model_dump(include=config.model_fields_set & set(EvalSettings.model_fields))
+    if "metric" in shared:  # checked even where every bench names its own: a misspelling is never silent
+        _check_metric(config.metric, source, lines, ("metric",))
     seen: dict[str, int] = {}
     entries = []
     for i, bench in enumerate(config.benches):
@@ -90,16 +94,26 @@ def load_suite(path: str | Path) -> Suite:
                 field=f"benches.{i}.name",
                 hint="give every bench its own name",
             )
+        if NAME_SEP in bench.name:  # --scores NAME=FILE ends a bench's name at its first "=": one reading only
+            raise InputError(
+                f"bench name '{bench.name}' holds '{NAME_SEP}'",
+                path=source,
+                line=line_of(lines, (*at, "name")),
+                field=f"benches.{i}.name",
+                hint=f"name it without '{NAME_SEP}' (--scores NAME=FILE splits at the first '{NAME_SEP}')",
+            )
         seen[bench.name] = i
         own = bench.model_dump(include=bench.model_fields_set & set(EvalSettings.model_fields))
         settings = EvalSettings(**(shared | own))
-        _check_metric(settings.metric, source, lines, (*at, "metric") if "metric" in own else ("metric",))
+        metric_at: KeyPath = (*at, "metric") if "metric" in own else ("metric",)
+        _check_metric(settings.metric, source, lines, metric_at)
         files = [
             f
             for j, given in enumerate(bench.bench)
             for f in _bench_files(base, given, source, lines, (*at, "bench", j))
         ]
-        entries.append(SuiteEntry(bench.name, files, settings))
+        where = (line_of(lines, metric_at), ".".join(map(str, metric_at)))
+        entries.append(SuiteEntry(bench.name, files, settings, where))
     return Suite(source, entries)
 
 
@@ -181,9 +195,12 @@ class SuiteResult:
         return out
 
     def write(self, output_json: str | Path) -> None:
-        """Write :meth:`to_dict` as ``--output-json`` does."""
+        """Write :meth:`to_dict` as ``--output-json`` does: never onto the suite config or a bench file."""
         from cheems.data.io import write_json
+        from cheems.outputs import claim_outputs
 
+        benches = [("bench", f) for run in self.runs for f in run.entry.files]
+        claim_outputs(inputs=[("CONFIG", self.source), *benches], files=[("--output-json", output_json)])
         write_json(output_json, self.to_dict())
 
 
@@ -220,6 +237,7 @@ def suite_files(
     if not isinstance(suite, Suite):
         suite = load_suite(suite)
     scored = _scored_by_bench(suite, by)
+    _check_metrics_can_read(suite, scored)
     if isinstance(by, ScoredBy) and by.scores is not None and len(suite.benches) > 1:
         _refuse_shared_ids(suite, by.scores)
     runs = []
@@ -237,6 +255,59 @@ def suite_files(
     if interval is not None:
         result.overall_ci, result.bootstrap = interval
     return result
+
+
+def suite_scores(suite: Suite, values: list[str]) -> Path | dict[str, Path] | None:
+    """What ``--scores`` gives a suite: one scores file for every bench, ``{bench name: file}``, or None (none).
+
+    The rule: a value is ``NAME=FILE`` when the text before its first ``=`` is the name of one of the suite's
+    benches (bench names hold no ``=``, :func:`load_suite`); any other value is a scores file's path, so
+    ``run=1.jsonl`` is a file unless a bench is named ``run``. A value that is both (bench ``run`` and a file
+    ``run=1.jsonl``) is refused, as is a value with ``=`` that is neither; each error says how to write it.
+    """
+    names = [entry.name for entry in suite.benches]
+    files: list[Path] = []
+    named: dict[str, Path] = {}
+    for value in values:
+        name, sep, file = value.partition(NAME_SEP)
+        if sep and name in names:
+            if Path(value).expanduser().is_file():
+                raise InputError(
+                    f"'{value}' is bench '{name}' with scores {file}, and also a file",
+                    path="--scores",
+                    hint=f"for the file, give it as ./{value} (or its full path); for the bench, rename the file",
+                )
+            if name in named:
+                raise InputError(f"bench '{name}' is given twice", path="--scores", hint="give one file per bench")
+            named[name] = Path(file)
+        elif sep and not Path(value).expanduser().exists():
+            raise InputError(
+                f"no bench named '{name}' in {suite.source}, and no scores file '{value}'",
+                path="--scores",
+                hint=f"NAME=FILE takes a bench's name (benches: {', '.join(names)}); any other value is a file path",
+            )
+        else:
+            files.append(Path(value))
+    if len(files) > 1 or (files and named):
+        raise InputError(
+            "give one --scores FILE for every bench, or --scores NAME=FILE once per bench",
+            path="--scores",
+            hint=f"e.g. --scores {names[0]}=s1.jsonl" + (f" --scores {names[1]}=s2.jsonl" if len(names) > 1 else ""),
+        )
+    return files[0] if files else named or None
+
+
+def _check_metrics_can_read(suite: Suite, scored: Mapping[str, ScoredBy]) -> None:
+    """Every bench's metric can read what scores it (eval's rule, :func:`check_metric`), checked for all the
+    benches before the first is evaluated: a judge is never asked for a bench whose metric then refuses it."""
+    for entry in suite.benches:
+        try:
+            check_metric(entry.settings.metric, None, judge=scored[entry.name].judge is not None)
+        except InputError as e:
+            line, key = entry.metric_at
+            raise InputError(
+                f"bench '{entry.name}': {e.message}", path=suite.source, line=line, field=key, hint=e.hint
+            ) from None
 
 
 def _unmatched(runs: list[SuiteBenchRun], shared: bool) -> list[ScoreKey]:
@@ -290,6 +361,7 @@ def _refuse_shared_ids(suite: Suite, scores: Path) -> None:
 def suite_table(result: SuiteResult, title: str = "") -> Any:
     """The suite as a rich table: bench | metric | score [low, high] | prompts, then the mean."""
     from rich.table import Table
+    from rich.text import Text
 
     from cheems.evaluate.report_html import with_ci
 
@@ -300,5 +372,7 @@ def suite_table(result: SuiteResult, title: str = "") -> Any:
     for name, bench in data["benches"].items():
         table.add_row(name, bench["metric"], with_ci(bench, "score", compact=True), str(bench["n_prompts"]))
     prompts = sum(b["n_prompts"] for b in data["benches"].values())
-    table.add_row("[bold]mean[/]", "", f"[bold]{with_ci(data, 'overall', compact=True)}[/]", str(prompts))
+    table.add_row(
+        Text("mean", style="bold"), "", Text(with_ci(data, "overall", compact=True), style="bold"), str(prompts)
+    )
     return table

@@ -417,7 +417,11 @@ def print_winrate_project(
     from cheems.annotate.store import TOKENS_NAME
 
     if plan.shared:
-        err.print(f"[yellow]warning:[/] {len(plan.shared)} prompt(s) have more overlap than annotators")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        err.print(
+            Text.assemble(("warning: ", "yellow"), f"{len(plan.shared)} prompt(s) have more overlap than annotators")
+        )
     console.print(
         f"planned {plan.tasks} pairwise tasks (pick vs baseline) over {plan.prompts} prompts, "
         f"overlap {settings.overlap}"

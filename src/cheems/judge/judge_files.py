@@ -69,11 +69,20 @@ def print_judge_run(run: ChatRun[JudgeResult], console: Console) -> None:
         rows.append(("both orders: consistent pairs", f"{c['consistent']} / {c['pairs']} ({rate})"))
     console.print(summary_table(f"judge: {stats.judge_model}", rows))
     if stats.pairs == 0:
-        console.print("[yellow]nothing to ask[/]: no record has two responses this judge has not compared yet")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(("nothing to ask", "yellow"), ": no record has two responses this judge has not compared yet")
+        )
     console.print(f"wrote {run.output}")
     if run.failures is not None:
+        from rich.text import Text  # a style for our words, never markup in a string
+
         console.print(
-            f"[yellow]{stats.failed_total} question(s) without a verdict[/], listed in {run.failures} "
-            "(rerun to retry connection failures; --retry-failed re-asks unparseable verdicts)"
+            Text.assemble(
+                (f"{stats.failed_total} question(s) without a verdict", "yellow"),
+                f", listed in {run.failures} (rerun to retry connection failures; --retry-failed re-asks unparseable"
+                " verdicts)",
+            )
         )
     print_budget_reached(console, stats, "question(s)", "judgements")

@@ -57,8 +57,9 @@ def run_to_files(
 ) -> ChatRun[R]:
     """Claim the run's files (``output``, its failures list, ``stats_json``; none may replace one of ``inputs``),
     ``run`` it, and write its files together (:func:`write_run`). ``what`` the run caches in ``cache``, for the
-    note of an interrupted run."""
-    from cheems.outputs import claim_outputs
+    note of an interrupted run. One run at a time writes ``output`` (:func:`cheems.outputs.run_lock`): a second
+    is refused, as it would write the file without the first one's results."""
+    from cheems.outputs import claim_outputs, run_lock
 
     side = failures_path(output)
     claim_outputs(
@@ -66,8 +67,9 @@ def run_to_files(
         files=[("--output", output), ("failures list of --output", side), ("--stats-json", stats_json)],
         note=f"finished {what} are in {cache}; rerun the same command to resume",
     )
-    result = run()
-    write_run(output, result.records, result.failures, side, stats_json, result.stats.to_dict())
+    with run_lock(output, what):
+        result = run()
+        write_run(output, result.records, result.failures, side, stats_json, result.stats.to_dict())
     return ChatRun(result, output, side if result.failures else None)
 
 
@@ -121,7 +123,12 @@ def request_rows(stats: Any, reason_text: Callable[[str], str] | None = None) ->
 def print_budget_reached(console: Console, stats: Any, items: str, cached: str) -> None:
     """What to do when the request budget ran out: rerun, the cache keeps what was done."""
     if stats.budget_exhausted:
+        from rich.text import Text  # a style for our words, never markup in a string
+
         console.print(
-            f"[yellow]request budget reached[/]: {stats.not_attempted} {items} not asked; "
-            f"rerun the same command to resume (cached {cached} are reused)"
+            Text.assemble(
+                ("request budget reached", "yellow"),
+                f": {stats.not_attempted} {items} not asked; "
+                f"rerun the same command to resume (cached {cached} are reused)",
+            )
         )

@@ -14,8 +14,9 @@ raising N asks only for the new ones.
 The output is the input records, in order, each with its N samples appended as responses
 ``{"id": "<model>-<i>", "content", "model": <model>}``; whatever the input record held (responses,
 ``reference``, ``rank``, extra keys) is kept. So a pool grows one model at a time (:func:`merge_sample`):
-a sample already in the input pool is not asked again, and a sample whose text is exactly that of
-another model's response is stored once, on that response, under both names. Samples that failed
+a sample already in the input pool is not asked again, and a sample whose text is exactly that of a response
+in the pool (another model's, a hand-written one, or this model's own) is stored once, on that response, under
+both names (the pool rule, :func:`cheems.data.schema.pool_response`). Samples that failed
 (after the retries, or a reply with no text or reasoning only: :func:`settle`) are left out and listed,
 never cached; a prompt with no response at all is left out of the output, and a run with no sample at all is an error.
 """
@@ -34,7 +35,7 @@ from pydantic import Field
 
 from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 from cheems.data.io import load_rows, parse_record
-from cheems.data.schema import Record, Response, prompt_messages
+from cheems.data.schema import Record, Response, pool_response, prompt_messages
 from cheems.errors import InputError
 from cheems.llm.client import ChatClient
 from cheems.llm.endpoint import AT_LEAST_ONE, NOT_NEGATIVE, EndpointSettings, Outcome, RequestBudget
@@ -112,12 +113,7 @@ def read_prompts(path: str | Path) -> list[Record]:
     out: list[Record] = []
     seen: dict[str, int] = {}
     for line, obj in load_rows(path):
-        if isinstance(obj, dict) and not obj.get("responses"):
-            # A record needs a response to be valid: check the rest of the row with a stand-in, then drop it.
-            record = parse_record({**obj, "responses": [{"id": "-", "content": ""}]}, str(path), line)
-            record = record.model_copy(update={"responses": []})
-        else:
-            record = parse_record(obj, str(path), line)
+        record = parse_record(obj, str(path), line, prompts=True)
         if record.id in seen:
             raise InputError(
                 f"duplicate prompt id '{record.id}' (first at line {seen[record.id]})",
@@ -276,7 +272,7 @@ class GenerateStats:
     prompts: int = 0
     samples: int = 0  # planned: the ones the input pool lacks
     in_pool: int = 0  # already in the input pool: not asked again
-    merged: int = 0  # the text of another model's response: stored on it (both names)
+    merged: int = 0  # a text the pool already holds (any model's): stored on that response (both names)
     generated: int = 0  # from the model in this run
     cached: int = 0  # taken from the cache
     failed: Counter = field(default_factory=Counter)  # reason code -> samples
@@ -369,20 +365,10 @@ class RunCounts(Protocol):
 
 
 def merge_sample(responses: list[Response], sample_id: str, content: str, model: str) -> None:
-    """Add one sample of ``model`` to a prompt's ``responses`` (in place), storing each text once.
-
-    A text equal (exactly) to a response of another model is not added again: that response gets
-    ``models`` (every model that gave the text, its own ``model`` first) and ``merged`` (the sample
-    ids stored in it), so the pool keeps who said what and a rerun knows the sample is there.
-    Otherwise the sample is appended as ``{"id": sample_id, "content", "model"}``.
-    """
-    for index, response in enumerate(responses):
-        if response.content == content and response.model not in (None, model):
-            models = list(dict.fromkeys([*response.all_models, model]))
-            update = {"models": models, "merged": [*(response.merged or []), sample_id]}
-            responses[index] = response.model_copy(update=update)
-            return
-    responses.append(Response(id=sample_id, content=content, model=model))
+    """Add one sample of ``model`` to a prompt's ``responses`` (in place) by the pool rule,
+    :func:`cheems.data.schema.pool_response`: a text already there (of any model, this one too) is stored
+    once, under every name; otherwise the sample is appended as ``{"id": sample_id, "content", "model"}``."""
+    pool_response(responses, Response(id=sample_id, content=content, model=model))
 
 
 def _in_pool(record: Record, model: str) -> set[str]:
@@ -588,9 +574,20 @@ def print_generate_run(run: ChatRun[GenerateResult], console: Console) -> None:
     console.print(summary_table(f"generate: {stats.gen_model}", rows))
     console.print(f"wrote {run.output}")
     if stats.prompts_left_out:
-        console.print(f"[yellow]{stats.prompts_left_out} prompt(s) left out[/]: no response at all (rerun to resume)")
-    if run.failures is not None:
+        from rich.text import Text  # a style for our words, never markup in a string
+
         console.print(
-            f"[yellow]{stats.failed_total} sample(s) failed[/], listed in {run.failures} (rerun to ask them again)"
+            Text.assemble(
+                (f"{stats.prompts_left_out} prompt(s) left out", "yellow"), ": no response at all (rerun to resume)"
+            )
+        )
+    if run.failures is not None:
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(
+                (f"{stats.failed_total} sample(s) failed", "yellow"),
+                f", listed in {run.failures} (rerun to ask them again)",
+            )
         )
     print_budget_reached(console, stats, "sample(s)", "samples")

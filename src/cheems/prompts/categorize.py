@@ -294,8 +294,12 @@ def print_categorize_run(run: ChatRun[CategorizeResult], console: Console) -> No
     console.print(summary_table(f"categorize: {stats.judge_model}", rows))
     console.print(f"wrote {run.output}")
     if run.failures is not None:
+        from rich.text import Text  # a style for our words, never markup in a string
+
         console.print(
-            f"[yellow]{stats.failed_total} record(s) got no category[/] (left uncategorised for people), "
-            f"listed in {run.failures}"
+            Text.assemble(
+                (f"{stats.failed_total} record(s) got no category", "yellow"),
+                f" (left uncategorised for people), listed in {run.failures}",
+            )
         )
     print_budget_reached(console, stats, "record(s)", "replies")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -30,7 +30,7 @@ from cheems.llm.sampling import read_prompts
 from cheems.models.base import prompt_text
 from cheems.models.registry import DTYPES
 from cheems.prompts.taxonomy import SEPARATOR, load_taxonomy
-from cheems.settings import Cli, Settings, one_of, rule
+from cheems.settings import Cli, Settings, invalid, one_of, rule
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,6 +91,8 @@ class FitReport:
     train: int
     held_out: int
     unlabelled: int  # prompts without a category: not used
+    repeated: int = 0  # prompts given again (the same normalised prompt): dropped before the split
+    depth: int = 2  # 2: the classes are [main, sub] paths; 1: main categories (some label gives no subcategory)
     accuracy: float | None = None  # on the whole path
     main_accuracy: float | None = None  # on the main category
     majority_accuracy: float | None = None  # always the most common training path
@@ -103,11 +105,32 @@ class FitReport:
         return dict(self.__dict__)
 
 
-def labelled(paths: Sequence[Path], settings: FitSettings) -> tuple[list[str], list[str], int]:
-    """(prompt texts, their ``main/sub`` labels, how many had no category) of the labelled files; a category that is
-    no path of the taxonomy is an ``InputError`` naming the file and the record."""
-    known = set(load_taxonomy(settings.taxonomy).paths())
-    texts, labels, unlabelled = [], [], 0
+@dataclass
+class Labelled:
+    """The labelled prompts a fit uses (:func:`labelled`)."""
+
+    texts: list[str]
+    labels: list[str]  # ``main/sub``, or ``main`` at depth 1
+    unlabelled: int  # without a category: not used
+    repeated: int  # a prompt given again (in any file, with any label): only its first labelled copy is used
+    depth: int  # 2 when every label names a [main, sub] path, else 1 (every label cut to its main category)
+
+
+def labelled(paths: Sequence[Path], settings: FitSettings) -> Labelled:
+    """The labelled files' prompts, each once, and their labels at the depth every label has: a label that names a
+    main category only makes the fit one of main categories (many labelled sources carry no subcategory).
+
+    A prompt given again (the same prompt as ``dedup`` compares it) is used once, so that no held-out prompt is also
+    a training prompt (two copies of one file would otherwise score 1.000). A category that is neither a main
+    category nor a [main, sub] path of the taxonomy is an ``InputError`` naming the file and the record."""
+    from cheems.prompts.minhash import exact_key  # numpy and datasketch: not at import
+
+    taxonomy = load_taxonomy(settings.taxonomy)
+    known = {*taxonomy.paths(), *((main.name,) for main in taxonomy.categories)}
+    seen: set[bytes] = set()
+    texts: list[str] = []
+    paths_of: list[tuple[str, ...]] = []
+    unlabelled = repeated = 0
     for path in paths:
         for record in read_prompts(path):
             if not record.category:
@@ -116,20 +139,27 @@ def labelled(paths: Sequence[Path], settings: FitSettings) -> tuple[list[str], l
             if tuple(record.category) not in known:
                 raise InputError(
                     f"record '{record.id}' has the category {record.category}, which is no [main, sub] path of the "
-                    "taxonomy",
+                    "taxonomy nor one of its main categories",
                     path=str(path),
                     field="category",
                     hint="map the labels into the taxonomy first (or pass the taxonomy they use with --taxonomy)",
                 )
+            key = exact_key(record)
+            if key in seen:
+                repeated += 1
+                continue
+            seen.add(key)
             texts.append(prompt_text(record.prompt))
-            labels.append(SEPARATOR.join(record.category))
+            paths_of.append(tuple(record.category))
+    depth = min((len(p) for p in paths_of), default=2)
+    labels = [SEPARATOR.join(p[:depth]) for p in paths_of]
     if len(set(labels)) < 2:
         raise InputError(
             f"the labelled prompts name {len(set(labels))} category path(s); a classifier needs at least 2",
             path=str(paths[0]),
             hint="give prompts of several categories",
         )
-    return texts, labels, unlabelled
+    return Labelled(texts, labels, unlabelled, repeated, depth)
 
 
 def split(labels: Sequence[str], share: float, seed: int) -> tuple[list[int], list[int]]:
@@ -178,7 +208,8 @@ def fit_classifier(paths: Sequence[Path], output: Path, settings: FitSettings) -
     from cheems.data.io import write_bytes, write_json
     from cheems.outputs import together
 
-    texts, labels, unlabelled = labelled(paths, settings)
+    data = labelled(paths, settings)
+    texts, labels = data.texts, data.labels
     train, held = split(labels, settings.held_out, settings.seed)
     vectors = embed(texts, settings.encoder, settings.max_length, settings.device, settings.dtype)
     # Standardised features: unit-length embeddings have tiny coordinates, which the default L2 penalty would
@@ -192,7 +223,7 @@ def fit_classifier(paths: Sequence[Path], output: Path, settings: FitSettings) -
     intercept = model.intercept_ - coef @ mean
     if len(classes) == 2:  # one row (the second class's log-odds): as two softmax rows, so one formula serves
         coef, intercept = np.vstack([np.zeros_like(coef), coef]), np.concatenate([[0.0], intercept])
-    report = FitReport(classes, len(train), len(held), unlabelled)
+    report = FitReport(classes, len(train), len(held), data.unlabelled, data.repeated, data.depth)
     if held:
         majority = Counter(labels[i] for i in train).most_common(1)[0][0]
         predicted = [classes[k] for k in probabilities(vectors[held], coef, intercept).argmax(axis=1)]
@@ -200,7 +231,7 @@ def fit_classifier(paths: Sequence[Path], output: Path, settings: FitSettings) -
     weights = io.BytesIO()
     np.savez(weights, coef=coef, intercept=intercept)
     meta = {"format": FORMAT, "encoder": settings.encoder, "max_length": settings.max_length, "dtype": settings.dtype}
-    meta["classes"] = classes
+    meta["classes"], meta["depth"] = classes, data.depth
     with together():  # both files or neither
         write_bytes(output / WEIGHTS, weights.getvalue())
         write_json(output / META, {**meta, "report": report.to_dict()})
@@ -227,8 +258,18 @@ class ClassifierMeta(Settings):
     encoder: str
     max_length: Annotated[int, AT_LEAST_ONE]
     dtype: Annotated[str, one_of(DTYPES, "dtype")] = "auto"  # absent in a folder written before it was recorded
-    classes: list[Annotated[str, rule(lambda c: SEPARATOR in c, "{value!r} is no main/sub path")]] = Field(min_length=2)
+    # 2: the classes are main/sub paths; 1: main categories (absent in a folder written before depth 1 was possible)
+    depth: Annotated[int, rule(lambda d: d in (1, 2), "is {value}; a class is 1 (main) or 2 (main/sub) deep")] = 2
+    classes: list[str] = Field(min_length=2)
     report: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _classes_at_depth(self) -> ClassifierMeta:
+        for index, name in enumerate(self.classes):
+            if name.count(SEPARATOR) != self.depth - 1:
+                form = "main/sub path" if self.depth == 2 else "main category (no '/')"
+                raise invalid(f"{name!r} is no {form}", "fit the classifier again", ("classes", index))
+        return self
 
 
 @dataclass
@@ -257,8 +298,12 @@ def load_classifier(folder: Path) -> Classifier:
         raise InputError(f"cannot read the classifier's weights: {e}", path=str(folder / WEIGHTS), hint=hint) from None
     k = len(meta.classes)
     numbers = coef.dtype.kind == intercept.dtype.kind == "f"
-    if not numbers or coef.ndim != 2 or coef.shape[0] != k or intercept.shape != (k,) or not np.isfinite(coef).all():
+    if not numbers or coef.ndim != 2 or coef.shape[0] != k or intercept.shape != (k,):
         raise InputError(f"the weights do not fit the {k} classes of {META}", path=str(folder / WEIGHTS), hint=hint)
+    for name, values in (("coef", coef), ("intercept", intercept)):
+        if not np.isfinite(values).all():  # NaN or inf wins every argmax: each prompt would get one class
+            bad = int((~np.isfinite(values)).sum())
+            raise InputError(f"{bad} of the {name} weights are NaN or infinite", path=str(folder / WEIGHTS), hint=hint)
     return Classifier(meta, coef, intercept)
 
 
@@ -310,10 +355,10 @@ def classify_records(
             if row[best] < settings.min_confidence:
                 stats.uncertain += 1
                 continue
-            main, sub = meta.classes[best].split(SEPARATOR, 1)
+            path = meta.classes[best].split(SEPARATOR)
             stats.assigned += 1
-            stats.by_category[main] += 1
-            out[index] = records[index].model_copy(update={"category": [main, sub]})
+            stats.by_category[path[0]] += 1
+            out[index] = records[index].model_copy(update={"category": path})
     return out, stats
 
 
@@ -363,7 +408,8 @@ def print_fit(report: FitReport, output: Path, console: Console) -> None:
     rows = [
         ("labelled prompts used (train / held out)", f"{report.train} / {report.held_out}"),
         ("without a category (not used)", str(report.unlabelled)),
-        ("category paths", str(len(report.classes))),
+        ("given again (used once, before the split)", str(report.repeated)),
+        ("category paths" if report.depth == 2 else "main categories", str(len(report.classes))),
         (
             "held-out accuracy, path (majority baseline)",
             f"{share(report.accuracy)} ({share(report.majority_accuracy)})",
@@ -374,6 +420,11 @@ def print_fit(report: FitReport, output: Path, console: Console) -> None:
         ),
     ]
     console.print(summary_table("categorize fit", rows))
+    if report.depth == 1:
+        console.print(
+            "[yellow]fitted on main categories[/]: some labels give no subcategory, so every label was cut "
+            "to its main category and apply assigns main categories only"
+        )
     if report.per_main:
         mains = list(report.per_main)
         table = Table(title="held out: true main category (rows) × predicted (columns)")
@@ -391,7 +442,13 @@ def print_fit(report: FitReport, output: Path, console: Console) -> None:
             table.add_row(name, str(int(scores["n"])), share(scores["accuracy"]), share(scores["majority"]), *cells)
         console.print(table)
     else:
-        console.print("[yellow]nothing was held out[/] (--held-out 0, or too few prompts per category): no accuracy")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(
+                ("nothing was held out", "yellow"), " (--held-out 0, or too few prompts per category): no accuracy"
+            )
+        )
     console.print(f"wrote {output}")
 
 
@@ -409,4 +466,10 @@ def print_classify_run(stats: ClassifyStats, output: Path, console: Console) -> 
     console.print(summary_table("categorize: classifier", rows))
     console.print(f"wrote {output}")
     if stats.uncertain:
-        console.print(f"[yellow]{stats.uncertain} record(s) left uncategorised[/] for people (below --min-confidence)")
+        from rich.text import Text  # a style for our words, never markup in a string
+
+        console.print(
+            Text.assemble(
+                (f"{stats.uncertain} record(s) left uncategorised", "yellow"), " for people (below --min-confidence)"
+            )
+        )

@@ -2,15 +2,19 @@
 
 Three kinds of overlap, checked in this order (the report names the first that holds):
 
-- ``exact``: the same normalised text (:mod:`cheems.prompts.textnorm`);
-- ``ngram``: a run of ``ngram`` normalised characters in common, such as a bench prompt quoted in a longer one.
+- ``exact``: the same normalised prompt, system prompt and earlier turns included (one question under another
+  system prompt is another prompt, as in ``dedup``);
+- ``ngram``: a run of ``ngram`` normalised characters in common, such as a bench prompt quoted in a longer one
+  (every bench prompt holding the run is checked, not only the first).
   GPT-3's contamination rule is 13 shared words; a Chinese word is about 1.5 characters, so 13 words are about
   20 characters. A bench prompt shorter than that overlaps only exactly or as a near duplicate, so a short prompt
   (写一首诗) inside many long ones drops none of them. The training prompt must also hold every number of the bench
   prompt: a template filled with other numbers shares its long wording, but is another question;
-- ``near``: a MinHash near duplicate with the same numbers (:mod:`cheems.prompts.minhash`);
+- ``near``: a MinHash near duplicate with the same numbers and system prompt (:mod:`cheems.prompts.minhash`);
 - ``response`` (with ``--responses``): a response that copies a bench response, the same normalised text or
-  ``ngram`` characters in common (no numbers rule: an answer's numbers are its own).
+  ``ngram`` characters in common (no numbers rule: an answer's numbers are its own). Only responses of at least
+  ``ngram`` normalised characters are compared, on either side: "？？？", "……" (nothing once normalised) or a
+  one-letter answer is given by many and copies nothing.
 
 The bench prompts are held (their n-grams as hashes, their signatures); the training records are read twice and
 never held: once to decide, once to write those kept.
@@ -31,6 +35,7 @@ from cheems.data.io import ReadResult
 from cheems.data.schema import Record
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.prompts.dedup import write_kept
 from cheems.prompts.minhash import NearIndex, NearSettings, PromptKey, prompt_key
 from cheems.prompts.textnorm import normalize
@@ -54,10 +59,16 @@ class DecontaminateSettings(NearSettings):
     )
 
 
-def record_key(shingle: int, responses: bool, record: Record) -> tuple[PromptKey, Answers]:
-    """A record's prompt key and, with ``responses``, its normalised responses (runs in the data workers)."""
+def record_key(shingle: int, responses: int, record: Record) -> tuple[PromptKey, Answers]:
+    """A record's prompt key and its normalised responses of at least ``responses`` characters (none when 0; runs in
+    the data workers)."""
     answers = tuple((r.id, normalize(r.content)) for r in record.responses) if responses else ()
-    return prompt_key(shingle, record), answers
+    return prompt_key(shingle, record), tuple((rid, text) for rid, text in answers if len(text) >= responses)
+
+
+def _answer_length(settings: DecontaminateSettings) -> int:
+    """The shortest normalised response compared with ``--responses`` (0: responses are not compared)."""
+    return settings.ngram if settings.responses else 0
 
 
 def _grams(text: str, n: int) -> Iterator[str]:
@@ -72,7 +83,11 @@ class BenchIndex:
     ids: list[str] = field(default_factory=list)
     numbers: list[frozenset[str]] = field(default_factory=list)
     exact: dict[bytes, int] = field(default_factory=dict)
-    grams: dict[int, int] = field(default_factory=dict)  # hash of an n-gram (this process's hash) -> bench number
+    # hash of (an n-gram, an anchor) -> the bench number holding it, or the numbers of every one that does (this
+    # process's hash). The anchor is the bench prompt's smallest number ("" without one): a training prompt must
+    # hold every number of the bench prompt, so it looks up only its own numbers' anchors, and a template filled
+    # with many numbers is not compared with every bench prompt of that template.
+    grams: dict[int, int | list[int]] = field(default_factory=dict)
     near: NearIndex | None = None
     # with --responses: a bench response's text, and its n-grams -> (bench number, response id)
     answer_texts: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -86,8 +101,15 @@ class BenchIndex:
         self.ids.append(key.id)
         self.numbers.append(frozenset(key.numbers))
         self.exact.setdefault(key.exact, number)
-        for gram in _grams(key.text, self.settings.ngram):
-            self.grams.setdefault(hash(gram), number)
+        anchor = min(key.numbers, default="")
+        for h in {hash((gram, anchor)) for gram in _grams(key.text, self.settings.ngram)}:
+            there = self.grams.get(h)
+            if there is None:
+                self.grams[h] = number
+            elif isinstance(there, list):
+                there.append(number)
+            else:
+                self.grams[h] = [there, number]
         for rid, text in answers:
             self.answer_texts.setdefault(text, (number, rid))
             for gram in _grams(text, self.settings.ngram):
@@ -97,10 +119,13 @@ class BenchIndex:
         """How a training record overlaps the bench (the report's entry without the training id), or None."""
         if key.exact in self.exact:
             return {"bench_id": self.ids[self.exact[key.exact]], "overlap": "exact"}
+        numbers = set(key.numbers)
+        anchors = ["", *sorted(numbers)]
         for gram in _grams(key.text, self.settings.ngram):
-            number = self.grams.get(hash(gram))
-            if number is not None and self.numbers[number] <= set(key.numbers):
-                return {"bench_id": self.ids[number], "overlap": "ngram", "shared": gram}
+            held = [self.grams.get(hash((gram, anchor))) for anchor in anchors]
+            found = [n for there in held if there is not None for n in (there if isinstance(there, list) else (there,))]
+            if hits := [n for n in found if self.numbers[n] <= numbers]:
+                return {"bench_id": self.ids[min(hits)], "overlap": "ngram", "shared": gram}
         match = self.near.match(key) if self.near is not None else None
         if match is not None:
             return {"bench_id": self.ids[match[0]], "overlap": "near", "similarity": match[1]}
@@ -161,8 +186,9 @@ def bench_index(
 ) -> BenchIndex:
     """The bench files' prompts, indexed for :meth:`BenchIndex.overlap` (bench ids are unique across the files)."""
     index = BenchIndex(settings)
-    keys = functools.partial(record_key, settings.shingle, settings.responses)
-    for key, answers in stream_records(list(bench), keys, workers=workers, progress="decontaminate: bench"):
+    keys = functools.partial(record_key, settings.shingle, _answer_length(settings))
+    bench_records = stream_records(list(bench), keys, workers=workers, progress="decontaminate: bench", prompts=True)
+    for key, answers in bench_records:
         index.add(key, answers)
     return index
 
@@ -193,7 +219,11 @@ def decontaminate_files(
     workers: int | None = None,
 ) -> DecontaminateResult:
     """Write the records of ``source`` whose prompt overlaps no prompt of the ``bench`` files to ``output`` (and the
-    report to ``report``; both files or neither), as ``cheems decontaminate``."""
+    report to ``report``; both files or neither), as ``cheems decontaminate``. The outputs are claimed first
+    (:func:`cheems.outputs.claim_outputs`): never ``source`` nor a bench file."""
+    claim_outputs(
+        inputs=[("IN", source), *(("--bench", b) for b in bench)], files=[("--output", output), ("--report", report)]
+    )
     settings = settings or DecontaminateSettings()
     bench_files = [str(b) for b in bench]
     for b in bench_files:
@@ -204,10 +234,10 @@ def decontaminate_files(
     index = bench_index(bench_files, settings, workers=workers)
     result = DecontaminateResult(bench_records=len(index.ids))
     dropped = bytearray()
-    keys = functools.partial(record_key, settings.shingle, settings.responses)
-    for key, answers in stream_records(
-        source, keys, skip_invalid=skip_invalid, workers=workers, progress="decontaminate: checking"
-    ):
+    keys = functools.partial(record_key, settings.shingle, _answer_length(settings))
+    options: dict[str, Any] = {"skip_invalid": skip_invalid, "workers": workers, "prompts": True}
+    checking = stream_records(source, keys, progress="decontaminate", log_progress=True, **options)
+    for key, answers in checking:
         result.records += 1
         found = index.overlap(key, answers)
         dropped.append(found is not None)

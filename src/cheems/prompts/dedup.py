@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cheems.data.io import ReadResult, record_line, write_lines_and_report
+from cheems.data.io import ReadResult, id_places, record_line, write_lines_and_report
 from cheems.data.stream import stream_records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 from cheems.prompts.minhash import NearIndex, NearSettings, prompt_key
 
 
@@ -53,6 +54,20 @@ class DedupResult:
         }
 
 
+def _id_clash(rid: str, sources: list[str | Path]) -> InputError:
+    """Two different prompts with one id: the error is at the second one and names the first (file:line, the
+    files read again for them)."""
+    places = id_places(sources, rid)
+    first, (path, line) = (places[0], places[1].rsplit(":", 1)) if len(places) == 2 else ("", ("IN", None))
+    return InputError(
+        f"two different prompts have the id '{rid}'" + (f" (first at {first})" if first else ""),
+        path=path,
+        line=None if line is None else int(line),
+        field="id",
+        hint="give every prompt its own id (a repeated prompt may repeat its id: it is dropped)",
+    )
+
+
 def find_duplicates(
     sources: Iterable[str | Path],
     settings: NearSettings,
@@ -61,6 +76,7 @@ def find_duplicates(
     workers: int | None = None,
 ) -> tuple[DedupResult, bytearray]:
     """The first pass: the clusters, and a flag per record read (1: dropped)."""
+    sources = list(sources)
     result = DedupResult()
     dropped = bytearray()
     first: dict[bytes, int] = {}  # normalised-text hash -> the kept record's number in the index
@@ -72,8 +88,10 @@ def find_duplicates(
         functools.partial(prompt_key, settings.shingle),
         skip_invalid=skip_invalid,
         workers=workers,
-        progress="dedup: hashing",
+        progress="dedup",
         unique_ids=False,
+        prompts=True,
+        log_progress=True,
     )
     for key in keys:
         result.records += 1
@@ -85,12 +103,7 @@ def find_duplicates(
             result.near += 1
         else:
             if key.id in kept_set:
-                raise InputError(
-                    f"two different prompts have the id '{key.id}'",
-                    path="IN",
-                    field="id",
-                    hint="give every prompt its own id (a repeated prompt may repeat its id: it is dropped)",
-                )
+                raise _id_clash(key.id, sources)
             first[key.exact] = index.add(key)
             kept_ids.append(key.id)
             kept_set.add(key.id)
@@ -124,6 +137,7 @@ def write_kept(
         workers=workers,
         progress="writing",
         unique_ids=unique_ids,
+        prompts=True,
     )
     kept = (line for line, out in zip(lines, dropped) if not out)
     write_lines_and_report(output, kept, report_path, report)
@@ -139,9 +153,11 @@ def dedup_files(
     workers: int | None = None,
 ) -> DedupResult:
     """Write the records of ``sources`` without duplicates to ``output`` (and the report to ``report``; both files or
-    neither), as ``cheems dedup``. Records in = kept + dropped (+ lines skipped with ``skip_invalid``)."""
-    settings = settings or NearSettings()
+    neither), as ``cheems dedup``. Records in = kept + dropped (+ lines skipped with ``skip_invalid``). The outputs are
+    claimed first (:func:`cheems.outputs.claim_outputs`): never one of ``sources``."""
     sources = list(sources)
+    claim_outputs(inputs=[("IN", s) for s in sources], files=[("--output", output), ("--report", report)])
+    settings = settings or NearSettings()
     result, dropped = find_duplicates(sources, settings, skip_invalid=skip_invalid, workers=workers)
     report_of = functools.partial(result.report, settings)
     write_kept(sources, dropped, output, report, report_of, result.issues, skip_invalid, workers, unique_ids=False)

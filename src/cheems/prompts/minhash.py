@@ -6,8 +6,11 @@ lines), for memory. Shingles are characters, not words: Chinese has no spaces, a
 one token of a Chinese tokenizer.
 
 Two prompts are near duplicates when the estimated Jaccard similarity of their shingle sets reaches the threshold
-AND they carry the same numbers: a template filled with other numbers (计算 3+5 / 计算 7+9) is another question,
-however alike the text around them.
+AND they are in one group (:attr:`PromptKey.group`): the same numbers, the same system prompt and the same turns. A
+template filled with other numbers (计算 3+5 / 计算 7+9) is another question, however alike the text around them,
+and one question under two system prompts is two prompts. The group is mixed into every LSH bucket's key, so
+prompts of two groups never become candidates: a pool of one template filled with many numbers costs no more
+than a pool of different prompts (comparing every candidate's numbers after LSH made it quadratic).
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import numpy as np
 from pydantic import Field
 
 from cheems.data.schema import Record
-from cheems.prompts.textnorm import normalized_prompt
+from cheems.prompts.textnorm import prompt_turns
 from cheems.settings import Settings
 
 NUM_PERM = 128
 """Hash functions per signature: the similarity estimate's standard error is at most 0.045 (√(J(1−J)/128))."""
 SEED = 1
 SCHEME = "affine32"  # datasketch 2's default: 32-bit values, unbiased for sets of a prompt's size
-_NUMBER = re.compile(r"\d+")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")  # in normalised text, which keeps signs and decimal points
 
 
 class NearSettings(Settings):
@@ -44,10 +47,13 @@ class NearSettings(Settings):
 
 
 class PromptKey(NamedTuple):
-    """What comparing a prompt needs: the hash of its normalised text, its numbers and its MinHash signature."""
+    """What comparing a prompt needs: the hash of the normalised prompt (every turn, the system prompt among them),
+    its group, its numbers, the MinHash signature of its text, and that text (the normalised content of the
+    turns other than the system prompt: what n-grams and shingles are read from)."""
 
     id: str
     exact: bytes
+    group: int  # near duplicates share it: a hash of the numbers, the system prompt and the turns' roles
     numbers: tuple[str, ...]
     signature: bytes
     text: str
@@ -77,11 +83,30 @@ def signature(text: str, n: int) -> bytes:
     return minhash.hashvalues.astype(np.uint32).tobytes()  # affine32 values are below 2**32
 
 
+def _digest(parts: list[str], size: int) -> bytes:
+    # \x1e and \x1f never survive normalisation (control characters), so the joined parts cannot be confused
+    return hashlib.blake2b("\x1e".join(parts).encode("utf-8"), digest_size=size).digest()
+
+
+def _exact(turns: list[tuple[str, str]]) -> bytes:
+    return _digest([f"{role}\x1f{content}" for role, content in turns], 16)
+
+
+def exact_key(record: Record) -> bytes:
+    """What two exact duplicates share: the hash of every turn's role and normalised content, the system prompt's
+    among them (:attr:`PromptKey.exact`)."""
+    return _exact(prompt_turns(record))
+
+
 def prompt_key(shingle: int, record: Record) -> PromptKey:
     """A record's :class:`PromptKey` (runs in the data workers)."""
-    text = normalized_prompt(record)
-    exact = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-    return PromptKey(record.id, exact, tuple(_NUMBER.findall(text)), signature(text, shingle), text)
+    turns = prompt_turns(record)
+    text = "".join(content for role, content in turns if role != "system")
+    numbers = tuple(_NUMBER.findall(text))
+    exact = _exact(turns)
+    context = [content for role, content in turns if role == "system"] + ["\x1f".join(r for r, _ in turns)]
+    group = int.from_bytes(_digest([*context, "\x1f".join(numbers)], 8), "little")
+    return PromptKey(record.id, exact, group, numbers, signature(text, shingle), text)
 
 
 def similarity(a: bytes, b: bytes) -> float:
@@ -113,17 +138,19 @@ class NearIndex:
         self._bands, self._rows = bands(threshold)
         self._mix = np.random.default_rng(SEED).integers(1, 2**63, self._rows, dtype=np.uint64) * 2 + 1
         self._buckets: list[dict[int, int | list[int]]] = [{} for _ in range(self._bands)]
-        self._keys: list[tuple[bytes, tuple[str, ...]]] = []
+        self._keys: list[tuple[bytes, int]] = []
 
-    def _band_keys(self, sig: bytes) -> list[int]:
-        values = np.frombuffer(sig, np.uint32)[: self._bands * self._rows].astype(np.uint64)
-        return (values.reshape(self._bands, self._rows) * self._mix).sum(axis=1).tolist()  # wraps around 2**64
+    def _band_keys(self, key: PromptKey) -> list[int]:
+        """The LSH bucket of each band: its values and the prompt's group, so two groups never share one."""
+        values = np.frombuffer(key.signature, np.uint32)[: self._bands * self._rows].astype(np.uint64)
+        mixed = (values.reshape(self._bands, self._rows) * self._mix).sum(axis=1)  # wraps around 2**64
+        return (mixed ^ np.uint64(key.group)).tolist()
 
     def add(self, key: PromptKey) -> int:
         """Add a prompt; its number in this index."""
         number = len(self._keys)
-        self._keys.append((key.signature, key.numbers))
-        for buckets, band in zip(self._buckets, self._band_keys(key.signature)):
+        self._keys.append((key.signature, key.group))
+        for buckets, band in zip(self._buckets, self._band_keys(key)):
             there = buckets.get(band)
             if there is None:
                 buckets[band] = number
@@ -133,18 +160,22 @@ class NearIndex:
                 buckets[band] = [there, number]
         return number
 
+    def candidates(self, key: PromptKey) -> set[int]:
+        """The numbers of the prompts added that share an LSH bucket with ``key``: the only ones compared with it."""
+        found: set[int] = set()
+        for buckets, band in zip(self._buckets, self._band_keys(key)):
+            there = buckets.get(band)
+            if there is not None:
+                found.update(there if isinstance(there, list) else (there,))
+        return found
+
     def match(self, key: PromptKey) -> tuple[int, float] | None:
         """(number, similarity) of the most similar prompt added that is a near duplicate of ``key`` (the first
         added on a tie), or None."""
-        candidates: set[int] = set()
-        for buckets, band in zip(self._buckets, self._band_keys(key.signature)):
-            there = buckets.get(band)
-            if there is not None:
-                candidates.update(there if isinstance(there, list) else (there,))
         best: tuple[int, float] | None = None
-        for i in sorted(candidates):
-            sig, numbers = self._keys[i]
-            if numbers != key.numbers:
+        for i in sorted(self.candidates(key)):
+            sig, group = self._keys[i]
+            if group != key.group:  # a collision of two groups' bucket keys
                 continue
             sim = similarity(sig, key.signature)
             if sim >= self.threshold and (best is None or sim > best[1]):

@@ -8,6 +8,7 @@ category path in the taxonomy is ``[main, sub]``; an LLM names it as ``main/sub`
 
 from __future__ import annotations
 
+import unicodedata
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
@@ -19,13 +20,30 @@ from cheems.yamlfile import load_yaml_model
 
 SEPARATOR = "/"  # between the main category and the subcategory in a path written as one string
 
+
+def _nameable(name: str) -> bool:
+    """Whether an answer can name ``name``: no '/' (nor a form of it, such as the full-width '／'), no line break and
+    no control or invisible character (zero-width space, joiner, direction mark: names differing only by one
+    look the same), and no white space around it."""
+    if SEPARATOR in unicodedata.normalize("NFKC", name) or name != name.strip():
+        return False
+    return not any(unicodedata.category(c) in ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp") for c in name)
+
+
+def same_name(name: str) -> str:
+    """What two names must not share: their NFKC form (``ＡＩ`` and ``AI`` look alike to people and to an LLM)."""
+    return unicodedata.normalize("NFKC", name)
+
+
 Name = Annotated[
     str,
     rule(lambda name: bool(name.strip()), "a category name is empty", "write the name, or remove the entry"),
     rule(
-        lambda name: SEPARATOR not in name and name == name.strip(),
-        "{value!r}: a category name may not hold '/' or start or end with white space",
-        "'/' separates the main category from the subcategory in a path; rename it",
+        _nameable,
+        "{value!r}: a category name may not hold '/' (or '／'), a line break or an invisible or control character, "
+        "nor start or end with white space",
+        "'/' separates the main category from the subcategory in a path, and an answer must name the category "
+        "exactly; rename it",
     ),
 ]
 
@@ -41,11 +59,11 @@ class MainCategory(Settings):
     def _unique_subcategories(self) -> MainCategory:
         seen: set[str] = set()
         for index, sub in enumerate(self.subcategories):
-            if sub in seen:
+            if same_name(sub) in seen:
                 raise invalid(
                     f"subcategory {sub!r} of {self.name!r} is listed twice", "remove one", ("subcategories", index)
                 )
-            seen.add(sub)
+            seen.add(same_name(sub))
         return self
 
 
@@ -58,9 +76,9 @@ class Taxonomy(Settings):
     def _unique_main(self) -> Taxonomy:
         seen: set[str] = set()
         for index, main in enumerate(self.categories):
-            if main.name in seen:
+            if same_name(main.name) in seen:
                 raise invalid(f"main category {main.name!r} is listed twice", "merge the two", ("categories", index))
-            seen.add(main.name)
+            seen.add(same_name(main.name))
         return self
 
     def paths(self) -> list[tuple[str, str]]:

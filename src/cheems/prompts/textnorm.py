@@ -3,9 +3,13 @@
 Two prompts that differ only in ways a reader does not notice normalise to the same string:
 
 - Unicode NFKC, which also folds full-width letters, digits and signs to half width (``ＡＢＣ１２３`` → ``ABC123``);
-- case (``casefold``);
+- case (``casefold``), except in code-like text (:data:`CODE`: a call ``f(``, an index ``a[``, an assignment
+  ``x =``, an attribute ``a.b``, ``snake_case``, braces or a backtick), where case is meaning
+  (``print(A)`` is not ``Print(a)``);
 - whitespace and punctuation, Chinese and Western (``，。？！“”、`` and ``,.?!"``), removed: Chinese has no spaces
-  between words, so a removed space never joins two words that were apart;
+  between words, so a removed space never joins two words that were apart. Punctuation inside a number or a
+  formula (:data:`FORMULA`: ``-5``, ``1.5``, ``(2+3)*4``, ``1/2``, ``50%``, ``1,000``, ``2:30``, ``1、2``) is kept:
+  there it is meaning (``1.5`` is not ``15``, ``-5`` is not ``5``);
 - traditional characters, converted to simplified with OpenCC's ``t2s`` tables (``opencc-python-reimplemented``).
 
 A multi-turn prompt is compared by its full text: every turn's content, in order.
@@ -14,6 +18,7 @@ A multi-turn prompt is compared by its full text: every turn's content, in order
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from pathlib import Path
 
@@ -39,26 +44,48 @@ def _converter() -> tuple[object, frozenset[str]]:
     return opencc.OpenCC("t2s"), frozenset(traditional)
 
 
-def _kept(char: str) -> bool:
-    # P*: punctuation; Z*: separators; C*: control and format characters (zero-width spaces among them)
-    return unicodedata.category(char)[0] not in "PZC" and not char.isspace()
+_MARKS = r"-+*/^=<>%.,:()\[\]、"
+FORMULA = re.compile(rf"[-+(\[.]*\d(?:[{_MARKS}\d]*[\d)\]%])?")
+"""A number or formula (after NFKC, without white space): it starts with a sign, a bracket or a decimal point
+and its first digit, and ends with a digit, a closing bracket or ``%``; its punctuation is kept."""
+CODE = re.compile(r"`|[{}]|[A-Za-z_][A-Za-z0-9_]*(?:[(\[]|=|\.[A-Za-z_])|[A-Za-z0-9]_[A-Za-z0-9]")
+"""Text that looks like code keeps its case (in NFKC text, before white space and punctuation are removed)."""
+
+
+def _blank(char: str) -> bool:
+    # Z*: separators; C*: control and format characters (zero-width spaces among them)
+    return unicodedata.category(char)[0] in "ZC" or char.isspace()
+
+
+def _punctuation(char: str) -> bool:
+    return unicodedata.category(char)[0] == "P"
+
+
+def _without_punctuation(text: str) -> str:
+    """``text`` without punctuation, except inside the numbers and formulas :data:`FORMULA` finds."""
+    parts, at = [], 0
+    for match in FORMULA.finditer(text):
+        parts.append("".join(c for c in text[at : match.start()] if not _punctuation(c)))
+        parts.append(match.group())
+        at = match.end()
+    parts.append("".join(c for c in text[at:] if not _punctuation(c)))
+    return "".join(parts)
 
 
 def normalize(text: str) -> str:
-    """``text`` as prompts are compared: NFKC (full to half width), case-folded, without whitespace or punctuation,
-    traditional characters as simplified."""
-    text = "".join(c for c in unicodedata.normalize("NFKC", text).casefold() if _kept(c))
+    """``text`` as prompts are compared: NFKC (full to half width), case-folded unless code-like, without
+    whitespace or punctuation (but numbers and formulas whole), traditional characters as simplified."""
+    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")  # the minus sign is a hyphen-minus
+    if not CODE.search(text):
+        text = text.casefold()
+    text = _without_punctuation("".join(c for c in text if not _blank(c)))
     converter, traditional = _converter()
     if traditional.isdisjoint(text):
         return text
     return converter.convert(text)  # type: ignore[attr-defined]
 
 
-def prompt_text(record: Record) -> str:
-    """A record's prompt as one text: a multi-turn prompt is every turn's content, in order."""
-    return "\n".join(m["content"] for m in prompt_messages(record.input))
-
-
-def normalized_prompt(record: Record) -> str:
-    """The normalised text of a record's prompt (:func:`normalize` of :func:`prompt_text`)."""
-    return normalize(prompt_text(record))
+def prompt_turns(record: Record) -> list[tuple[str, str]]:
+    """(role, normalised content) of every turn of a record's prompt as a model sees it: its ``sys_prompt`` as the
+    first, system turn, then the earlier turns of a multi-turn prompt, then the question."""
+    return [(m["role"], normalize(m["content"])) for m in prompt_messages(record.prompt)]

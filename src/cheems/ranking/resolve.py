@@ -20,6 +20,7 @@ from cheems.data.io import ReadResult, write_lines_and_report
 from cheems.data.schema import Comparison, Record
 from cheems.data.stream import Records
 from cheems.errors import InputError
+from cheems.outputs import claim_outputs
 
 
 def preference_graph(record: Record) -> nx.DiGraph:
@@ -177,7 +178,8 @@ def resolve_file(
 ) -> tuple[ResolveStats, list[InputError], ReadResult]:
     """Resolve a record file into ``output`` (and its pooled conflict statistics into ``stats_json``), streamed,
     as ``cheems resolve``: the statistics, a warning for each prompt with responses no comparison mentions,
-    and the lines skipped."""
+    and the lines skipped. The outputs are claimed first (:func:`cheems.outputs.claim_outputs`): never ``source``."""
+    claim_outputs(inputs=[("IN", source)], files=[("--output", output), ("--stats-json", stats_json)])
     stats, unmentioned = ResolveStats(), list[tuple[str, list[str]]]()
     records = Records([source], skip_invalid=skip_invalid, workers=workers, label="resolving")
     write_lines_and_report(output, resolve_step(records, stats, unmentioned), stats_json, stats.to_dict)

@@ -195,7 +195,7 @@ def resume(accelerator: Any, output: Path, config: Any, data: str, say: Callable
     """
     checkpoint = latest_checkpoint(output)
     if checkpoint is None:
-        say(f"[yellow]resume[/]: no checkpoint in {output / CHECKPOINTS}; starting from scratch")
+        say(f"resume: no checkpoint in {output / CHECKPOINTS}; starting from scratch")
         return None
     changed = changed_settings(checkpoint, config.to_dict())
     saved = _state(checkpoint).get("data")
@@ -226,7 +226,7 @@ def resume(accelerator: Any, output: Path, config: Any, data: str, say: Callable
     position = read_position(checkpoint)
     if changed:
         say(
-            f"[yellow]warning[/] resuming with changed settings ({', '.join(changed)}): "
+            f"warning: resuming with changed settings ({', '.join(changed)}): "
             "the result will differ from an uninterrupted run"
         )
     say(f"resumed from {checkpoint} (step {position.global_step}, epoch {position.epoch + 1}, batch {position.micro})")

@@ -50,8 +50,13 @@ class TrainLogger:
                     str(output / "tensorboard"), purge_step=resume_step + 1 if resume_step else None
                 )
             except ImportError:
+                from rich.text import Text  # a style for our words, never markup in a string
+
                 console.print(
-                    "[yellow]warning[/] tensorboard is not installed (pip install tensorboard); logging to CSV only",
+                    Text.assemble(
+                        ("warning ", "yellow"),
+                        "tensorboard is not installed (pip install tensorboard); logging to CSV only",
+                    ),
                     soft_wrap=True,
                 )
 

@@ -127,15 +127,19 @@ def train(config: TrainConfig | str | Path | None = None, /, **settings: Any) ->
     ``config``: a :class:`TrainConfig`, or a YAML config file as ``cheems train --config`` reads it;
     ``settings``: :class:`TrainConfig` fields (``data``, ``output``, ``model``, ``epochs``, ...), over the
     file's, as ``cheems train``'s options are. ``cheems.train(data=["train.jsonl"], output="rm")`` is
-    ``cheems train --data train.jsonl --output rm``. A bad setting raises ``InputError``.
+    ``cheems train --data train.jsonl --output rm``. A bad setting raises ``InputError``, and so does an
+    ``output`` that is, holds or lies inside the model, a data file, an eval bench or the config file — even
+    with ``overwrite=True`` (:func:`~cheems.train.config.check_run`, what ``cheems train`` checks).
     """
-    from cheems.train.config import load_config
+    from cheems.train.config import check_run, load_config
     from cheems.yamlfile import validate_config
 
+    config_path = None if isinstance(config, TrainConfig) else config
     if isinstance(config, TrainConfig):
         config = validate_config({**config.to_dict(), **settings}, TrainConfig)
     else:
         config = load_config(config, settings)
+    check_run(config, config_path, model_given="model" in settings)  # before any training work
     return train_reward_model(config).output_dir
 
 
