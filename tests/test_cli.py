@@ -41,7 +41,6 @@ BAD_INPUTS = {
         bad(responses=[{"id": "r1", "content": "a"}, {"id": "r1", "content": "b"}], comparisons=[]),
         "duplicate response id 'r1'",
     ),
-    "empty responses": (bad(responses=[], comparisons=[]), "'responses' is empty"),
     "non-string content": (bad(responses=[{"id": "r1", "content": 3}], comparisons=[]), "responses.0.content"),
     "comparison names unknown id": (bad(comparisons=[{"a": "r1", "b": "zz", "label": "a"}]), "unknown response 'zz'"),
     "bad label": (bad(comparisons=[{"a": "r1", "b": "r2", "label": "better"}]), "comparisons.0.label"),
@@ -58,6 +57,17 @@ def test_bad_input_is_one_clear_line_with_file_and_line(tmp_path, case):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert f"{path}:2" in lines[0] and expected in lines[0]
+
+
+def test_empty_responses_are_a_prompt_pool_for_validate_and_one_line_for_resolve(tmp_path):
+    # a prompt pool (no responses yet) is valid input to the prompt-side commands; resolve needs responses
+    path = write_jsonl(tmp_path / "in.jsonl", [GOOD | {"id": "p0"}, bad(responses=[], comparisons=[])])
+    assert cheems("validate", path).returncode == 0
+    result = cheems("resolve", path, "-o", tmp_path / "out.jsonl")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{path}:2" in lines[0] and "'responses' is empty" in lines[0], result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 @pytest.mark.parametrize("content,expected", [("", "file is empty"), (None, "no such file")])

@@ -99,15 +99,15 @@ def test_categorize_apply_shows_class_names_escaped(encoder, tmp_path, monkeypat
     clf = tmp_path / "clf"
     fit = ["categorize", "fit", write_jsonl(tmp_path / "l.jsonl", rows), "-o", clf, "--encoder", encoder]
     assert run_main(*fit, "--device", "cpu", monkeypatch=monkeypatch, capsys=capsys).returncode == 0
-    # a classifier folder is a file from anywhere: its class names are data like any category
-    meta = json.loads((clf / META).read_text(encoding="utf-8"))
-    hostile = {"数学": TITLE, "写作": "[bold]x[/b]" + BIDI}
-    meta["classes"] = [hostile[c.split("/")[0]] + c[c.index("/") :] for c in meta["classes"]]
-    (clf / META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
     prompts = write_jsonl(
         tmp_path / "p.jsonl", [{"id": f"q{k}", "input": f"{sub}题目{k}"} for k, (_, sub) in enumerate(labels)]
     )
     out = tmp_path / "out.jsonl"
+    # a classifier folder is a file from anywhere: its class names are data like any category ("/" parts them)
+    meta = json.loads((clf / META).read_text(encoding="utf-8"))
+    hostile = {"数学": TITLE, "写作": "[bold]x[b]" + BIDI}
+    meta["classes"] = [hostile[c.split("/")[0]] + c[c.index("/") :] for c in meta["classes"]]
+    (clf / META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
     proc = run_main(
         "categorize", "apply", prompts, "-o", out, "--classifier", clf, monkeypatch=monkeypatch, capsys=capsys
     )
