@@ -14,9 +14,75 @@ neither torch nor the readers. ``cheems.__version__`` is the installed package's
 """
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cheems.runtime import lazy_exports, package_version
+
+if TYPE_CHECKING:  # what type checkers see: every name of _EXPORTS with its real type (at run time each is lazy)
+    from cheems.curate.debias import DebiasSettings as DebiasSettings
+    from cheems.curate.debias import debias_file as debias_file
+    from cheems.curate.debias import length_debias as length_debias
+    from cheems.curate.distant import DistantSettings as DistantSettings
+    from cheems.curate.distant import distant_file as distant_file
+    from cheems.curate.distant import distant_supervision as distant_supervision
+    from cheems.curate.filters import FilterConfig as FilterConfig
+    from cheems.curate.filters import filter_file as filter_file
+    from cheems.curate.filters import filter_records as filter_records
+    from cheems.curate.recipe import Recipe as Recipe
+    from cheems.curate.recipe import load_recipe as load_recipe
+    from cheems.curate.recipe import run_recipe as run_recipe
+    from cheems.curate.subsets import merge_subsets as merge_subsets
+    from cheems.data.dataset_stats import file_stats as file_stats
+    from cheems.data.importers import ImportSettings as ImportSettings
+    from cheems.data.importers import convert_file as convert_file
+    from cheems.data.io import ReadResult as ReadResult
+    from cheems.data.io import read_scores as read_scores
+    from cheems.data.io import write_records as write_records
+    from cheems.data.io import write_scores as write_scores
+    from cheems.data.schema import Record as Record
+    from cheems.data.split import SplitSettings as SplitSettings
+    from cheems.data.split import split_file as split_file
+    from cheems.data.stream import read_records as read_records
+    from cheems.errors import InputError as InputError
+    from cheems.evaluate.bench import EvalReport as EvalReport
+    from cheems.evaluate.bench import load_bench as load_bench
+    from cheems.evaluate.bon_files import bon_files as bon_files
+    from cheems.evaluate.distribution import validate_files as validate_files
+    from cheems.evaluate.evaluation import ScoredBy as ScoredBy
+    from cheems.evaluate.evaluation import bon as bon
+    from cheems.evaluate.evaluation import compare as compare
+    from cheems.evaluate.evaluation import evaluate as evaluate  # the package cheems.evaluate, called
+    from cheems.evaluate.evaluation import evaluate_files as evaluate_files
+    from cheems.evaluate.evaluation import score as score
+    from cheems.evaluate.evaluation import score_files as score_files
+    from cheems.evaluate.leaderboard import load_leaderboard
+    from cheems.evaluate.run_settings import BonSettings as BonSettings
+    from cheems.evaluate.run_settings import EvalSettings as EvalSettings
+    from cheems.evaluate.run_settings import WinrateSettings as WinrateSettings
+    from cheems.evaluate.suite import load_suite as load_suite
+    from cheems.evaluate.suite import suite_files as suite_files
+    from cheems.evaluate.winrate import winrate_files as winrate_files
+    from cheems.judge.judge_files import judge_files as judge_files
+    from cheems.judge.judge_settings import JudgeSettings as JudgeSettings
+    from cheems.judge.judging import judge_records
+    from cheems.llm.sampling import GenerateSettings as GenerateSettings
+    from cheems.llm.sampling import generate_files as generate_files
+    from cheems.models.base import Scorer as Scorer
+    from cheems.models.registry import load_scorer as load_scorer
+    from cheems.models.score_cache import ScoreCache as ScoreCache
+    from cheems.models.scoring import ScoringSettings as ScoringSettings
+    from cheems.ranking.pairs import training_pairs as training_pairs
+    from cheems.ranking.resolve import resolve_file as resolve_file
+    from cheems.ranking.resolve import resolve_file_records
+    from cheems.ranking.resolve import resolve_record as resolve_record
+    from cheems.train.config import TrainConfig as TrainConfig
+    from cheems.train.trainer import train as train  # the package cheems.train, called
+
+    # public under another name than their module's (an ``import x as y`` would not re-export them to pyright)
+    judge = judge_records  # the package cheems.judge, called
+    leaderboard = load_leaderboard
+    resolve = resolve_file_records
+    __version__: str
 
 _EXPORTS = {
     # records

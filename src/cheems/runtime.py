@@ -352,18 +352,32 @@ def callable_package(module: Any, target: str) -> None:
 
     ``cheems.evaluate``, ``cheems.judge`` and ``cheems.train`` are each a package and the public function of that
     name: the package stays the package (``import cheems.evaluate.significance`` and ``from cheems.train import
-    config`` work as ever) and calling it calls the function.
+    config`` work as ever) and calling it calls the function. The package reads as the function too:
+    ``inspect.signature`` gives the function's, and its ``__doc__`` is the function's signature and docstring, which
+    is what ``help(cheems.evaluate)`` shows (the package's own notes stay in its source).
     """
     import importlib
+    import inspect
     import types
 
     submodule, _, name = target.partition(":")
+    public = module.__name__.rpartition(".")[2]
+
+    def function() -> Any:
+        return getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)
 
     class _Callable(types.ModuleType):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             from cheems.arguments import checked  # the public function: its arguments checked as cheems.NAME's are
 
-            target = getattr(importlib.import_module(f"{module.__name__}.{submodule}"), name)
-            return checked(target, module.__name__.rpartition(".")[2])(*args, **kwargs)
+            return checked(function(), public)(*args, **kwargs)
+
+        @property
+        def __signature__(self) -> inspect.Signature:  # read by inspect.signature
+            return inspect.signature(function())
+
+        @property
+        def __doc__(self) -> str:  # type: ignore[override]  # read by help(): the function imported only then
+            return f"{public}{inspect.signature(function())}\n\n{inspect.getdoc(function()) or ''}"
 
     module.__class__ = _Callable
