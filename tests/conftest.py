@@ -58,3 +58,11 @@ def serve_project(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def own_cache_dir(tmp_path_factory, monkeypatch) -> None:
+    """Each test's caches (scores, verdicts, samples) in a folder of its own: the commands and the library both
+    default to $CHEEMS_CACHE_DIR, and a score cached by another test, or by a developer's own runs, must not answer
+    for a scorer whose calls a test counts."""
+    monkeypatch.setenv("CHEEMS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))

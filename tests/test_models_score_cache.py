@@ -222,3 +222,46 @@ def test_scores_handed_on_before_a_failure_are_cached(tmp_path, error):
         records(), load_scorer("length"), progress=False
     )
     assert counting.items == 3  # 5 responses, 2 of them cached by the stopped run
+
+
+def _cached_rows(path: Path) -> list[tuple[str, str, float]]:
+    with sqlite3.connect(path) as conn:
+        return sorted(conn.execute("SELECT fingerprint, item, score FROM scores"))
+
+
+def test_the_library_uses_the_commands_score_cache_by_default(monkeypatch, tmp_path):
+    """``cheems.score`` / ``cheems.evaluate`` / ``cheems.bon`` without ``cache=`` read and fill the file
+    ``cheems score`` does without ``--cache`` (issue 32), and hit what the command cached; ``cache=None`` is
+    ``--no-cache``."""
+    import cheems
+    from helpers import run_cheems
+
+    demo = Path(cheems.__file__).parent / "assets" / "demo" / "open.jsonl"
+    commands, library = tmp_path / "commands", tmp_path / "library"
+    proc = run_cheems(
+        "score",
+        "--model",
+        "length",
+        "--bench",
+        demo,
+        "-o",
+        tmp_path / "s.jsonl",
+        env={"CHEEMS_CACHE_DIR": str(commands)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    bench = cheems.load_bench([demo])
+    monkeypatch.setenv("CHEEMS_CACHE_DIR", str(library))
+    cheems.score(bench, cheems.load_scorer("length"), cache=None)
+    cheems.evaluate(bench, cheems.load_scorer("length"), resamples=0, cache=None)
+    assert not library.exists()
+    cheems.score(bench, cheems.load_scorer("length"))
+    assert _cached_rows(library / "scores.sqlite") == _cached_rows(commands / "scores.sqlite")
+    (library / "scores.sqlite").unlink()
+    cheems.evaluate(bench, cheems.load_scorer("length"), resamples=0)
+    cheems.bon(bench["open"], cheems.load_scorer("length"))
+    assert _cached_rows(library / "scores.sqlite") == _cached_rows(commands / "scores.sqlite")
+
+    monkeypatch.setenv("CHEEMS_CACHE_DIR", str(commands))  # the command's entries are hits: the scorer never runs
+    counting = Counting(cheems.load_scorer("length"))
+    assert cheems.score(bench, counting) == cheems.read_scores(tmp_path / "s.jsonl")
+    assert counting.calls == 0

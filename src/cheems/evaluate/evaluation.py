@@ -22,6 +22,7 @@ from cheems.evaluate.details import Details, read_details
 from cheems.evaluate.run_settings import EvalSettings, Sample, check_metric
 from cheems.evaluate.significance import Comparison, add_intervals, compare_details
 from cheems.models.base import Scorer
+from cheems.models.score_cache import DEFAULT_SCORE_CACHE
 from cheems.models.scoring import ScoringSettings
 
 if TYPE_CHECKING:
@@ -37,15 +38,15 @@ Bench = Mapping[str, list[Record]]
 
 
 def score(
-    bench: Bench, scorer: Scorer, *, cache: ScoreCache | None = None, compat: Compat = "strict"
+    bench: Bench, scorer: Scorer, *, cache: ScoreCache | None = DEFAULT_SCORE_CACHE, compat: Compat = "strict"
 ) -> dict[ScoreKey, float]:
     """Score every response of a bench (:func:`cheems.load_bench`) with a scorer (:func:`cheems.load_scorer`).
 
-    Returns ``{(prompt_id, response_id): score}``, the rows ``cheems score`` writes. ``cache``: a
-    :class:`cheems.models.ScoreCache` to read and fill (``ScoreCache()`` is the CLI's default file); None
-    scores everything afresh. All in one call, so that a model's length bucketing spans the whole bench
-    (:func:`score_files` scores files a chunk at a time). ``compat="upstream"`` scores a record's input without
-    its ``sys_prompt`` (:func:`as_read`).
+    Returns ``{(prompt_id, response_id): score}``, the rows ``cheems score`` writes. ``cache``: the
+    :class:`cheems.models.ScoreCache` read and filled, by default the commands' file (``ScoreCache()``, as
+    ``cheems score`` without ``--cache``); None scores everything afresh (``--no-cache``). All in one call, so
+    that a model's length bucketing spans the whole bench (:func:`score_files` scores files a chunk at a time).
+    ``compat="upstream"`` scores a record's input without its ``sys_prompt`` (:func:`as_read`).
     """
     records = (r for records in as_read(bench, compat).values() for r in records)
     return dict(score_responses(records, scorer, cache, chunk=None))
@@ -74,14 +75,15 @@ def evaluate(
     source: str | None = None,
     resamples: int = 1000,
     seed: int = 0,
-    cache: ScoreCache | None = None,
+    cache: ScoreCache | None = DEFAULT_SCORE_CACHE,
     progress: bool = True,
     compat: Compat = "strict",
     checks: Which = "cheap",
 ) -> EvalReport:
     """CheemsBench's metrics of a bench judged ``by`` a scorer, a scores table or an LLM judge.
 
-    - ``by``: a :class:`cheems.models.Scorer` (scored here, through ``cache`` when given), a mapping
+    - ``by``: a :class:`cheems.models.Scorer` (scored here, through ``cache``: by default the commands' score
+      cache, None for none, as :func:`score`), a mapping
       ``{(prompt_id, response_id): score}`` (:func:`cheems.data.read_scores` reads a scores file), or a
       :class:`cheems.judge.JudgeSettings` (the judge's verdicts are cached in its ``cache`` file);
     - ``source``: the name the report gives what was evaluated (default: the scorer's name, ``scores``,
@@ -154,11 +156,12 @@ def bon(
     sample: Sample = "first",
     seed: int = 0,
     source: str | None = None,
-    cache: ScoreCache | None = None,
+    cache: ScoreCache | None = DEFAULT_SCORE_CACHE,
     compat: Compat = "strict",
 ) -> BonResult:
     """Best-of-N: pick the best-scored response of each prompt of ``pool``, scored ``by`` a scorer (through
-    ``cache`` when given) or a scores table; with gold ranks or scores, the best-of-n curve.
+    ``cache``, by default the commands' score cache, as :func:`score`) or a scores table; with gold ranks or
+    scores, the best-of-n curve.
 
     ``result.picks`` are the rows ``cheems bon -o`` writes, ``result.to_dict()`` its ``--output-json``.
     ``n``, ``sample``, ``seed``, ``compat`` as ``-n``, ``--sample``, ``--seed``, ``--compat`` (upstream: a scorer

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Final
 
 from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 from cheems.data.io import ScoreKey
@@ -32,10 +33,23 @@ def default_cache_path() -> Path:
 
 
 class ScoreCache:
-    """Scores on disk, keyed by scorer fingerprint and item digest. Safe across processes (WAL)."""
+    """Scores on disk, keyed by scorer fingerprint and item digest. Safe across processes (WAL).
+
+    ``ScoreCache()`` is the commands' file (:func:`default_cache_path`, read at each use, as a command reads it
+    at its start): what ``cheems score`` and ``cheems eval`` use without ``--cache``, and what the library's
+    ``cache`` arguments default to (:data:`DEFAULT_SCORE_CACHE`).
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+        self.given = Path(path).expanduser() if path is not None else None
+
+    @property
+    def path(self) -> Path:
+        """The file: the one given, else the commands' default."""
+        return self.given if self.given is not None else default_cache_path()
+
+    def __repr__(self) -> str:  # as help() shows a default argument
+        return f"ScoreCache({str(self.given)!r})" if self.given is not None else "ScoreCache()"
 
     def _connect(self) -> sqlite3.Connection:
         return open_cache_db(
@@ -72,6 +86,9 @@ class ScoreCache:
                 "INSERT OR REPLACE INTO scores (fingerprint, item, score) VALUES (?, ?, ?)",
                 [(fingerprint, d, float(s)) for d, s in scores.items()],
             )
+
+
+DEFAULT_SCORE_CACHE: Final = ScoreCache()  # cheems.score/evaluate/bon's default cache: the commands' file
 
 
 class _Keeper:
