@@ -101,7 +101,9 @@ def _write_failure(e: sqlite3.Error, path: Path, what: str, hint: str) -> InputE
     return None
 
 
-def select_in(conn: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Sequence[str]) -> Iterator[tuple]:
+def select_in(
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Sequence[str]
+) -> Iterator[tuple[Any, ...]]:
     """Rows of ``sql`` for every key, ``{marks}`` in ``sql`` standing for one chunk's ``?`` list after ``params``."""
     for start in range(0, len(keys), CHUNK):
         chunk = keys[start : start + CHUNK]

@@ -89,7 +89,7 @@ class RunSettings(Settings):
     )
 
 
-def invalid(message: str, hint: str | None = None, at: str | tuple | None = None) -> PydanticCustomError:
+def invalid(message: str, hint: str | None = None, at: str | tuple[Any, ...] | None = None) -> PydanticCustomError:
     """The error a validator raises: ``message`` as the user reads it, ``hint`` how to fix it, and
     ``at`` the key (or key path, a tuple) below the validated one that is wrong (its line is the one shown)."""
     return PydanticCustomError("cheems", message, {"hint": hint, "at": at})

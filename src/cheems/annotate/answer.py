@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -114,7 +114,7 @@ class Verdict(BaseModel):
 Sent = TypeVar("Sent", Answer, Verdict)
 
 
-def field_error(errors: Sequence[Mapping]) -> str:
+def field_error(errors: Sequence[Mapping[str, Any]]) -> str:
     """The first of pydantic's ``errors`` as one line ``where: what``; the field path is cut short and the
     value sent is never quoted."""
     if not errors:
@@ -138,7 +138,7 @@ def read_json(text: str | bytes) -> object:
         raise AnswerError(f"body: not JSON ({str(e)[:80]})") from None
 
 
-def read_body(model: type[Sent], sent: str | bytes | Mapping | object) -> Sent:
+def read_body(model: type[Sent], sent: str | bytes | Mapping[str, Any] | object) -> Sent:
     """``sent`` (JSON text, or already decoded: a form's fields) as ``model``, or AnswerError naming the
     first bad field."""
     try:
@@ -213,7 +213,7 @@ def check_answer(answer: Answer, keys: Sequence[str], texts: Mapping[str, str] |
     return levels
 
 
-def by_id(answer: Answer, levels: list[list[str]], shown: Sequence[str]) -> dict:
+def by_id(answer: Answer, levels: list[list[str]], shown: Sequence[str]) -> dict[str, Any]:
     """The answer with keys replaced by response ids (``shown[i]`` is key ``KEYS[i]``), as stored."""
     rid = {KEYS[i]: r for i, r in enumerate(shown)}
     return {
@@ -226,7 +226,7 @@ def by_id(answer: Answer, levels: list[list[str]], shown: Sequence[str]) -> dict
     }
 
 
-def by_key(stored: StoredAnswer, shown: Sequence[str]) -> dict:
+def by_key(stored: StoredAnswer, shown: Sequence[str]) -> dict[str, Any]:
     """A stored answer (by response id) in the keys of ``shown`` (the API's shape, ranking as text)."""
     key = {r: KEYS[i] for i, r in enumerate(shown)}
     return {

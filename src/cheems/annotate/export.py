@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cheems.annotate.answer import format_ranking, pair_labels
 from cheems.annotate.snapshot import AnswerRow, Snapshot
@@ -81,7 +82,7 @@ def export_records(snapshot: Snapshot) -> tuple[list[Record], ExportStats]:
 def answer_comparisons(answer: AnswerRow, order: Sequence[str], shown: Sequence[str] | None = None) -> list[Comparison]:
     """One comparison per pair of the task's responses (``a`` before ``b`` in ``order``, the record's order),
     with ``shown`` (``"ab"``/``"ba"``) when the order the annotator saw is given."""
-    extra: dict = {"task_id": answer.task_id, "item_id": answer.item_id}
+    extra: dict[str, Any] = {"task_id": answer.task_id, "item_id": answer.item_id}
     if answer.kind == "adjudicate":
         extra["adjudicated"] = True
     comparisons = []
@@ -92,7 +93,7 @@ def answer_comparisons(answer: AnswerRow, order: Sequence[str], shown: Sequence[
     return comparisons
 
 
-def _annotation(answer: AnswerRow) -> dict:
+def _annotation(answer: AnswerRow) -> dict[str, Any]:
     """The answer as kept on the record: by response id, the ranking in the same grammar as the page's."""
     return {
         "task_id": answer.task_id,

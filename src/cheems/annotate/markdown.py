@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import cast
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -32,13 +33,13 @@ def _link_open(renderer, tokens: Sequence[Token], idx: int, options: OptionsDict
     # A link opens in a new tab, so following it never leaves an unsaved annotation; without opener/referrer.
     tokens[idx].attrSet("target", "_blank")
     tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
-    return renderer.renderToken(tokens, idx, options, env)
+    return cast("str", renderer.renderToken(tokens, idx, options, env))
 
 
 def _image(renderer, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
     # An image from a response's URL must not tell its host which page (and task) it was shown on.
     tokens[idx].attrSet("referrerpolicy", "no-referrer")
-    return renderer.image(tokens, idx, options, env)
+    return cast("str", renderer.image(tokens, idx, options, env))
 
 
 _md = _SafeMarkdown("commonmark", {"html": False, "breaks": True}).enable("table")

@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Form, Request
@@ -119,7 +120,7 @@ def page(template: str, status: int = 200, viewer: Viewer | None = None, **conte
 
 
 def _project(request: Request) -> Project:
-    return request.app.state.project
+    return cast("Project", request.app.state.project)
 
 
 def _viewer(request: Request) -> Viewer | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cheems.annotate.export import ExportStats
 from cheems.annotate.people import People, ProjectSettings
@@ -71,7 +71,7 @@ def export_project(folder: Path, output: Path) -> ExportStats:
     return stats
 
 
-def project_status(folder: Path) -> dict:
+def project_status(folder: Path) -> dict[str, Any]:
     """The dashboard's numbers (:func:`cheems.annotate.quality.status_report`) of the project in ``folder``."""
     from cheems.annotate.quality import status_report
     from cheems.annotate.store import Project

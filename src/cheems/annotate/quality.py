@@ -45,7 +45,7 @@ LABEL_VALUE = {"a": 1, "tie": 0, "b": -1}
 """A pair's label as an ordinal value for alpha: a better, tie, b better."""
 
 
-def status_report(snapshot: Snapshot, now: datetime | None = None) -> dict:
+def status_report(snapshot: Snapshot, now: datetime | None = None) -> dict[str, Any]:
     """Every number of the dashboard, JSON-ready (``json.dumps(..., allow_nan=False)`` passes).
 
     ``now`` (an aware datetime, by default the machine's local time) fixes the time zone of "today"
@@ -87,7 +87,7 @@ def _current(snapshot: Snapshot, kind: str) -> list[AnswerRow]:
     return sorted(rows, key=lambda a: a.submitted_at)
 
 
-def progress(snapshot: Snapshot, now: datetime) -> dict:
+def progress(snapshot: Snapshot, now: datetime) -> dict[str, Any]:
     """Progress of the non-gold work: totals over annotate items, then by category, person and prompt.
 
     Totals: ``tasks`` (planned), ``items`` (annotate items: a task has one per overlapping annotator),
@@ -104,7 +104,7 @@ def progress(snapshot: Snapshot, now: datetime) -> dict:
         states[item.task_id].append(item.state)
     done_tasks = {t for t, s in states.items() if all(state in DONE for state in s)}
     by_prompt = []
-    by_category: dict[str, dict] = {}
+    by_category: dict[str, dict[str, Any]] = {}
     tasks_of = _tasks_by_prompt(snapshot)
     for pid, record in snapshot.prompts.items():
         tasks = [t.task_id for t in tasks_of[pid]]
@@ -139,7 +139,7 @@ def _tasks_by_prompt(snapshot: Snapshot) -> defaultdict[str, list[TaskRow]]:
     return tasks
 
 
-def person_progress(snapshot: Snapshot, now: datetime) -> dict[str, dict]:
+def person_progress(snapshot: Snapshot, now: datetime) -> dict[str, dict[str, Any]]:
     """Per person (in PEOPLE.yaml order), over their non-gold items.
 
     ``assigned``/``done``/``open``/``returned``: annotate items (open counts returned ones too);
@@ -186,7 +186,7 @@ def per_day(snapshot: Snapshot, zone: tzinfo | None) -> dict[str, int]:
     return dict(sorted(days.items()))
 
 
-def agreement(snapshot: Snapshot) -> dict:
+def agreement(snapshot: Snapshot) -> dict[str, Any]:
     """Agreement between annotators on the overlapping tasks: non-gold tasks with current annotate
     answers from 2+ people (adjudication does not change them; it is measured here before consensus).
 
@@ -204,8 +204,8 @@ def agreement(snapshot: Snapshot) -> dict:
         by_task[a.task_id][a.person] = a  # one answer per person and task (a later one would replace it)
     overlapping = {tid: list(answers.values()) for tid, answers in by_task.items() if len(answers) >= 2}
     equal = compared = below = 0
-    scores: defaultdict[tuple, dict[str, int]] = defaultdict(dict)
-    ranking: defaultdict[tuple, dict[str, int]] = defaultdict(dict)
+    scores: defaultdict[tuple[Any, ...], dict[str, int]] = defaultdict(dict)
+    ranking: defaultdict[tuple[Any, ...], dict[str, int]] = defaultdict(dict)
     for tid, answers in overlapping.items():
         labels = {a.person: pair_labels(a.levels, tasks[tid].responses) for a in answers}
         for a in answers:
@@ -246,7 +246,7 @@ def ordinal_alpha(units: Iterable[Mapping[Any, int]]) -> float | None:
     return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
 
 
-def gold_accuracy(snapshot: Snapshot) -> dict[str, dict]:
+def gold_accuracy(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
     """Gold accuracy of every annotator and reviewer (PEOPLE.yaml order).
 
     Annotators: over their current answers to gold tasks, the share of the task's response pairs
@@ -258,7 +258,7 @@ def gold_accuracy(snapshot: Snapshot) -> dict[str, dict]:
     tasks = {t.task_id: t for t in snapshot.tasks if t.gold}
     all_items = [i for i in snapshot.items if i.gold]
     all_answers = [a for a in snapshot.answers if a.current and a.kind == "annotate" and a.task_id in tasks]
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for person in snapshot.people:
         gold_items = [i for i in all_items if i.person == person.name]
         if person.role == "annotator":
@@ -330,7 +330,7 @@ def _rotated(cycle: list[str], position: dict[str, int]) -> list[str]:
     return cycle[start:] + cycle[:start]
 
 
-def conflicts(snapshot: Snapshot) -> dict:
+def conflicts(snapshot: Snapshot) -> dict[str, Any]:
     """The paper's conflict ratio (Table 5), live: each non-gold prompt's comparisons (from
     :func:`prompt_comparisons`) resolved by Algorithm 1 (:func:`resolve_record`); a conflict is a
     comparison the resolved ranks disagree with.

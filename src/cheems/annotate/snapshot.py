@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from cheems.annotate.people import Person, ProjectSettings
 from cheems.data.schema import Record
@@ -47,7 +48,7 @@ class StoredAnswer:
 
     scores: dict[str, int]
     levels: list[list[str]]
-    spans: list[dict]
+    spans: list[dict[str, Any]]
     flags: dict[str, list[str]]
     note: str
     override: bool

@@ -22,7 +22,7 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _gold_cell(gold: dict | None) -> str:
+def _gold_cell(gold: dict[str, Any] | None) -> str:
     """Gold accuracy with what it counts: pairs for an annotator, verdicts for a reviewer."""
     if gold is None or gold["accuracy"] is None:
         return "-"
@@ -33,7 +33,7 @@ def _cycle(cycle: list[str]) -> str:
     return " > ".join([*cycle, cycle[0]])
 
 
-def print_status(report: dict, console: Any) -> None:
+def print_status(report: dict[str, Any], console: Any) -> None:
     """Progress, people, agreement, conflicts and queues of one status report, on ``console``."""
     from rich.table import Table
 
@@ -69,7 +69,7 @@ def print_status(report: dict, console: Any) -> None:
         console.print(table)
 
 
-def _people_tables(people: dict[str, dict], gold: dict[str, dict]) -> list[Any]:
+def _people_tables(people: dict[str, dict[str, Any]], gold: dict[str, dict[str, Any]]) -> list[Any]:
     """Annotators (their tasks, today's work, gold accuracy over pairs), then reviewers and admins."""
     from rich.table import Table
 
@@ -93,7 +93,7 @@ def _people_tables(people: dict[str, dict], gold: dict[str, dict]) -> list[Any]:
     return [annotators, reviewers]
 
 
-def _agreement_table(agreement: dict) -> Any:
+def _agreement_table(agreement: dict[str, Any]) -> Any:
     """Agreement between overlapping annotators."""
     from rich.table import Table
 
@@ -109,7 +109,7 @@ def _agreement_table(agreement: dict) -> Any:
     return table
 
 
-def _conflicts_tables(conflicts: dict) -> list[Any]:
+def _conflicts_tables(conflicts: dict[str, Any]) -> list[Any]:
     """The pooled conflict ratio, then the prompts whose comparisons hold a preference cycle (when any)."""
     from rich.table import Table
 

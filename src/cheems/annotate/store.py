@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, cast, get_args
 
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic's own dependency; it validates only this TypedDict on 3.11
@@ -119,9 +119,9 @@ class Item:
     """``[{"key": "A", "content": ...}, ...]`` in the order shown to this person."""
     shown: list[str]
     returned_reason: str | None = None
-    answer: dict | None = None
+    answer: dict[str, Any] | None = None
     """For a review: the answer under review, in this item's keys."""
-    answers: list[dict] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)
     """For an adjudication: every annotator's answer (with ``annotator``), in this item's keys."""
 
     def api(self) -> dict[str, Any]:
@@ -173,7 +173,7 @@ class Discussion:
     """An adjudication an annotator is part of: the task, every answer, and the consensus once recorded."""
 
     item: Item
-    consensus: dict | None
+    consensus: dict[str, Any] | None
 
 
 class Planted(TypedDict):
@@ -469,7 +469,7 @@ class Project:
         position: float | None = None,
         shown: Sequence[str] | None = None,
         reviews: str | None = None,
-        planted: dict | None = None,
+        planted: dict[str, Any] | None = None,
     ) -> str:
         """Insert one queue item (ids are opaque: a hash, never a hint of gold or of who else has the task)."""
         n = db.execute("SELECT COUNT(*) FROM items WHERE task_id = ? AND kind = ?", (task.task_id, kind)).fetchone()[0]
@@ -681,7 +681,7 @@ class Project:
                 (role, exclude or ""),
             ).fetchone()
             if row:
-                return row["name"]
+                return cast("str | None", row["name"])
         return None
 
     # -- reading --------------------------------------------------------------------------------
@@ -692,7 +692,7 @@ class Project:
             raise NotFound(f"no task {item_id!r}")
         if row["person"] != name:
             raise NotYours(f"task {item_id!r} is not assigned to you")
-        return row
+        return cast("sqlite3.Row", row)
 
     def _task(self, db: sqlite3.Connection, task_id: str) -> TaskRow:
         row = db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -859,7 +859,7 @@ def _schema_columns() -> dict[str, set[str]]:
         db.close()
 
 
-def _planted_answer(record: Record, task: PlannedTask, correct: bool) -> dict:
+def _planted_answer(record: Record, task: PlannedTask, correct: bool) -> dict[str, Any]:
     """A plausible answer to a gold task: the gold order of its responses, or that order turned upside down."""
     assert record.rank is not None
     levels = rank_levels(record.rank, task.responses)

@@ -19,7 +19,7 @@ import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -66,7 +66,7 @@ async def raw_body(request: Request) -> bytes:
 
 def project_of(request: Request) -> Project:
     """The project this app serves."""
-    return request.app.state.project
+    return cast("Project", request.app.state.project)
 
 
 def bearer(request: Request) -> Person:
@@ -135,31 +135,31 @@ def _add_api(app: FastAPI) -> None:
         return Response(status_code=204) if item is None else item.api()
 
     @app.get("/api/tasks/{item_id}")
-    def one_task(item_id: str, request: Request, person: Caller) -> dict:
+    def one_task(item_id: str, request: Request, person: Caller) -> dict[str, Any]:
         """One of the caller's tasks."""
         return project_of(request).item_for(item_id, person.name).api()
 
     @app.post("/api/tasks/{item_id}/submit")
-    def submit(item_id: str, body: RawBody, request: Request, person: Caller) -> dict:
+    def submit(item_id: str, body: RawBody, request: Request, person: Caller) -> dict[str, Any]:
         """Store an answer; 200 only once it is committed."""
         project_of(request).submit(item_id, person.name, read_body(Answer, body))
         return {"item_id": item_id, "status": "submitted"}
 
     @app.post("/api/tasks/{item_id}/review")
-    def review(item_id: str, body: RawBody, request: Request, person: Caller) -> dict:
+    def review(item_id: str, body: RawBody, request: Request, person: Caller) -> dict[str, Any]:
         """Approve or reject (with a reason) the answer under review."""
         verdict = read_body(Verdict, body)
         project_of(request).review(item_id, person.name, verdict)
         return {"item_id": item_id, "status": "approved" if verdict.approve else "rejected"}
 
     @app.get("/api/me")
-    def me(request: Request, person: Caller) -> dict:
+    def me(request: Request, person: Caller) -> dict[str, Any]:
         """Who the token belongs to, and their day."""
         day = project_of(request).today(person.name)
         return {"name": person.name, "role": person.role, "done_today": day.done_today, "left": day.left}
 
     @app.get("/api/discussions")
-    def discussions(request: Request, person: Caller) -> list:
+    def discussions(request: Request, person: Caller) -> list[Any]:
         """The adjudications of the caller's tasks: every answer side by side, and the consensus."""
         out = []
         for d in project_of(request).discussions(person.name):
@@ -171,7 +171,7 @@ def _add_api(app: FastAPI) -> None:
         return out
 
     @app.get("/api/status")
-    def status(request: Request, person: Annotated[Person, Depends(admin)]) -> dict:
+    def status(request: Request, person: Annotated[Person, Depends(admin)]) -> dict[str, Any]:
         """The dashboard's numbers."""
         from cheems.annotate.quality import status_report
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -38,7 +38,7 @@ def bias(
         Optional[Path], typer.Option("--output-json", help="Write the numbers as JSON here.")
     ] = None,
     skip_invalid: SkipInvalid = False,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """P(first shown wins), P(longer wins) and P(A wins) by length difference, per file, source or annotator."""
     from cheems.evaluate.bias import BIAS_FILES, bias_report, load_judgements, print_bias, write_bias_outputs

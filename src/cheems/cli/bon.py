@@ -6,7 +6,7 @@ Registered in :mod:`cheems.cli.main` as ``app.command()(bon)``. The run is :func
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -42,7 +42,7 @@ def bon(
     ] = None,
     plot: Annotated[Opt, typer.Option("--plot", help="Draw the best-of-n curve into this PNG.")] = None,
     skip_invalid: SkipInvalid = False,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
     from cheems.evaluate.bon_files import bon_files, print_bon

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -19,7 +19,7 @@ def compare(
     first: Annotated[Path, typer.Argument(metavar="D1", help="Details file of scorer A (cheems eval --details).")],
     second: Annotated[Path, typer.Argument(metavar="D2", help="Details file of scorer B, on the same bench.")],
     output_json: Annotated[Optional[Path], typer.Option("--output-json", help="Write the comparison as JSON.")] = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Paired difference of two scorers on one bench: A - B with bootstrap CI and p-value, and McNemar's test."""
     from cheems.data.io import write_json

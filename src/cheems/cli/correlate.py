@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -32,7 +32,7 @@ def correlate(
         Optional[Path],
         typer.Option("--output", "-o", help="Folder for correlate.html, scatter.png (Figure 5) and heatmap.png."),
     ] = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Pearson, Spearman and Kendall of every benchmark number with every downstream metric, over RMs."""
     from cheems.cli.console import show_warning

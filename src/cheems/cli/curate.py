@@ -82,7 +82,7 @@ def distant(
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Drop the judge comparisons the gold-trained RM disagrees with; resolve ranks; report conflict ratios."""
     from cheems.curate.tables import print_distant
@@ -109,7 +109,7 @@ def debias(
     report_json: ReportJson = None,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Downsample chosen-longer or chosen-shorter pairs so both groups are the same size."""
     from cheems.curate.debias import debias_file

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -41,7 +41,7 @@ def doctor(
     ] = None,
     no_progress: NoProgress = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Run every check of an evaluation, the expensive ones too (scoring again, asking the judge); print them."""
     from cheems.data.io import write_json

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -22,7 +22,7 @@ def leaderboard(
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Also write the leaderboard: board.md or board.html.")
     ] = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
     from cheems.evaluate.leaderboard import board_format, board_table, load_leaderboard, write_board

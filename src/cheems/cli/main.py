@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -97,7 +97,7 @@ def import_(
     output: Output,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Convert pairwise, ranked, rating, official or other benchmarks' files to canonical records."""
     from cheems.data.importers import convert_file
@@ -150,7 +150,7 @@ def split(
     test: Annotated[Path, typer.Option("--test", help="Output JSONL for the held-out split.")],
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Hold out a fixed share of prompts (stable: depends only on prompt ids and the seed)."""
     from cheems.data.split import split_file
@@ -175,7 +175,7 @@ def score(
     bench: BenchOpt = [],  # noqa: B006 - typer reads the default
     output: Output = Path("scores.jsonl"),
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Score every response of the bench files with a reward model (--compat upstream: as eval --compat upstream
     asks it, without the sys_prompt)."""
@@ -230,7 +230,7 @@ def eval_(
     cache: scoring.EitherCache = None,
     no_progress: NoProgress = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
     from cheems.evaluate.evaluation import evaluate_files
@@ -266,7 +266,7 @@ def eval_(
 def demo(
     *,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the demo's files.")] = Path("cheems-demo"),
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Run the whole job offline on the shipped sample: resolve, score, evaluate, train, evaluate."""
     from cheems.outputs import claim_outputs

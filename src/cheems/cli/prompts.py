@@ -7,7 +7,7 @@ Registered in :mod:`cheems.cli.main`; the runs are :func:`cheems.prompts.dedup.d
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -35,7 +35,7 @@ def dedup(
     report: Report = None,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Drop duplicate prompts, exact (after normalisation) or near (MinHash), within and across files."""
     from cheems.prompts.dedup import dedup_files
@@ -62,7 +62,7 @@ def decontaminate(
     report: Report = None,
     skip_invalid: SkipInvalid = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Drop training records whose prompt overlaps a bench prompt (exact, a long shared n-gram, or near), and with
     --responses those whose response copies a bench response."""

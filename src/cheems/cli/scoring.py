@@ -38,7 +38,7 @@ SCORING_AND_SERVER = (*SCORING_OPTIONS, *CONNECTION_OPTIONS)
 
 
 def scored_by(
-    settings: dict[str, Any], scores: Path | None, *, ok: bool, needs: str, hint: str, others: tuple = ()
+    settings: dict[str, Any], scores: Path | None, *, ok: bool, needs: str, hint: str, others: tuple[Any, ...] = ()
 ) -> ScoredBy:
     """:meth:`ScoredBy.from_settings` of the options given, a bad value naming its option; ``needs`` too when the
     command's other requirements are not met (not ``ok``)."""

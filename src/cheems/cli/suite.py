@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -43,7 +43,7 @@ def suite(
     cache: scoring.EitherCache = None,
     no_progress: NoProgress = False,
     workers: Workers = None,
-    settings: dict,
+    settings: dict[str, Any],
 ) -> None:
     """Run a benchmark suite: every bench of CONFIG.yaml with its metric, by one scorer, with intervals."""
     from cheems.evaluate.suite import load_suite, suite_files, suite_scores, suite_table

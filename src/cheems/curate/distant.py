@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Union, cast
 
 import networkx as nx
 from pydantic import Field
@@ -90,7 +90,7 @@ def is_acyclic(record: Record) -> bool:
         outcome = c.winner_loser()
         if outcome is not None and c.a != c.b:
             graph.add_edge(*outcome)
-    return nx.is_directed_acyclic_graph(graph)
+    return cast("bool", nx.is_directed_acyclic_graph(graph))
 
 
 @dataclass

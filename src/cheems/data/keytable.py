@@ -167,7 +167,7 @@ def read_score_table(path: str | Path) -> ScoreTable:
     return _no_repeat(path, digests, values)
 
 
-def _no_repeat(path: str | Path, digests: bytearray, values: array) -> ScoreTable:
+def _no_repeat(path: str | Path, digests: bytearray, values: array[Any]) -> ScoreTable:
     """The table of the rows read so far; raise read_scores' error at the first repeated response."""
     table, repeat, _ = sort_keys(digests, np.frombuffer(values, dtype=np.float64) if values else np.zeros(0))
     if repeat is not None:  # the row of that position, read again (no line numbers are kept)

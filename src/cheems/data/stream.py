@@ -94,11 +94,11 @@ def _parse_chunk(
     raw: bool,
     scope: str | None = None,
     prompts: bool = False,
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     """A chunk of rows, parsed and passed through ``fn`` (runs in a worker): JSON Lines text when ``raw``,
     else values already decoded (``.json`` and ``.csv`` files). ``scope`` and ``prompts``: as ``parse_record``'s."""
     decoder = Decoder(Path(path)) if raw else None
-    out: list[tuple] = []
+    out: list[tuple[Any, ...]] = []
     for n, item in rows:
         try:
             obj = decode_jsonl_line(decoder, item, n) if decoder is not None else item
@@ -110,7 +110,7 @@ def _parse_chunk(
 
 def _one(
     path: str, fn: Callable[[Record], Any], n: int, obj: Any, scope: str | None = None, prompts: bool = False
-) -> tuple:
+) -> tuple[Any, ...]:
     """(line, kind, value) for one decoded row: an official pairwise row is kept as it is for grouping."""
     if is_official_pair(obj):
         return n, _PAIR, obj
@@ -171,7 +171,7 @@ class _Reader:
             raise error
         self.issues.skipped.append(error)
 
-    def take(self, path: str, n: int, value: tuple, *, unique: bool = True) -> Any:
+    def take(self, path: str, n: int, value: tuple[Any, ...], *, unique: bool = True) -> Any:
         """The result of a parsed record, after the checks that need every earlier record (``unique``: its id
         is not one seen before; pairwise groups are not checked, their ids come from their text)."""
         rid, left_out, n_responses, result = value
@@ -188,7 +188,7 @@ class _Reader:
             self.issues.warnings.append(_unranked_warning(rid, left_out, n_responses, path, n))
         return result
 
-    def file(self, path: str, items: Iterable[list[tuple]], fn: Callable[[Record], Any]) -> Iterator[Any]:
+    def file(self, path: str, items: Iterable[list[tuple[Any, ...]]], fn: Callable[[Record], Any]) -> Iterator[Any]:
         """The results of one file's records in order, then those of its pairwise groups."""
         self.ids.paths.append(path)
         groups: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -276,7 +276,7 @@ class _Pool:
             self.close()
             raise
 
-    def send(self, i: int, task: tuple[Callable[..., Any], tuple]) -> None:
+    def send(self, i: int, task: tuple[Callable[..., Any], tuple[Any, ...]]) -> None:
         """Give task ``i`` to its worker."""
         try:
             self._conns[i % len(self._conns)].send(task)
@@ -321,7 +321,7 @@ def _serve(conn: Any) -> None:
     from multiprocessing.reduction import ForkingPickler
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the parent decides
-    tasks: queue.SimpleQueue = queue.SimpleQueue()
+    tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
     # A thread always reading the pipe: the parent never blocks on a full pipe while this process sends a
     # result, and the end of the pipe (the parent closed it or died) ends this process at once.
     threading.Thread(target=_receive, args=(conn, tasks), daemon=True).start()
@@ -350,8 +350,8 @@ def _receive(conn: Any, tasks: Any) -> None:
 
 
 def _in_order(
-    tasks: Iterator[tuple[Callable[..., list[tuple]], tuple]], workers: int
-) -> Generator[list[tuple], None, None]:
+    tasks: Iterator[tuple[Callable[..., list[tuple[Any, ...]]], tuple[Any, ...]]], workers: int
+) -> Generator[list[tuple[Any, ...]], None, None]:
     """Run ``(function, args)`` tasks on ``workers`` processes, at most two each in flight; results in order."""
     if workers <= 1:
         for fn, args in tasks:
@@ -454,7 +454,7 @@ def stream_records(
 
 def _tasks(
     path: str, fn: Callable[[Record], Any], reader: _Reader, bar: _Progress
-) -> Iterator[tuple[Callable[..., list[tuple]], tuple]]:
+) -> Iterator[tuple[Callable[..., list[tuple[Any, ...]]], tuple[Any, ...]]]:
     """The chunks of one file as tasks; JSON Lines read a line at a time, other formats parsed whole first."""
     scope = reader.ids.scope(path)
     if file_kind(path) != "jsonl":

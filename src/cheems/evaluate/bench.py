@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
@@ -181,7 +181,7 @@ class Intervals:
     overall: Interval
     draws: np.ndarray | None = field(default=None, repr=False, compare=False)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """``{"resamples", "seed", "level"}``: what reproduces these intervals."""
         return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
 
@@ -203,24 +203,24 @@ class EvalReport:
     subsets: dict[str, GroupMetrics]
     outcomes: dict[str, Outcomes] = field(default_factory=dict)
     scorer: str = ""  # what was evaluated: a model, a scores file, a judge model
-    judge: dict | None = None  # a generative judge's run: verdict counts, parse failures, consistency
+    judge: dict[str, Any] | None = None  # a generative judge's run: verdict counts, parse failures, consistency
     intervals: Intervals | None = None
     without_pairs: list[str] = field(default_factory=list)
     unmatched_scores: list[ScoreKey] = field(default_factory=list)
     unranked_responses: int = 0
     compat: Compat = "strict"
-    checks: list = field(default_factory=list)  # the evaluation's own checks (cheems.evaluate.checks.Check)
+    checks: list[Any] = field(default_factory=list)  # the evaluation's own checks (cheems.evaluate.checks.Check)
 
     @property
     def overall(self) -> float:
         return overall(self.subsets)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The eval JSON (docs/formats.md): with each subset's and the whole bench's length diagnostics
         (``length``), and with intervals: ``accuracy_ci`` and ``exact_match_ci`` per subset, ``overall_ci``
         and ``bootstrap``."""
         # "metric" says how overall was made, so cheems leaderboard never ranks it beside another metric's
-        out: dict = {"metric": "cheems", "subsets": {name: m.to_dict() for name, m in self.subsets.items()}}
+        out: dict[str, Any] = {"metric": "cheems", "subsets": {name: m.to_dict() for name, m in self.subsets.items()}}
         out["overall"] = self.overall
         for name, outcomes in self.outcomes.items():
             out["subsets"][name]["length"] = length_split(outcomes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # numpy and the runner load with the first metric computed: t
     from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
     from cheems.evaluate.resampling import MetricIntervals
 
-SubsetMetric: TypeAlias = "Callable[..., dict]"
+SubsetMetric: TypeAlias = "Callable[..., dict[str, Any]]"
 """A metric of one subset (bench file): its judged pairs, its records and its name (and, registered with
 ``compat=True``, the keyword ``compat``) -> the subset's JSON."""
 
@@ -129,20 +129,20 @@ class BenchmarkReport:
     ``intervals``, each subset's ``accuracy_ci``, ``overall_ci`` and ``bootstrap`` as CheemsBench's JSON has them."""
 
     metric: str
-    subsets: dict[str, dict]
+    subsets: dict[str, dict[str, Any]]
     scorer: str = ""
     without_pairs: list[str] = field(default_factory=list)
-    judge: dict | None = None  # a generative judge's run, as in ``EvalReport.judge``
+    judge: dict[str, Any] | None = None  # a generative judge's run, as in ``EvalReport.judge``
     compat: Compat = "strict"  # the rules followed (cheems.evaluate.compat), recorded in to_dict when not strict
     intervals: MetricIntervals | None = None
 
     @property
     def overall(self) -> float:
         """The mean of the subsets' ``accuracy``."""
-        return sum(s["accuracy"] for s in self.subsets.values()) / len(self.subsets)
+        return cast("float", sum(s["accuracy"] for s in self.subsets.values()) / len(self.subsets))
 
-    def to_dict(self) -> dict:
-        out: dict = {"metric": self.metric, "subsets": self.subsets, "overall": self.overall}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"metric": self.metric, "subsets": self.subsets, "overall": self.overall}
         if self.intervals is not None:
             b = self.intervals
             out["subsets"] = {name: dict(s) for name, s in self.subsets.items()}
@@ -179,7 +179,7 @@ def _hits_subset(
     outcomes: Sequence[PromptOutcome],
     hits: Callable[[PromptOutcome], Sequence[float]],
     category_score: Callable[[str, list[PromptOutcome]], float | None] = lambda name, group: None,
-) -> dict:
+) -> dict[str, Any]:
     """Accuracy of each main category over its units (``hits`` of each prompt: 1 right, 0 wrong, or a share), or
     the ``category_score`` of the category where it gives one; their mean, and the pooled share of the hits."""
     categories = {}
@@ -200,7 +200,7 @@ def _hits_subset(
     }
 
 
-def _triangles(matrix: np.ndarray) -> dict:
+def _triangles(matrix: np.ndarray) -> dict[str, Any]:
     """hard / normal / easy of an RM-Bench matrix, as upstream computes them: the means of the upper-right
     triangle (chosen less styled than rejected), of the diagonal and of the lower-left triangle; ``accuracy``
     is their mean, upstream's ``total_avg_acc``."""
@@ -237,7 +237,7 @@ def _style_matrix(outcome: PromptOutcome, styles: Mapping[str, str | None], subs
 
 
 @register_metric("rmbench", title="RM-Bench", help="RM-Bench hard/normal/easy")
-def rmbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
+def rmbench_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict[str, Any]:
     """The ``rmbench`` metric of one subset (THU-KEG/RM-Bench ``scripts/utils.py`` ``compute_accuracy``): per
     domain (main category) the 3×3 matrix M[i][j] = share of prompts whose chosen response in style i beats
     the rejected one in style j (:data:`~cheems.data.bench_layouts.RMBENCH_STYLES`) and its hard / normal /
@@ -372,7 +372,7 @@ def bon_unit(outcome: PromptOutcome, compat: Compat) -> Hashable:
 )
 def bon_subset(
     outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "", compat: Compat = "strict"
-) -> dict:
+) -> dict[str, Any]:
     """The ``bon`` metric of one subset (RMB's best-of-N set, RewardBench 2): a prompt is right iff all its
     pairs are, i.e. the best outscores every loser (RMB, arXiv 2410.09893 §3) or the one correct answer scores
     strictly highest (RewardBench 2); RewardBench 2's Ties rows get its per-prompt ``accurate`` (the same rule).
@@ -403,7 +403,9 @@ def bon_subset(
 
 
 @register_metric("pairwise", title="pairwise", help="share of pairs right")
-def pairwise_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+def pairwise_subset(
+    outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = ""
+) -> dict[str, Any]:
     """The ``pairwise`` metric of one subset (RMB's pairwise set, JudgeBench): a category's accuracy is the share
     of its pairs right, ``accuracy`` the unweighted mean over main categories, ``pooled_accuracy`` the share
     over all pairs (JudgeBench's "Overall", ``run_judge.py``)."""
@@ -411,7 +413,9 @@ def pairwise_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | N
 
 
 @register_metric("judgebench", title="JudgeBench", help="JudgeBench: share of all pairs right (its Overall)")
-def judgebench_subset(outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = "") -> dict:
+def judgebench_subset(
+    outcomes: Sequence[PromptOutcome], records: list[Record] | None = None, name: str = ""
+) -> dict[str, Any]:
     """The ``judgebench`` metric of one subset: ``pairwise``'s numbers with JudgeBench's headline, ``accuracy`` =
     ``pooled_accuracy``, the share of all its pairs right (``utils/metrics.py`` ``compute_final_metrics`` over every
     pair, its "Overall"), so suites and leaderboards rank by it; ``categories`` are its source groups (their
@@ -441,7 +445,7 @@ def benchmark_report(
         raise InputError(
             f"--metric {metric} is not one of the other benchmarks' metrics", path="--metric", hint=METRICS.hint()
         )
-    own: dict = {"compat": compat} if registered.compat else {}
+    own: dict[str, Any] = {"compat": compat} if registered.compat else {}
     subsets = {name: subset(outcomes, bench[name], name, **own) for name, outcomes in report.outcomes.items()}
     for name, outcomes in report.outcomes.items():
         # the keys every eval JSON has, so that cheems leaderboard and cheems correlate read this one too
@@ -452,7 +456,7 @@ def benchmark_report(
         from cheems.evaluate.resampling import metric_intervals
 
         def accuracy(name: str, prompts: list[PromptOutcome]) -> float:
-            return subset(prompts, bench[name], name, **own)["accuracy"]
+            return cast(float, subset(prompts, bench[name], name, **own)["accuracy"])
 
         unit = None if registered.unit is None else _UnderCompat(registered.unit, compat)
         out.intervals = metric_intervals(report.outcomes, accuracy, resamples, seed, unit=unit)
@@ -473,7 +477,7 @@ def benchmark_table(report: BenchmarkReport, title: str = "") -> Table:
     for col in columns:  # as eval's CheemsBench table: a long category folds, never cut
         table.add_column(col, justify="left" if col in ("subset", "category") else "right", overflow="fold")
 
-    def cells(m: dict, pooled: bool) -> list[str]:
+    def cells(m: dict[str, Any], pooled: bool) -> list[str]:
         accuracy = with_ci(m, "accuracy", compact=True)
         if rm:
             return [f"{m[k]:.3f}" for k in ("hard", "normal", "easy")] + [accuracy, str(m["n_prompts"])]

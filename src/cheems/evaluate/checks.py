@@ -185,7 +185,7 @@ CHECKS: Registry[CheckKind] = Registry("check", "--checks")
 """Every check, by name, in the order they run and are listed."""
 
 
-def check(name: str, *, help: str, expensive: bool = False) -> Callable[[Callable], Callable]:
+def check(name: str, *, help: str, expensive: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register a function ``(CheckContext) -> list[Check]`` as the check ``name``."""
 
     def add(fn: Callable[[CheckContext], list[Check]]) -> Callable[[CheckContext], list[Check]]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -66,10 +66,10 @@ class Correlation:
     seed: int
     level: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON entry: ``bench, downstream, n, pearson, spearman, kendall``, then ``METHOD_p``,
         ``METHOD_ci`` and ``bootstrap``; nan is written as null (JSON has no nan)."""
-        out: dict = {"bench": self.bench, "downstream": self.downstream, "n": self.n}
+        out: dict[str, Any] = {"bench": self.bench, "downstream": self.downstream, "n": self.n}
         out |= {m: _json(self.values[m]) for m in METHODS}
         out |= {f"{m}_p": _json(self.p_values[m]) for m in METHODS}
         out |= {f"{m}_ci": [_json(v) for v in self.intervals[m]] for m in METHODS}
@@ -81,7 +81,7 @@ def _json(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def bench_numbers(data: dict) -> dict[str, float]:
+def bench_numbers(data: dict[str, Any]) -> dict[str, float]:
     """The benchmark numbers of one checked eval JSON: ``overall``, then each subset's accuracy and exact match."""
     out = {"overall": data["overall"]}
     for name, group in data["subsets"].items():
@@ -237,7 +237,7 @@ def _pearson(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     xc = xs - xs.mean(axis=1, keepdims=True)
     yc = ys - ys.mean(axis=1, keepdims=True)
     r = (xc * yc).sum(axis=1) / np.sqrt((xc * xc).sum(axis=1) * (yc * yc).sum(axis=1))
-    return np.clip(r, -1.0, 1.0)  # rounding can step just past 1
+    return cast("np.ndarray", np.clip(r, -1.0, 1.0))  # rounding can step just past 1
 
 
 def _tau_b(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
@@ -130,8 +130,8 @@ class Details:
     compat: Compat = "strict"
 
 
-def _pair_row(p: PairOutcome) -> dict:
-    row: dict = {
+def _pair_row(p: PairOutcome) -> dict[str, Any]:
+    row: dict[str, Any] = {
         "chosen": p.chosen,
         "rejected": p.rejected,
         "correct": p.correct,

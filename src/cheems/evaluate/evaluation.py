@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
@@ -251,13 +251,13 @@ class ScoredBy:
         if "by" not in self._loaded:
             scores = self.scores
             self._loaded["by"] = read_scores(scores) if scores is not None else self.scoring.scorer(self.connection)
-        return self._loaded["by"]
+        return cast("Mapping[ScoreKey, float] | Scorer", self._loaded["by"])
 
     def cache(self) -> ScoreCache | None:
         """The score cache of a reward model (a judge caches its verdicts itself)."""
         if "cache" not in self._loaded:
             self._loaded["cache"] = self.scoring.score_cache() if self.model is not None else None
-        return self._loaded["cache"]
+        return cast("ScoreCache | None", self._loaded["cache"])
 
     def check_context(
         self,
@@ -331,7 +331,7 @@ class BenchEvaluation:
     warnings: list[InputError] = field(default_factory=list)
     inputs: list[tuple[str, Path | str | None]] = field(default_factory=list)  # what write() never replaces
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The ``--output-json``: the metrics (CheemsBench's, or ``--metric``'s), with the ``checks`` list."""
         if self.other is None:
             return self.report.to_dict()

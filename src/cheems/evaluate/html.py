@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from cheems.evaluate.plots import png_data_uri
 
@@ -64,4 +64,4 @@ def _environment() -> Any:
 def render_page(title: str, sections: list[Section], notes: Sequence[str] = ()) -> str:
     """The whole page as one HTML string (every text is escaped; charts are inline PNGs)."""
     template = _environment().get_template("page.html")
-    return template.render(title=title, notes=list(notes), sections=sections)
+    return cast("str", template.render(title=title, notes=list(notes), sections=sections))

@@ -108,7 +108,7 @@ def _prompt_outcome(record: Record, verdicts: dict[PairKey, list[ShownVerdict]],
 
 def judge_summary(
     result: JudgeResult, settings: JudgeSettings, outcomes: Mapping[str, Sequence[PromptOutcome]]
-) -> dict:
+) -> dict[str, Any]:
     """The ``judge`` block of the report: what was asked, what came back, and the position statistics.
 
     ``first_shown_win_share`` is the share of A among A/B verdicts (0.5 = no position preference);

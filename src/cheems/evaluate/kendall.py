@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -32,7 +32,7 @@ def kendall_tau_b(gold_ranks: Sequence[int], scores: Sequence[float]) -> float |
 @register_metric(
     "kendall", title="Kendall τb", help="per prompt Kendall τb of the scores against the gold ranks", scores_only=True
 )
-def kendall_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
+def kendall_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict[str, Any]:
     """The ``kendall`` metric of one bench file: each prompt's τb between its ranked responses' gold ranks and
     their scores (:func:`kendall_tau_b`); a category's ``accuracy`` is the mean τb of its prompts, the file's
     ``accuracy`` (also ``kendall_tau``) the mean over main categories, ``pooled_accuracy`` the mean over all

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich import box
@@ -116,7 +116,7 @@ class BoardRow:
 
     @property
     def overall(self) -> float:
-        return self.data["overall"]
+        return cast("float", self.data["overall"])
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Leaderboard:
 
     def is_best(self, row: BoardRow, subset: str, key: str) -> bool:
         """Whether the row holds the column's highest value (shown in bold, as in the paper's tables)."""
-        return _group(row, subset)[key] == max(_group(r, subset)[key] for r in self.rows)
+        return cast("bool", _group(row, subset)[key] == max(_group(r, subset)[key] for r in self.rows))
 
 
 def _group(row: BoardRow, subset: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -76,8 +77,8 @@ class GroupMetrics:
     categories: dict[str, "GroupMetrics"] = field(default_factory=dict)
     ece: float | None = None
 
-    def to_dict(self) -> dict:
-        out: dict = {
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "accuracy": self.accuracy,
             "exact_match": self.exact_match,
             "n_prompts": self.n_prompts,

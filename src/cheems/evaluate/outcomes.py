@@ -12,7 +12,7 @@ import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class PromptOutcome:
         return scores
 
 
-def _column(values: array, dtype: type) -> np.ndarray:
+def _column(values: array[Any], dtype: type) -> np.ndarray:
     """An ``array.array`` as a numpy array over the same memory (no copy)."""
     return np.frombuffer(values, dtype=dtype) if len(values) else np.empty(0, dtype=dtype)
 
@@ -116,7 +116,9 @@ class Outcomes(Sequence[PromptOutcome]):
             table._prompt_ids += prompt.prompt_id.encode("utf-8", "surrogatepass")
             table._prompt_ends.append(len(table._prompt_ids))
             table._category.append(category_codes.setdefault(prompt.category, len(category_codes)))
-            rows: dict[tuple, int] = {}  # a response's row in this prompt; a differing length or score gets its own
+            rows: dict[
+                tuple[Any, ...], int
+            ] = {}  # a response's row in this prompt; a differing length or score gets its own
             for pair in prompt.pairs:
                 chosen = table._row(rows, id_codes, pair.chosen, pair.chosen_chars, pair.chosen_score)
                 rejected = table._row(rows, id_codes, pair.rejected, pair.rejected_chars, pair.rejected_score)
@@ -130,7 +132,9 @@ class Outcomes(Sequence[PromptOutcome]):
         table.ids = list(id_codes)
         return table
 
-    def _row(self, rows: dict[tuple, int], id_codes: dict[str, int], rid: str, chars: int, score: float | None) -> int:
+    def _row(
+        self, rows: dict[tuple[Any, ...], int], id_codes: dict[str, int], rid: str, chars: int, score: float | None
+    ) -> int:
         key = (rid, chars, score)
         row = rows.get(key)
         if row is None:
@@ -181,14 +185,16 @@ class Outcomes(Sequence[PromptOutcome]):
         running[1:] = flags
         np.cumsum(running[1:], out=running[1:])  # same dtype in and out: numpy needs no casting copy
         offsets = self.offsets
-        return running[offsets[1:]] - running[offsets[:-1]]
+        counts: np.ndarray = running[offsets[1:]] - running[offsets[:-1]]
+        return counts
 
     def length_signs(self) -> np.ndarray:
         """Per pair, the sign of len(chosen) - len(rejected) in characters: 1 longer, -1 shorter, 0 same (int8)."""
         chars = _column(self._chars, np.int32)  # a difference of two lengths < 2**31 fits too
         difference = chars[_column(self._chosen, np.int32)]
         difference -= chars[_column(self._rejected, np.int32)]  # in place: two pair-sized arrays at most
-        return np.sign(difference).astype(np.int8)
+        signs: np.ndarray = np.sign(difference).astype(np.int8)
+        return signs
 
     def scores(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The chosen and the rejected response's score, per pair; None when a pair has none (a judge)."""
@@ -202,7 +208,7 @@ class Outcomes(Sequence[PromptOutcome]):
         scores = self._response_scores()
         if scores is None:
             return None
-        margins = scores[_column(self._chosen, np.int32)]
+        margins: np.ndarray = scores[_column(self._chosen, np.int32)]
         margins -= scores[_column(self._rejected, np.int32)]  # in place: two pair-sized arrays at most
         return margins
 

@@ -17,7 +17,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
@@ -41,7 +41,7 @@ TIE_RULE = (
 
 
 @register_metric("ppe-preference", title="PPE human preference", help="PPE-style human-preference accuracy")
-def ppe_preference_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
+def ppe_preference_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict[str, Any]:
     """The ``ppe-preference`` metric of one bench file: ``accuracy`` (= ``pooled_accuracy``) is the share of
     its pairs right over all prompts whose vote has a winner; a tied vote has no ranked pair and is counted in
     ``n_label_ties``; ``categories`` (the language) each have their share."""
@@ -144,7 +144,7 @@ def best_of_k_expectation(scores: Sequence[float], flags: Sequence[bool], k: int
     return hits / math.comb(n, k)  # integers to the end: one rounding
 
 
-def best_of_k_curve(rows: Sequence[tuple[Sequence[float], Sequence[bool]]]) -> list[dict]:
+def best_of_k_curve(rows: Sequence[tuple[Sequence[float], Sequence[bool]]]) -> list[dict[str, Any]]:
     """Best-of-K over K = 1 … the largest row's size, as PPE plots it: each K's mean of
     :func:`best_of_k_expectation` over the rows with at least K responses (``n_rows`` of them)."""
     curve = []
@@ -160,7 +160,7 @@ def best_of_k_curve(rows: Sequence[tuple[Sequence[float], Sequence[bool]]]) -> l
     help="PPE-style best-of-K: accuracy, best-of-K and its curve, Pearson",
     record_check=check_ppe_record,
 )
-def ppe_correctness_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict:
+def ppe_correctness_subset(outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "") -> dict[str, Any]:
     """The ``ppe-correctness`` metric of one bench file (a PPE best-of-K set), over its rows (``n_rows``):
 
     - ``accuracy`` (= ``pooled_accuracy``): the share of conflict pairs right (a correct and an incorrect
@@ -217,7 +217,7 @@ def ppe_correctness_subset(outcomes: Sequence[PromptOutcome], records: list[Reco
             path="--metric ppe-correctness",
             hint=_IMPORT_HINT,
         )
-    out: dict = {
+    out: dict[str, Any] = {
         "accuracy": statistics.fmean(every),
         "pooled_accuracy": statistics.fmean(every),
         "n_prompts": sum(prompts.values()),

@@ -15,7 +15,7 @@ from cheems.evaluate.report_html import interval_note, report_page, with_ci
 from cheems.terminal import SafeConsole
 
 
-def _subset_values(data: dict, name: str, compact: bool = False) -> tuple[str, str]:
+def _subset_values(data: dict[str, Any], name: str, compact: bool = False) -> tuple[str, str]:
     """A subset's accuracy and exact match as shown, with intervals when the report (``to_dict()``) has them."""
     subset = data["subsets"][name]
     return with_ci(subset, "accuracy", compact), with_ci(subset, "exact_match", compact)
@@ -68,7 +68,7 @@ def report_notes(report: EvalReport) -> list[str]:
     return notes
 
 
-def length_line(data: dict) -> str:
+def length_line(data: dict[str, Any]) -> str:
     """Accuracy when the chosen response is longer vs shorter (from ``to_dict()``): a length follower is high
     then low."""
     split = data["length"]

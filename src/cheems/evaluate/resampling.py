@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class MetricIntervals:
     draws: np.ndarray | None = field(repr=False, compare=False)
     undrawn: dict[str, str] = field(default_factory=dict)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """``{"resamples", "seed", "level"}``: what reproduces these intervals."""
         return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
 

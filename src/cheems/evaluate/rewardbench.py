@@ -58,7 +58,7 @@ EXAMPLE_COUNTS = {
 )
 def rewardbench_subset(
     outcomes: Sequence[PromptOutcome], records: list[Record], name: str = "", compat: Compat = "strict"
-) -> dict:
+) -> dict[str, Any]:
     """The ``rewardbench`` metric of one bench file: ``categories`` are RewardBench's subsets (the last part of
     each record's category, as ``cheems import rewardbench`` writes it), each with ``accuracy`` (share of its
     pairs right), ``n_prompts``, ``n_pairs`` and its ``section``; ``sections`` the weighted means of the

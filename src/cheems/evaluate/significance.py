@@ -19,7 +19,7 @@ nowhere), so a subset keeps its size. The draws come from
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -132,7 +132,7 @@ class Difference:
     ci: Interval
     p_value: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "delta": self.delta, "ci": list(self.ci), "p_value": self.p_value}
 
 
@@ -147,7 +147,7 @@ class McNemar:
     chi2: float  # (max(|b - c| - 1, 0))^2 / (b + c): with continuity correction
     chi2_p: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "pairs": self.pairs,
             "b": self.b,
@@ -185,7 +185,7 @@ class Comparison:
     subsets: dict[str, dict[str, Difference]]  # subset -> {"accuracy": ..., "exact_match": ...}
     mcnemar: McNemar
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON of ``cheems compare --output-json``."""
         return {
             "a": {"path": self.a.path, "scorer": self.a.scorer},
@@ -208,7 +208,9 @@ def _pair_keys(d: Details) -> dict[tuple[str, str, str, str, str], bool]:
     }
 
 
-def _same_bench(a: Details, b: Details) -> tuple[dict, dict]:
+def _same_bench(
+    a: Details, b: Details
+) -> tuple[dict[tuple[str, str, str, str, str], bool], dict[tuple[str, str, str, str, str], bool]]:
     """Both files' pair keys, or a one-line error naming both files when they come from different benches."""
     where, hint = f"{a.path}, {b.path}", "compare details files that cheems eval --details wrote on the same bench"
     if a.bench != b.bench:

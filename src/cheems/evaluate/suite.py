@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import Field
 
@@ -150,12 +150,12 @@ class SuiteBenchRun:
     evaluation: BenchEvaluation
 
     @cached_property
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """The bench's eval JSON, as ``cheems eval --output-json`` writes it (made once: a table and the JSON
         both read it)."""
         return self.evaluation.to_dict()
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """The bench's headline: its metric, ``score`` (the report's ``overall``), ``score_ci`` when drawn, and
         the prompts and pairs it was measured on."""
         report = self.report
@@ -175,15 +175,15 @@ class SuiteResult:
     scorer: str
     runs: list[SuiteBenchRun]
     overall_ci: tuple[float, float] | None = None
-    bootstrap: dict | None = None
+    bootstrap: dict[str, Any] | None = None
     unmatched_scores: list[ScoreKey] = field(default_factory=list)  # scores of no response of any bench
 
     @property
     def overall(self) -> float:
         """The mean over benches of their headline scores."""
-        return sum(run.report["overall"] for run in self.runs) / len(self.runs)
+        return cast("float", sum(run.report["overall"] for run in self.runs) / len(self.runs))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The suite JSON (docs/suite.md): ``benches`` (each bench's headline), ``overall`` (their mean) with
         ``overall_ci``, and ``reports`` (each bench's eval JSON)."""
         out: dict[str, Any] = {"metric": "suite", "suite": self.source, "scorer": self.scorer}
@@ -204,7 +204,7 @@ class SuiteResult:
         write_json(output_json, self.to_dict())
 
 
-def suite_interval(runs: list[SuiteBenchRun]) -> tuple[tuple[float, float], dict] | None:
+def suite_interval(runs: list[SuiteBenchRun]) -> tuple[tuple[float, float], dict[str, Any]] | None:
     """The interval of the suite's mean score: the mean over benches of each bench's ``overall`` in resample r,
     for every r (each bench's prompts are resampled on their own). None unless every bench drew intervals with
     the same resamples, seed and level."""

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from cheems.cachedb import cache_errors, cache_file, open_cache_db, select_in
 
@@ -139,5 +140,5 @@ class JudgeCache:
         """How many judgements are stored (for one judge, or all)."""
         conn = self.connect()
         if judge is None:
-            return conn.execute("SELECT COUNT(*) FROM judgements").fetchone()[0]
-        return conn.execute("SELECT COUNT(*) FROM judgements WHERE judge = ?", (judge,)).fetchone()[0]
+            return cast("int", conn.execute("SELECT COUNT(*) FROM judgements").fetchone()[0])
+        return cast("int", conn.execute("SELECT COUNT(*) FROM judgements WHERE judge = ?", (judge,)).fetchone()[0])

@@ -73,13 +73,13 @@ class JudgeStats:
     pairs: int = 0  # questions planned
     judged: int = 0  # verdicts from the judge in this run
     cached: int = 0  # verdicts taken from the cache
-    failed: Counter = field(default_factory=Counter)  # reason code -> questions
+    failed: Counter[str] = field(default_factory=Counter)  # reason code -> questions
     not_attempted: int = 0  # stopped by the request budget
     requests: int = 0  # HTTP requests (or generate rows) sent in this run
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
-    shown_labels: Counter = field(default_factory=Counter)  # A / B / C about the shown order, all verdicts
+    shown_labels: Counter[str] = field(default_factory=Counter)  # A / B / C about the shown order, all verdicts
     consistency: dict[str, Any] | None = None  # with both orders: pairs, consistent, rate
     budget_exhausted: bool = False
 

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.llm.endpoint import EndpointSettings, Outcome, RequestBudget, normalize_base_url
@@ -269,7 +269,7 @@ class ChatClient:
         finally:
             watchdog.cancel()
 
-    async def _watch(self, running: asyncio.Future, stalled: list[_Fatal]) -> None:
+    async def _watch(self, running: asyncio.Future[Any], stalled: list[_Fatal]) -> None:
         """Stop the run (``running``, into ``stalled``) once no usable reply came for ``give_up_after`` s.
 
         A worker waits at most ``timeout`` for one request, but retries and backoffs (honouring the
@@ -298,7 +298,7 @@ class ChatClient:
         s = self.settings
         if retry_after is not None:
             return min(retry_after, s.backoff_max)
-        return min(s.backoff_max, s.backoff_base * 2**attempt) * (0.5 + 0.5 * self._rng.random())
+        return cast("float", min(s.backoff_max, s.backoff_base * 2**attempt) * (0.5 + 0.5 * self._rng.random()))
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> tuple[int, Any, bytes | None]:
         """One POST: (status, headers, body or None when over ``max_reply_bytes``)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, cast
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
@@ -114,7 +114,7 @@ class EndpointSettings(ConnectionSettings):
     @property
     def model_name(self) -> str:
         """The model: its name at the endpoint, or with ``backend: hf`` a folder or hub id."""
-        return getattr(self, self.MODEL_FIELD)
+        return cast("str", getattr(self, self.MODEL_FIELD))
 
     @property
     def model_option(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cheems.errors import InputError
 from cheems.llm.endpoint import EndpointSettings, RequestBudget
@@ -131,7 +131,7 @@ class LocalLM:
     def render(self, messages: list[dict[str, str]]) -> str:
         """The model's input text for one chat."""
         if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return cast("str", self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
         return _plain_prompt(messages)
 
     def generate(self, texts: list[str], temperature: float, seeds: list[int]) -> list[tuple[str, int, int]]:

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 class _Result(Protocol):
-    records: list
-    failures: list
+    records: list[Any]
+    failures: list[Any]
 
     @property
     def stats(self) -> Any: ...
@@ -74,7 +74,7 @@ def run_to_files(
 
 
 def write_run(
-    output: Path, records: list, failures: list, side: Path, stats_json: Path | None, stats: dict[str, Any]
+    output: Path, records: list[Any], failures: list[Any], side: Path, stats_json: Path | None, stats: dict[str, Any]
 ) -> None:
     """A judge or generation run's files, together: the records, the failures list beside them, the statistics.
 

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Protocol, cast
 
 from pydantic import Field
 
@@ -201,7 +201,7 @@ class SampleCache:
 
     def count(self) -> int:
         """How many samples are stored (all models)."""
-        return self.connect().execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+        return cast("int", self.connect().execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
 
 # ------------------------------------------------------------------------------ backends
@@ -275,7 +275,7 @@ class GenerateStats:
     merged: int = 0  # a text the pool already holds (any model's): stored on that response (both names)
     generated: int = 0  # from the model in this run
     cached: int = 0  # taken from the cache
-    failed: Counter = field(default_factory=Counter)  # reason code -> samples
+    failed: Counter[str] = field(default_factory=Counter)  # reason code -> samples
     not_attempted: int = 0  # stopped by the request budget
     prompts_left_out: int = 0  # prompts that ended with no response at all
     requests: int = 0

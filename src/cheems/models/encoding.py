@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import FORMAT_KEY, FORMATS, MAX_LENGTH_KEY, ModelSource
@@ -60,7 +60,7 @@ def effective_max_length(max_length: int, tokenizer: Any, config: dict[str, Any]
     limits = [max_length, tokenizer.model_max_length]
     if isinstance(config.get("max_position_embeddings"), int):
         limits.append(config["max_position_embeddings"])
-    return min(limits)
+    return cast("int", min(limits))
 
 
 def scoring_max_length(source: ModelSource, max_length: int | None) -> int:
@@ -153,7 +153,7 @@ class RewardEncoder:
             tok.apply_chat_template(prompt_messages(p) + [{"role": "assistant", "content": r}], tokenize=False)
             for p, r in items
         ]
-        return tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        return cast("list[list[int]]", tok(texts, add_special_tokens=False, verbose=False)["input_ids"])
 
     def _pair_features(self, prompts: list[str], responses: list[str], response_len: list[int]) -> list[Features]:
         """(prompt, response) as a text pair cut to ``limit``; the prompt is cut first so the response survives."""

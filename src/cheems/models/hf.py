@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
@@ -46,7 +46,7 @@ def batched_rewards(
     batches: Sequence[Sequence[int]],
     pad_id: int,
     device: str,
-    precision: Callable[[], AbstractContextManager] | None = None,
+    precision: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> list[float]:
     """The one batched scoring loop: the reward of each row (in the order of ``rows``).
 
@@ -267,4 +267,6 @@ class HFRewardScorer:
         mask = inputs["attention_mask"]
         hidden = model.base_model(input_ids=inputs["input_ids"], attention_mask=mask).last_hidden_state
         last = mask.sum(dim=1) - 1
-        return model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
+        return cast(
+            "torch.Tensor", model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
+        )

@@ -126,7 +126,9 @@ class _ServerScorer:
         identity = {"v": SCORING_VERSION, "kind": self.kind, "url": self.url, "model": self.settings.model}
         return f"{self.kind}-" + content_hash({**identity, "text": TEXT_FORMAT[self.kind]}, keyed=True)
 
-    def _request_all(self, jobs: list[tuple[list[int], dict[str, Any]]], path: str, parse: Callable) -> list[float]:
+    def _request_all(
+        self, jobs: list[tuple[list[int], dict[str, Any]]], path: str, parse: Callable[..., Any]
+    ) -> list[float]:
         """POST each job's body to ``path``; ``parse(reply, n)`` gives its rewards, stored at its indices and
         handed on as they come (:func:`~cheems.models.base.finished`)."""
         scores: list[float] = [math.nan] * sum(len(idx) for idx, _ in jobs)

@@ -16,7 +16,7 @@ Under a launcher every process must make the same calls in the same order.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cheems.errors import InputError
 from cheems.models.base import scaled_progress
@@ -102,7 +102,7 @@ def on_main(fn: Callable[[], T]) -> T:
     box: list[Any] = [outcome]  # rank 0 sends its outcome, the others receive it here
     dist.broadcast_object_list(box, src=0)
     _raise_failure([box[0]], error)
-    return box[0][1]
+    return cast("T", box[0][1])
 
 
 def _attempt(fn: Callable[[], T]) -> tuple[Outcome, BaseException | None]:

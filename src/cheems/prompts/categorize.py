@@ -119,13 +119,13 @@ class CategorizeStats:
     kept_outside: int = 0  # of those kept, a category that is no [main, sub] path of the taxonomy
     assigned: int = 0  # got a category from the model (this run or the cache)
     cached: int = 0  # of those assigned or failed, answered from the cache
-    failed: Counter = field(default_factory=Counter)  # reason code -> records
+    failed: Counter[str] = field(default_factory=Counter)  # reason code -> records
     not_attempted: int = 0  # stopped by the request budget
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     budget_exhausted: bool = False
-    by_category: Counter = field(default_factory=Counter)  # main category -> records assigned to it
+    by_category: Counter[str] = field(default_factory=Counter)  # main category -> records assigned to it
 
     @property
     def failed_total(self) -> int:

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import Field, model_validator
 
@@ -245,7 +245,7 @@ def probabilities(vectors: np.ndarray, coef: np.ndarray, intercept: np.ndarray) 
     scores = vectors @ coef.T + intercept
     scores -= scores.max(axis=1, keepdims=True)
     exp = np.exp(scores)
-    return exp / exp.sum(axis=1, keepdims=True)
+    return cast("np.ndarray", exp / exp.sum(axis=1, keepdims=True))
 
 
 # ------------------------------------------------------------------------------ apply
@@ -315,7 +315,7 @@ class ClassifyStats:
     assigned: int = 0
     kept: int = 0
     uncertain: int = 0  # below min_confidence: left for people
-    by_category: Counter = field(default_factory=Counter)  # main category -> records assigned to it
+    by_category: Counter[str] = field(default_factory=Counter)  # main category -> records assigned to it
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary."""

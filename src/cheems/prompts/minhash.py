@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from pydantic import Field
@@ -60,11 +60,11 @@ class PromptKey(NamedTuple):
 
 
 @functools.cache
-def _permutations(num_perm: int, seed: int) -> tuple:
+def _permutations(num_perm: int, seed: int) -> tuple[Any, ...]:
     from datasketch import MinHash
 
     # made once: making them costs more than hashing a prompt
-    return MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
+    return cast("tuple[Any, ...]", MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations)
 
 
 def shingles(text: str, n: int) -> set[bytes]:
@@ -80,7 +80,7 @@ def signature(text: str, n: int) -> bytes:
 
     minhash = MinHash(num_perm=NUM_PERM, seed=SEED, permutations=_permutations(NUM_PERM, SEED), scheme=SCHEME)
     minhash.update_batch(list(shingles(text, n)))
-    return minhash.hashvalues.astype(np.uint32).tobytes()  # affine32 values are below 2**32
+    return cast("bytes", minhash.hashvalues.astype(np.uint32).tobytes())  # affine32 values are below 2**32
 
 
 def _digest(parts: list[str], size: int) -> bytes:
@@ -144,7 +144,7 @@ class NearIndex:
         """The LSH bucket of each band: its values and the prompt's group, so two groups never share one."""
         values = np.frombuffer(key.signature, np.uint32)[: self._bands * self._rows].astype(np.uint64)
         mixed = (values.reshape(self._bands, self._rows) * self._mix).sum(axis=1)  # wraps around 2**64
-        return (mixed ^ np.uint64(key.group)).tolist()
+        return cast("list[int]", (mixed ^ np.uint64(key.group)).tolist())
 
     def add(self, key: PromptKey) -> int:
         """Add a prompt; its number in this index."""

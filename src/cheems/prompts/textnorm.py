@@ -21,6 +21,7 @@ import functools
 import re
 import unicodedata
 from pathlib import Path
+from typing import cast
 
 from cheems.data.schema import Record, prompt_messages
 
@@ -82,7 +83,7 @@ def normalize(text: str) -> str:
     converter, traditional = _converter()
     if traditional.isdisjoint(text):
         return text
-    return converter.convert(text)  # type: ignore[attr-defined]
+    return cast("str", converter.convert(text))  # type: ignore[attr-defined]
 
 
 def prompt_turns(record: Record) -> list[tuple[str, str]]:

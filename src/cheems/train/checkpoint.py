@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cheems.data.io import write_json
 from cheems.errors import InputError
@@ -131,7 +131,7 @@ def _state(checkpoint: Path) -> dict[str, Any]:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
         if all(isinstance(state.get(key), int) for key in ("global_step", "epoch", "micro")):
-            return state
+            return cast("dict[str, Any]", state)
     except (ValueError, AttributeError):
         pass
     raise InputError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -40,7 +40,7 @@ def forward_rewards(
     padding (which costs as much compute as real tokens) mostly disappears.
     """
     if not chunk_tokens:
-        return model(**collate(rows, pad_id, str(device)))
+        return cast("torch.Tensor", model(**collate(rows, pad_id, str(device))))
     chunks = length_batches([len(ids) for ids, _ in rows], len(rows), chunk_tokens)
     rewards = torch.cat([model(**collate([rows[i] for i in chunk], pad_id, str(device))) for chunk in chunks])
     order = torch.tensor([i for chunk in chunks for i in chunk], device=rewards.device)
@@ -55,7 +55,7 @@ def score_in_memory(
     *,
     batch_size: int = 32,
     device: torch.device | str = "cpu",
-    autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[tuple[str, str], float]:
     """Score every response of ``records`` with the model being trained, encoded as the scorer does.
 

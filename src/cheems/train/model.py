@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -102,7 +102,7 @@ class RewardModel(nn.Module):
 
     def _backbone(self) -> nn.Module:
         hf = self.hf
-        return getattr(hf, hf.base_model_prefix)
+        return cast("nn.Module", getattr(hf, hf.base_model_prefix))
 
     def _head_name(self) -> str:
         for name in HEAD_MODULES:
@@ -111,7 +111,7 @@ class RewardModel(nn.Module):
         raise InputError(f"{type(self.hf).__name__} has no 'score' or 'classifier' head", field="model")
 
     def _head(self) -> nn.Module:
-        return getattr(self.hf, self._head_name())
+        return cast("nn.Module", getattr(self.hf, self._head_name()))
 
     def head_weights(self) -> list[str]:
         """The names of the head's weights in the checkpoint: ``["score.weight"]`` for a causal LM's head."""
@@ -136,10 +136,10 @@ class RewardModel(nn.Module):
             out = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **extra)
             first = out[0][read_at[:, 0], read_at[:, 1]]
             pooled = backbone.pooler(first[:, None])  # the pooler reads position 0 of what it is given
-            return self._head()(self.hf.dropout(pooled))[:, 0].float()
+            return cast("torch.Tensor", self._head()(self.hf.dropout(pooled))[:, 0].float())
         if self.pooling == "cls":
             out = self.hf(input_ids=input_ids, attention_mask=attention_mask, **extra)
-            return out.logits[:, 0].float()
+            return cast("torch.Tensor", out.logits[:, 0].float())
         if self.pooling == "last":
             if position_ids is None:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
@@ -152,7 +152,7 @@ class RewardModel(nn.Module):
             else:
                 rows = torch.arange(hidden.shape[0], device=hidden.device)
                 pooled = hidden[rows, last_token_index(attention_mask)]
-            return self._head()(pooled)[:, 0].float()
+            return cast("torch.Tensor", self._head()(pooled)[:, 0].float())
         # mean
         out = self._backbone()(input_ids=input_ids, attention_mask=attention_mask, **extra)
         hidden = out[0]
@@ -161,7 +161,7 @@ class RewardModel(nn.Module):
         dropout = getattr(self.hf, "dropout", None)
         if isinstance(dropout, nn.Module):
             pooled = dropout(pooled)
-        return self._head()(pooled)[:, 0].float()
+        return cast("torch.Tensor", self._head()(pooled)[:, 0].float())
 
 
 def _set_pad_token(model: Any, tokenizer: Any) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cheems.models.encoding import Features
 from cheems.models.prefix import shared_length, supports_shared_prefix
@@ -277,7 +277,7 @@ def packed_rewards(
     token (else whole sequences are packed, see :func:`pack_layout`).
     """
     layout = pack_layout(rows, keys, budget, causal)
-    return model(**packed_inputs(layout, pad_id, device, attention))
+    return cast("torch.Tensor", model(**packed_inputs(layout, pad_id, device, attention)))
 
 
 def packing_counts(rows: Sequence[Features], keys: Sequence[Hashable], budget: int) -> dict[str, int]:

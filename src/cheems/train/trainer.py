@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -112,7 +112,7 @@ class _Run:
 
     @property
     def main(self) -> bool:
-        return self.accelerator.is_main_process
+        return cast("bool", self.accelerator.is_main_process)
 
     def say(self, *args: Any) -> None:
         """Print on the main process only."""
@@ -346,7 +346,7 @@ def _accelerator(config: TrainConfig) -> tuple[Any, Any]:
 def _is_deepspeed(accelerator: Any) -> bool:
     from accelerate.utils import DistributedType
 
-    return accelerator.distributed_type == DistributedType.DEEPSPEED
+    return cast("bool", accelerator.distributed_type == DistributedType.DEEPSPEED)
 
 
 def _configure_deepspeed(accelerator: Any, config: TrainConfig) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from cheems.curate.distant import DistantReport, DistantSettings, distant_file, distant_supervision
 from cheems.curate.recipe import RecipeSummary, load_recipe, run_recipe
-from cheems.data.io import ReadResult, record_line, write_lines_and_report
+from cheems.data.io import ReadResult, ScoreKey, record_line, write_lines_and_report
 from cheems.data.schema import Record
 from cheems.data.stream import read_records
 from cheems.errors import InputError
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cheems.models.base import Scorer
 
 
-def rm_scores(records: list[Record], model: str | Scorer) -> dict:
+def rm_scores(records: list[Record], model: str | Scorer) -> dict[ScoreKey, float]:
     """Every response's score from the reward model ``model``, a spec or a scorer loaded (what a recipe's
     ``distant: {model: …}`` and ``cheems curate distant --model`` need)."""
     from cheems.models import load_scorer, score_records
@@ -42,7 +42,7 @@ def llm_judgements(records: list[Record], settings: JudgeSettings, log: Callable
         f"judge {stats.judge_model}: {stats.pairs} questions, {stats.judged} judged, {stats.cached} from the cache, "
         f"{stats.failed_total} without a verdict, {stats.not_attempted} not attempted"
     )
-    return result.records
+    return cast("list[Record]", result.records)
 
 
 def run_curation(path: str | Path, *, skip_invalid: bool, log: Callable[[str], None]) -> RecipeSummary:
