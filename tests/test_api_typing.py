@@ -85,6 +85,8 @@ reveal_type(bench)
 reveal_type(cheems.load_scorer("length"))
 reveal_type(cheems.evaluate(bench, cheems.load_scorer("length"), resamples=0))
 cheems.evaluate(bench, cheems.load_scorer("length"), resample=0)
+cheems.load_benches(["open.jsonl"])
+reveal_type(cheems.__version__)
 """
 # only cheems is read: torch, numpy and pydantic unread keep the check a few seconds (their names are then Any)
 MYPY_INI = "[mypy]\nfollow_imports = skip\n\n[mypy-cheems.*]\nfollow_imports = normal\n"
@@ -92,7 +94,7 @@ MYPY_INI = "[mypy]\nfollow_imports = skip\n\n[mypy-cheems.*]\nfollow_imports = n
 
 def test_a_user_script_type_checks_against_the_installed_wheel(tmp_path):
     """The package built and installed as ``pip install .`` does (py.typed shipped): a user's mypy sees the report
-    type of ``cheems.evaluate(...)``, and a misspelt keyword is an error, not an ``Any`` call."""
+    type of ``cheems.evaluate(...)``, and a misspelt keyword or name is an error, not an ``Any``."""
     root, proj, site = INIT.parents[2], tmp_path / "proj", tmp_path / "site"
     proj.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -111,6 +113,8 @@ def test_a_user_script_type_checks_against_the_installed_wheel(tmp_path):
         "dict[str, list[cheems.data.schema.Record]]",
         "cheems.models.base.Scorer",
         "cheems.evaluate.bench.EvalReport",
+        "str",
     ], out
     assert re.search(r'user\.py:7: error: Unexpected keyword argument "resample"', out), out
-    assert "Found 1 error in 1 file" in out, out
+    assert re.search(r'user\.py:8: error: Module has no attribute "load_benches"', out), out
+    assert "Found 2 errors in 1 file" in out, out

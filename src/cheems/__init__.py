@@ -153,14 +153,16 @@ __all__ = sorted(_EXPORTS)
 _exported = lazy_exports(__name__, _EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported on first use; a function comes with its arguments checked
-    (:func:`cheems.arguments.checked`: a wrong type raises a ``TypeError`` naming the argument)."""
-    if name == "__version__":  # read from the package metadata on first use, not at import
-        return package_version()
-    found = _exported(name)
-    if inspect.isfunction(found):
-        from cheems.arguments import checked
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not an Any
 
-        found = globals()[name] = checked(found, name)  # kept: wrapped once, and later lookups skip __getattr__
-    return found
+    def __getattr__(name: str) -> Any:
+        """A public name, imported on first use; a function comes with its arguments checked
+        (:func:`cheems.arguments.checked`: a wrong type raises a ``TypeError`` naming the argument)."""
+        if name == "__version__":  # read from the package metadata on first use, not at import
+            return package_version()
+        found = _exported(name)
+        if inspect.isfunction(found):
+            from cheems.arguments import checked
+
+            found = globals()[name] = checked(found, name)  # kept: wrapped once, and later lookups skip __getattr__
+        return found
