@@ -13,8 +13,7 @@ from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
 from cheems.data.stream import Records, same_record
 from cheems.errors import InputError
-from cheems.evaluate.bench import EvalReport, load_bench, score_responses
-from cheems.evaluate.bench import evaluate as evaluate_scores
+from cheems.evaluate.bench import EvalReport, evaluate_scores, load_bench, score_responses
 from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.checks import CheckContext, Which, run_checks
 from cheems.evaluate.compat import Compat

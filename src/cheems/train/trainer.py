@@ -550,7 +550,7 @@ def _eval_due(every: int, step: int, epoch_end: bool) -> bool:
 
 def _evaluate(run: _Run, model: Any, encoder: RewardEncoder, bench: Any, epoch: float) -> None:
     """Score the bench with the model in memory; the main process records, logs and prints the report."""
-    from cheems.evaluate import evaluate
+    from cheems.evaluate import evaluate_scores
 
     accelerator, step = run.accelerator, run.result.global_step
     if run.deepspeed or run.main:  # ZeRO-3 needs every rank in each forward; DDP scores on rank 0 only
@@ -563,7 +563,7 @@ def _evaluate(run: _Run, model: Any, encoder: RewardEncoder, bench: Any, epoch: 
             autocast=accelerator.autocast,
         )
     if run.main:
-        report = evaluate(bench, scores, "training").to_dict()
+        report = evaluate_scores(bench, scores, "training").to_dict()
         run.result.evals.append({"step": step, "epoch": round(epoch, 4), **report})
         run.logger.eval(step, epoch, report)
         run.say(describe_eval(step, report))
