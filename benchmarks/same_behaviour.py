@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -311,9 +312,11 @@ def record(out: Path) -> None:
     from fault_server import FakeJudgeServer
 
     pkg = Path(cheems.__file__).resolve().parent
-    demo = pkg / "assets" / "demo"
     work = out / "work"
     work.mkdir(parents=True, exist_ok=False)
+    # the shipped demo assets, copied in: commands given them print their path, the same in both runs
+    demo = Path("assets")
+    shutil.copytree(pkg / "assets" / "demo", work / demo)
     env = dict(os.environ, COLUMNS="120", LINES="50", CHEEMS_CACHE_DIR=str(work / "cache"), CHEEMS_WORKERS="1")
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OPENAI_API_KEY": "test-key", "NO_COLOR": "1"}
     env.pop("FORCE_COLOR", None)
