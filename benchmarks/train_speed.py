@@ -38,7 +38,7 @@ from cheems.data.importers import import_file
 from cheems.data.io import write_records
 from cheems.data.schema import Record
 from cheems.data.split import split_records
-from cheems.evaluate import evaluate
+from cheems.evaluate import evaluate_scores
 from cheems.models import load_scorer, score_records
 from cheems.models.backbones import locate_model
 from cheems.models.encoding import RewardEncoder
@@ -221,7 +221,7 @@ def run_trl(records: list[Record], args: argparse.Namespace, folder: Path) -> Ru
 def held_out(folder: Path, test: list[Record], max_length: int) -> tuple[float, float]:
     """(accuracy, exact match) of a saved reward model on the held-out split."""
     scores = score_records(test, load_scorer(str(folder), max_length=max_length), progress=False)
-    sub = evaluate({"test": test}, scores, str(folder)).subsets["test"]
+    sub = evaluate_scores({"test": test}, scores, str(folder)).subsets["test"]
     return sub.accuracy, sub.exact_match
 
 

@@ -70,7 +70,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *contains: str, code: int = 2) -> str:
-    """A user error as DESIGN.md wants it: exit ``code``, no traceback, one ``error:`` line holding ``contains``.
+    """A user error as CONTRIBUTING.md wants it: exit ``code``, no traceback, one ``error:`` line holding ``contains``.
 
     Other stderr lines may only be warnings or skip reports that come before it. Returns the line.
     """

@@ -61,6 +61,19 @@ def test_evaluate_judge_and_train_are_packages_a_script_calls(tmp_path):
     )
 
 
+def test_evaluate_names_one_function():
+    """``evaluate`` is the public ``cheems.evaluate(...)`` only; the evaluation of a bench by a scores table is
+    ``evaluate_scores`` (issue 32: ``cheems.evaluate.evaluate`` was another function with another signature)."""
+    from cheems.evaluate.bench import evaluate_scores
+
+    defined = [p for p in (ROOT / "src" / "cheems").rglob("*.py") if "\ndef evaluate(" in p.read_text("utf-8")]
+    assert [p.relative_to(ROOT).as_posix() for p in defined] == ["src/cheems/evaluate/evaluation.py"]
+    assert not hasattr(cheems.evaluate, "evaluate") and cheems.evaluate.evaluate_scores is evaluate_scores
+    bench = cheems.load_bench(BENCH)
+    scores = cheems.score(bench, cheems.load_scorer("length"))
+    assert cheems.evaluate(bench, scores, resamples=0).overall == evaluate_scores(bench, scores).overall
+
+
 def same_file(tmp_path: Path, data: dict, cli_file: Path) -> None:
     """``data`` written as the commands write JSON is byte for byte the command's file."""
     mine = tmp_path / f"api.{cli_file.name}"

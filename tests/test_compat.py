@@ -17,7 +17,7 @@ import pytest
 from cheems.data.schema import Record
 from cheems.data.stream import read_records
 from cheems.errors import InputError
-from cheems.evaluate.bench import evaluate, report_from_outcomes
+from cheems.evaluate.bench import evaluate_scores, report_from_outcomes
 from cheems.evaluate.benchmarks import benchmark_report, pairwise_subset
 from cheems.evaluate.compat import SCORING_INPUT, UPSTREAM_RULES, Compat
 from cheems.evaluate.evaluation import bon, score
@@ -265,7 +265,7 @@ FACTUALITY_UPSTREAM = (1 / 3 + 1 + 0) / 3
 def rb2_report(compat: Compat) -> dict:
     bench = {"rb2": [Record.model_validate(row) for row, _ in RB2]}
     scores = {k: v for _, s in RB2 for k, v in s.items()}
-    return benchmark_report("bon", bench, evaluate(bench, scores), compat).to_dict()
+    return benchmark_report("bon", bench, evaluate_scores(bench, scores), compat).to_dict()
 
 
 def test_rewardbench2_strict_counts_a_top_tie_and_the_ties_rows_as_wrong_or_right():
@@ -291,7 +291,7 @@ def test_rewardbench2_ties_intervals_draw_ref_and_tied_together_and_count_repeat
     """Under upstream the bootstrap's units are Factuality's prompts and Ties' N (ref:N with tied:N), in order of
     first appearance; a unit drawn k times counts k times (it was counted once: each draw a ~63% subsample)."""
     bench = {"rb2": [Record.model_validate(row) for row, _ in RB2]}
-    report = evaluate(bench, {k: v for _, s in RB2 for k, v in s.items()})
+    report = evaluate_scores(bench, {k: v for _, s in RB2 for k, v in s.items()})
     resamples, seed = 400, 7
     got = benchmark_report("bon", bench, report, "upstream", resamples=resamples, seed=seed).intervals
     factuality = [1 / 3, 1.0, 0.0]  # units 0-2; units 3, 4 are Ties N = 1, 2 (by hand above)
@@ -313,12 +313,12 @@ def test_rewardbench2_ties_intervals_draw_ref_and_tied_together_and_count_repeat
 def test_a_ties_subset_upstream_cannot_score_is_refused_with_one_line():
     rows = [rb2_row("odd", "Ties", [2.0, 1.0], [0.0]), rb2_row("ref:1", "Ties", [2.0], [0.0])]
     bench = {"rb2": [Record.model_validate(row) for row, _ in rows]}
-    result = evaluate(bench, {k: v for _, s in rows for k, v in s.items()})
+    result = evaluate_scores(bench, {k: v for _, s in rows for k, v in s.items()})
     with pytest.raises(InputError, match=r"prompt 'odd' of the Ties subset .* is not named ref:N or tied:N"):
         benchmark_report("bon", bench, result, "upstream")
     rows = [rb2_row("ref:1", "Ties", [2.0], [0.0]), rb2_row("tied:2", "Ties", [2.0, 1.0], [0.0])]
     bench = {"rb2": [Record.model_validate(row) for row, _ in rows]}
-    result = evaluate(bench, {k: v for _, s in rows for k, v in s.items()})
+    result = evaluate_scores(bench, {k: v for _, s in rows for k, v in s.items()})
     with pytest.raises(InputError, match="needs prompts ref:N and tied:N of the same N"):
         benchmark_report("bon", bench, result, "upstream")
 
@@ -338,13 +338,13 @@ def test_a_rewardbench2_record_without_chosen_1_is_refused_at_its_line_under_ups
     records = {"rb2": [Record.model_validate(r) for r in rows]}
     given = {(r["id"], x["id"]): float(len(x["content"])) for r in rows for x in r["responses"]}
     with pytest.raises(InputError, match="bench file 'rb2'.*no 'chosen-1'"):
-        benchmark_report("bon", records, evaluate(records, given), "upstream")
+        benchmark_report("bon", records, evaluate_scores(records, given), "upstream")
 
 
 def test_rewardbench_file_missing_a_section_scores_it_0_under_upstream_as_calculate_scores_per_section():
     rows = [bench_row("c1", "alpacaeval-easy", {"a": 1, "b": 2}), bench_row("s1", "donotanswer", {"a": 1, "b": 2})]
     bench = {"rb": [Record.model_validate(r) for r in rows]}
-    result = evaluate(bench, {("c1", "a"): 1.0, ("c1", "b"): 0.0, ("s1", "a"): 0.0, ("s1", "b"): 1.0})
+    result = evaluate_scores(bench, {("c1", "a"): 1.0, ("c1", "b"): 0.0, ("s1", "a"): 0.0, ("s1", "b"): 1.0})
     strict = benchmark_report("rewardbench", bench, result, "strict").to_dict()
     upstream = benchmark_report("rewardbench", bench, result, "upstream").to_dict()
     assert strict["subsets"]["rb"]["accuracy"] == 0.5  # Chat 1, Safety 0: the mean of the two present
@@ -402,7 +402,7 @@ def test_readme_differences_table_names_every_upstream_rule_and_the_audits_findi
 def test_rmb_best_of_n_keeps_its_rule_under_upstream():
     """RMB's best-of-N ids (best, loser-i) are not RewardBench 2's: a tie at the top stays wrong."""
     bench = {"rmb": [Record.model_validate(bench_row("bon-1", "Chat", {"best": 1, "loser-1": 2, "loser-2": 2}))]}
-    result = evaluate(bench, {("bon-1", "best"): 1.0, ("bon-1", "loser-1"): 1.0, ("bon-1", "loser-2"): 0.0})
+    result = evaluate_scores(bench, {("bon-1", "best"): 1.0, ("bon-1", "loser-1"): 1.0, ("bon-1", "loser-2"): 0.0})
     assert benchmark_report("bon", bench, result, "upstream").subsets["rmb"]["accuracy"] == 0.0
 
 
@@ -414,7 +414,7 @@ def test_judgebench_score_tie_is_not_right_under_both_rules():
     records = [Record.model_validate(bench_row(o.prompt_id, o.category, {"A": 1, "B": 2})) for o in (tie, right)]
     bench = {"jb": records}
     scores = {("u1", "A"): 0.5, ("u1", "B"): 0.5, ("u2", "A"): 0.7, ("u2", "B"): 0.1}
-    result = evaluate(bench, scores)
+    result = evaluate_scores(bench, scores)
     for compat in ("strict", "upstream"):
         assert benchmark_report("pairwise", bench, result, compat).subsets["jb"]["accuracy"] == 0.5
 

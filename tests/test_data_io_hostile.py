@@ -21,7 +21,7 @@ import pytest
 from cheems.data.io import load_rows, read_scores
 from cheems.data.stream import read_records
 from cheems.errors import InputError
-from cheems.evaluate import evaluate, overall
+from cheems.evaluate import evaluate_scores, overall
 from cheems.evaluate.metrics import GroupMetrics
 from helpers import assert_user_error, record, run_cheems, write_jsonl
 
@@ -903,7 +903,7 @@ def test_subset_without_pairs_is_left_out_not_averaged_as_zero():
         **scores_for("p2", {"r1": 0, "r2": 1}),
         **scores_for("q1", {"r1": 0, "r2": 0}),
     }
-    report = evaluate({"a": a, "b": b}, scores)
+    report = evaluate_scores({"a": a, "b": b}, scores)
     assert list(report.subsets) == ["a"] and report.without_pairs == ["b"]
     assert report.subsets["a"].accuracy == pytest.approx(3 / 4)
     assert report.subsets["a"].exact_match == pytest.approx(1 / 2)
@@ -921,7 +921,7 @@ def test_overall_refuses_a_subset_it_cannot_measure():
 def test_unmatched_scores_and_unranked_responses_are_counted():
     rec3 = record(3, rank={"r1": 1, "r2": 2}, pid="p")  # r3 is left out of the rank
     scores = {**scores_for("p", {"r1": 2, "r2": 1, "r3": 0}), ("p", "r9"): 1.0, ("other", "r1"): 1.0}
-    report = evaluate({"s": [rec3]}, scores)
+    report = evaluate_scores({"s": [rec3]}, scores)
     assert sorted(report.unmatched_scores) == [("other", "r1"), ("p", "r9")]
     assert report.unranked_responses == 1
     out = report.to_dict()
@@ -932,7 +932,7 @@ def test_unmatched_scores_and_unranked_responses_are_counted():
 def test_a_model_score_that_is_not_finite_is_an_error(bad):
     rec2 = record(2, rank={"r1": 1, "r2": 2}, pid="p")
     with pytest.raises(InputError, match="the score for prompt 'p' response 'r2' is"):
-        evaluate({"s": [rec2]}, {("p", "r1"): 1.0, ("p", "r2"): bad}, "model-x")
+        evaluate_scores({"s": [rec2]}, {("p", "r1"): 1.0, ("p", "r2"): bad}, "model-x")
 
 
 def test_eval_cli_reports_what_it_leaves_out(tmp_path):

@@ -112,6 +112,34 @@ def test_no_product_file_points_to_the_team_folder():
     assert not found, "\n".join(found)
 
 
+def test_the_flow_lines_and_the_package_table_name_every_layer():
+    """README's and CONTRIBUTING's flow line list tests/test_layers.py's packages in its order, and README's
+    package table has a row for each (issue 32: ``prompts`` was missing from all three)."""
+    from test_layers import LAYERS
+
+    flow = [name for layer in LAYERS[1:-2] for name in sorted(layer)]  # data ... train: one package a layer
+    assert len(flow) == len(LAYERS) - 3
+    for path in (ROOT / "README.md", ROOT / "CONTRIBUTING.md"):
+        line = next(ln for ln in path.read_text(encoding="utf-8").splitlines() if "The flow runs one way" in ln)
+        assert re.findall(r"[a-z]+(?= →)|(?<=→ )[a-z]+", line) == flow, f"{path.name}: {line}"
+    table = (ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [name for name in flow + ["workflows", "cli"] if f"| `cheems.{name}` |" not in table]
+    assert not missing, f"README's package table has no row for {missing}"
+
+
+def test_no_test_cites_a_design_file_users_do_not_have():
+    """Tests say where a rule is written in files a user has (README, CONTRIBUTING, docs/), not a team file."""
+    this = Path(__file__).resolve()
+    found = [
+        f"{path.name}:{n}"
+        for path in sorted((ROOT / "tests").glob("*.py"))
+        if path.resolve() != this
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"\bDESIGN\.md\b", line)
+    ]
+    assert not found, found
+
+
 # ---------------------------------------------------------------------------- every command the pages show
 
 

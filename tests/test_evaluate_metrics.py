@@ -1,4 +1,4 @@
-"""Metrics against hand-computed cases (DESIGN.md definitions)."""
+"""Metrics against hand-computed cases (the definitions in README.md's metrics section)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cheems.errors import InputError
-from cheems.evaluate import evaluate, expected_calibration_error, overall
+from cheems.evaluate import evaluate_scores, expected_calibration_error, overall
 from cheems.evaluate.metrics import GroupMetrics
 from helpers import record
 
@@ -28,7 +28,7 @@ def test_accuracy_and_exact_match_with_partial_ranks_and_score_ties():
         **scores_for("p2", {"r1": 5, "r2": 1, "r3": 1}),
         **scores_for("p3", {"r1": 0, "r2": 1}),
     }
-    sub = evaluate({"open": [p1, p2, p3]}, scores).subsets["open"]
+    sub = evaluate_scores({"open": [p1, p2, p3]}, scores).subsets["open"]
     math_cat, code_cat = sub.categories["数学"], sub.categories["代码"]
     assert (math_cat.n_pairs, math_cat.n_prompts) == (5, 2)
     assert math_cat.accuracy == pytest.approx(4 / 5)  # pooled over the category's pairs
@@ -43,7 +43,7 @@ def test_accuracy_and_exact_match_with_partial_ranks_and_score_ties():
 def test_prompts_without_comparisons_are_left_out():
     all_tied = record(2, rank={"r1": 1, "r2": 1}, pid="t")
     ok = record(2, rank={"r1": 1, "r2": 2}, pid="k")
-    sub = evaluate(
+    sub = evaluate_scores(
         {"s": [all_tied, ok]}, {**scores_for("t", {"r1": 0, "r2": 0}), **scores_for("k", {"r1": 1, "r2": 0})}
     ).subsets["s"]
     assert (sub.n_prompts, sub.accuracy, sub.exact_match) == (1, 1.0, 1.0)
@@ -56,7 +56,7 @@ def test_overall_is_mean_of_four_numbers_over_two_subsets():
 
 def test_json_shape_matches_design():
     rec = record(2, rank={"r1": 1, "r2": 2}, pid="p", category="知识")
-    out = evaluate({"open": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).to_dict()
+    out = evaluate_scores({"open": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).to_dict()
     assert set(out) == {"metric", "subsets", "overall", "length", "scorer"}
     assert out["metric"] == "cheems"
     sub = out["subsets"]["open"]
@@ -67,14 +67,14 @@ def test_json_shape_matches_design():
 
 def test_ranks_not_response_order_decide_which_is_chosen():
     rec = record(2, rank={"r1": 2, "r2": 1}, pid="p")
-    sub = evaluate({"s": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).subsets["s"]
+    sub = evaluate_scores({"s": [rec]}, scores_for("p", {"r1": 1, "r2": 0})).subsets["s"]
     assert sub.accuracy == 0.0
 
 
 def test_missing_score_is_a_clear_error():
     rec = record(2, rank={"r1": 1, "r2": 2}, pid="p")
     with pytest.raises(InputError, match="no score for prompt 'p' response 'r2'"):
-        evaluate({"s": [rec]}, scores_for("p", {"r1": 1}), "s.jsonl")
+        evaluate_scores({"s": [rec]}, scores_for("p", {"r1": 1}), "s.jsonl")
 
 
 def test_ece_hand_computed():
@@ -96,7 +96,7 @@ def test_length_split_tells_a_length_follower_from_a_good_scorer():
     rec.responses[1].content = "长" * 20  # chosen over r3 (longer), rejected against r1 (shorter chosen)
     rec.responses[2].content = "长" * 5
     length = {("p", "r1"): 10.0, ("p", "r2"): 20.0, ("p", "r3"): 5.0}  # a length follower
-    split = evaluate({"s": [rec]}, length).to_dict()["subsets"]["s"]["length"]
+    split = evaluate_scores({"s": [rec]}, length).to_dict()["subsets"]["s"]["length"]
     # pairs: (r1,r2) chosen shorter -> wrong; (r1,r3) chosen longer -> right; (r2,r3) longer -> right
     assert split["chosen_longer"] == {"accuracy": 1.0, "n_pairs": 2}
     assert split["chosen_shorter"] == {"accuracy": 0.0, "n_pairs": 1}
@@ -108,7 +108,7 @@ def test_details_round_trip_keeps_every_pair(tmp_path):
 
     rec = record(3, rank={"r1": 1, "r2": 2, "r3": 2}, pid="p", category="数学")
     bench = {"s": [rec]}
-    report = evaluate(bench, scores_for("p", {"r1": 1, "r2": 2, "r3": 0}), "m")
+    report = evaluate_scores(bench, scores_for("p", {"r1": 1, "r2": 2, "r3": 0}), "m")
     write_details(tmp_path / "d.jsonl", report.outcomes, "m", bench_fingerprint(bench))
     back = read_details(tmp_path / "d.jsonl")
     assert (back.scorer, back.bench) == ("m", bench_fingerprint(bench))

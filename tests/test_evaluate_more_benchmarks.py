@@ -35,7 +35,7 @@ import pytest
 
 from cheems.data.importers import import_file
 from cheems.errors import InputError
-from cheems.evaluate import evaluate, load_bench, score
+from cheems.evaluate import evaluate_scores, load_bench, score
 from cheems.evaluate.benchmarks import benchmark_report
 from cheems.evaluate.kendall import kendall_tau_b
 from cheems.evaluate.leaderboard import read_eval_json
@@ -133,7 +133,7 @@ def bench_file(tmp_path: Path, name: str, rows: list[dict], fmt: str | None) -> 
 
 def length_report(metric: str, path: Path) -> dict:
     bench = load_bench([path])
-    result = evaluate(bench, score(bench, load_scorer("length")), "length")
+    result = evaluate_scores(bench, score(bench, load_scorer("length")), "length")
     return benchmark_report(metric, bench, result).to_dict()
 
 

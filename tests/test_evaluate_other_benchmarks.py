@@ -34,7 +34,7 @@ import pytest
 
 from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
-from cheems.evaluate import evaluate, load_bench, score
+from cheems.evaluate import evaluate_scores, load_bench, score
 from cheems.evaluate.benchmarks import benchmark_report, pair_right
 from cheems.evaluate.leaderboard import read_eval_json
 from cheems.evaluate.outcomes import PairOutcome, ShownVerdict
@@ -342,7 +342,7 @@ def test_judgebench_pair_with_a_equal_to_b_imports_and_counts_as_wrong(tmp_path,
 
 def length_report(metric: str, *files: Path) -> dict:
     bench = load_bench(list(files))
-    result = evaluate(bench, score(bench, load_scorer("length")), "length")
+    result = evaluate_scores(bench, score(bench, load_scorer("length")), "length")
     return benchmark_report(metric, bench, result).to_dict()
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cheems.data.schema import Record
-from cheems.evaluate import evaluate
+from cheems.evaluate import evaluate_scores
 from cheems.evaluate.bench import report_from_outcomes
 from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.evaluate.plots import cjk_font
@@ -123,7 +123,7 @@ class Page(HTMLParser):
 
 
 def scorer_report():
-    return evaluate(BENCH, SCORES, "scores.jsonl")
+    return evaluate_scores(BENCH, SCORES, "scores.jsonl")
 
 
 def rows_by_first_cells(table: list[list[str]], n: int = 2) -> dict[tuple[str, ...], list[str]]:

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import bootstrap
 
 from cheems.errors import InputError
-from cheems.evaluate import evaluate
+from cheems.evaluate import evaluate_scores
 from cheems.evaluate.bench import report_from_outcomes
 from cheems.evaluate.details import Details
 from cheems.evaluate.metrics import overall, subset_metrics
@@ -112,8 +112,8 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
 def test_eval_json_with_intervals_keeps_design_keys_and_values():
     records = [record(3, rank={"r1": 1, "r2": 2, "r3": 3}, pid=f"p{i}", category=f"类{i % 2}") for i in range(6)]
     scores = {(f"p{i}", f"r{j}"): float((j * (i + 2)) % 5) for i in range(6) for j in (1, 2, 3)}
-    plain = evaluate({"open": records}, scores).to_dict()
-    report = add_intervals(evaluate({"open": records}, scores), 200, seed=4)
+    plain = evaluate_scores({"open": records}, scores).to_dict()
+    report = add_intervals(evaluate_scores({"open": records}, scores), 200, seed=4)
     out = report.to_dict()
     subset, ci = out["subsets"]["open"], report.intervals
     assert {"subsets", "overall", "overall_ci", "bootstrap"} <= set(out)

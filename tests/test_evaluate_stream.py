@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cheems.data.io import read_scores, write_json, write_scores
 from cheems.errors import InputError
 from cheems.evaluate import bench as bench_module
-from cheems.evaluate import evaluate, load_bench, score
+from cheems.evaluate import evaluate_scores, load_bench, score
 from cheems.evaluate.checks import CheckContext, run_checks
 from cheems.evaluate.details import write_details
 from cheems.evaluate.significance import add_intervals
@@ -172,7 +172,7 @@ def _in_memory_eval(paths: list[Path], scores: Path, tmp_path: Path) -> tuple[by
     """``--output-json`` and ``--details`` as the in-memory functions write them, or the error message."""
     try:
         bench = load_bench(paths)
-        result = add_intervals(evaluate(bench, read_scores(scores), str(scores)), 50, 3)
+        result = add_intervals(evaluate_scores(bench, read_scores(scores), str(scores)), 50, 3)
         result.checks = run_checks(CheckContext(result, records=bench))  # the same from the bench read again
     except InputError as e:
         return str(e)
@@ -267,6 +267,6 @@ def test_one_evaluation_step_over_files_and_over_lists(tmp_path) -> None:
     lists = [(name, Records(subset)) for name, subset in bench.items()]
     streamed = evaluate_bench(stream_bench(paths, workers=1), ScoreMap(scores), "length", fingerprint=True)
     in_memory = evaluate_bench(lists, ScoreMap(scores), "length", fingerprint=True)
-    assert streamed[0].to_dict() == in_memory[0].to_dict() == evaluate(bench, scores, "length").to_dict()
+    assert streamed[0].to_dict() == in_memory[0].to_dict() == evaluate_scores(bench, scores, "length").to_dict()
     assert streamed[1] == in_memory[1] == bench_fingerprint(bench)
     assert [e.message for e in streamed[2]] == [e.message for e in in_memory[2]]

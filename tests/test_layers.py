@@ -113,3 +113,19 @@ def test_module_names_are_unique():
     """One name, one module; a command's module may share its library module's name (cli/bon.py, evaluate/bon.py)."""
     names = Counter(p.name for p in FILES if p.name != "__init__.py" and p.parent.name != "cli")
     assert [name for name, n in names.items() if n > 1] == []
+
+
+# The functions a newcomer reads first stay short enough to read top to bottom (issue 32: they had grown back):
+# the training loop (packing and the length head in their own functions) and the commands that are
+# parse -> one library call -> print. The limit counts the body's lines after the docstring.
+SHORT = {("train/trainer.py", "train_reward_model"): 56, ("cli/main.py", "eval_"): 20, ("cli/suite.py", "suite"): 20}
+
+
+@pytest.mark.parametrize(("file", "function"), sorted(SHORT))
+def test_the_functions_read_first_stay_short(file, function):
+    tree = ast.parse((SRC / file).read_text(encoding="utf-8"))
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
+    assert len(found) == 1
+    body = found[0].body[1:] if ast.get_docstring(found[0]) else found[0].body
+    lines = found[0].end_lineno - body[0].lineno + 1  # type: ignore[operator]
+    assert lines <= SHORT[file, function], f"{file} {function}: {lines} lines"

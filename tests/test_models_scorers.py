@@ -297,7 +297,7 @@ def test_one_encoder_check_reads_config_json_and_transformers_configs():
 
 def test_bench_scores_do_not_depend_on_batch_size(qwen, big_batches):
     """reward-bench #137: the same bench scored 1 and 16 responses at a time gives the same scores and metrics."""
-    from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate import evaluate_scores, load_bench
     from cheems.models import score_records
 
     bench = load_bench([Path(__file__).parents[1] / "src/cheems/assets/demo/human.jsonl"])
@@ -308,7 +308,7 @@ def test_bench_scores_do_not_depend_on_batch_size(qwen, big_batches):
     )
     assert one.keys() == sixteen.keys() and len(one) > 16
     assert [sixteen[k] for k in one] == pytest.approx(list(one.values()), abs=1e-5)
-    a, b = evaluate(bench, one).to_dict(), evaluate(bench, sixteen).to_dict()
+    a, b = evaluate_scores(bench, one).to_dict(), evaluate_scores(bench, sixteen).to_dict()
     # every comparison comes out the same; ECE averages the margins, so it moves in the 9th digit
     assert a["subsets"]["human"].pop("ece") == pytest.approx(b["subsets"]["human"].pop("ece"), abs=1e-6)
     assert a == b

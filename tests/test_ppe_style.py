@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate import evaluate
+from cheems.evaluate import evaluate_scores
 from cheems.evaluate.benchmarks import benchmark_report
 from cheems.evaluate.ppe import SOURCE, TIE_RULE, best_of_k_curve, best_of_k_expectation, pearson
 from helpers import assert_user_error, run_main, write_jsonl
@@ -76,7 +76,8 @@ def bok(pid: str, scores: list[float], flags: list[bool], **more) -> tuple[dict,
 def test_ppe_correctness_reports_the_curve_source_and_tie_rule_and_a_stable_pearson():
     made = [bok("q1", [1e200, -1e200, 0.0], [True, False, False]), bok("q2", [2.0, 2.0], [True, False])]
     bench = {"b": [Record.model_validate(row) for row, _ in made]}
-    out = benchmark_report("ppe-correctness", bench, evaluate(bench, {k: v for _, s in made for k, v in s.items()}))
+    scores = {k: v for _, s in made for k, v in s.items()}
+    out = benchmark_report("ppe-correctness", bench, evaluate_scores(bench, scores))
     sub = out.to_dict()["subsets"]["b"]
     assert sub["pearson"] == pytest.approx((pearson([1.0, -1.0, 0.0], [1.0, 0.0, 0.0]) + 0) / 1)  # q2 undefined
     assert sub["pearson"] > 0.8 and sub["pearson_undefined"] == 1
@@ -109,7 +110,7 @@ def test_hand_made_conflict_pairs_are_refused_at_file_and_line(tmp_path, monkeyp
     records = {"b": [Record.model_validate(r) for r in rows]}
     scores = {(r["id"], x["id"]): float(len(x["content"])) for r in rows for x in r["responses"]}
     with pytest.raises(InputError, match="bench file 'b'"):
-        benchmark_report("ppe-correctness", records, evaluate(records, scores))
+        benchmark_report("ppe-correctness", records, evaluate_scores(records, scores))
 
 
 def test_eval_prints_where_ppe_numbers_come_from(tmp_path, monkeypatch, capsys):

@@ -14,7 +14,7 @@ import pytest
 
 from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
-from cheems.evaluate import evaluate, load_bench
+from cheems.evaluate import evaluate_scores, load_bench
 from cheems.evaluate.benchmarks import METRICS, benchmark_report
 from cheems.models.registry import SCORERS, load_scorer, scorers_help, spec_hint
 from cheems.registries import Registry
@@ -123,7 +123,7 @@ def test_a_registry_lists_its_entries_in_order_and_refuses_an_unknown_or_doubled
 
 def test_a_registered_metric_is_computed_and_listed(tmp_path, entries):
     records = load_bench([bench(tmp_path)])
-    result = evaluate(records, {("p1", "a"): 1.0, ("p1", "b"): 0.0, ("p2", "a"): 0.0, ("p2", "b"): 1.0}, "s")
+    result = evaluate_scores(records, {("p1", "a"): 1.0, ("p1", "b"): 0.0, ("p2", "a"): 0.0, ("p2", "b"): 1.0}, "s")
     report = benchmark_report("first-pair", records, result).to_dict()
     assert report["metric"] == "first-pair" and report["overall"] == 0.5
     assert METRICS.hint() == (

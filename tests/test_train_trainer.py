@@ -196,7 +196,7 @@ def test_full_length_matches_the_untruncated_encoding(tiny_bert, tiny_qwen):
 
 
 def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
-    from cheems.evaluate import evaluate, load_bench
+    from cheems.evaluate import evaluate_scores, load_bench
     from cheems.models import load_scorer, score_records
     from cheems.runtime import compute_dtype
 
@@ -242,7 +242,7 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     final = json.loads((out / "metrics.json").read_text())["final_eval"]
     report = json.loads((tmp_path / "e.json").read_text())
     assert final["step"] == result.global_step
-    assert report["overall"] == pytest.approx(evaluate(load_bench([bench]), theirs).overall, abs=1e-12)
+    assert report["overall"] == pytest.approx(evaluate_scores(load_bench([bench]), theirs).overall, abs=1e-12)
     if tol == 1e-5:
         assert final["overall"] == pytest.approx(report["overall"], abs=1e-9)
         for name, sub in report["subsets"].items():

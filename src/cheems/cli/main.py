@@ -233,25 +233,16 @@ def eval_(
     settings: dict[str, Any],
 ) -> None:
     """Evaluate a reward model, a scores file or an LLM judge on bench files: accuracy and exact match."""
-    from cheems.evaluate.evaluation import evaluate_files
-    from cheems.evaluate.report import REPORT_FILES, print_evaluation
-    from cheems.evaluate.run_settings import check_metric
-    from cheems.outputs import claim_outputs
+    from cheems.evaluate.evaluation import eval_run
+    from cheems.evaluate.report import print_evaluation
 
     needs = "cheems eval needs --bench and exactly one of --scores, --model or --judge-model"
     hint = "e.g. cheems eval --bench open.jsonl --model length"
     by = scoring.scored_by({**settings, "cache": cache}, scores, ok=bool(bench), needs=needs, hint=hint)
     measure = settings_of(EvalSettings, settings)
-    check_metric(measure.metric, report, judge=by.judge is not None)
-    outputs = [("--output-json", output_json), ("--details", details)]
-    claim_outputs(inputs=by.inputs(bench), files=outputs, folders=[("--report", report, REPORT_FILES)])
-    if not (by.model or is_main_process()):  # under a launcher only --model has work to share
-        return
-    if not is_main_process():  # the other ranks score their share; their report is dropped: no bootstrap, no checks
-        measure = measure.model_copy(update={"resamples": 0, "checks": "none"})
-    fingerprint = details is not None and is_main_process()
-    run = evaluate_files(bench, by, measure, workers=workers, progress=not no_progress, fingerprint=fingerprint)
-    if not is_main_process():  # under a launcher rank 0 writes the one report
+    outputs = {"output_json": output_json, "report": report, "details": details}
+    run = eval_run(bench, by, measure, **outputs, workers=workers, progress=not no_progress)
+    if run is None:  # under a launcher rank 0 prints and writes the one report
         return
     report_warnings(run.warnings)
     if by.judge is None:

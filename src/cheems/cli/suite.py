@@ -46,29 +46,16 @@ def suite(
     settings: dict[str, Any],
 ) -> None:
     """Run a benchmark suite: every bench of CONFIG.yaml with its metric, by one scorer, with intervals."""
-    from cheems.evaluate.suite import load_suite, suite_files, suite_scores, suite_table
-    from cheems.outputs import claim_outputs
+    from cheems.evaluate.suite import print_suite, suite_and_scores, suite_run
 
-    loaded = load_suite(config)
-    given = suite_scores(loaded, scores or [])  # which --scores value is NAME=FILE: the suite's bench names say
-    one = given if isinstance(given, Path) else None
-    named = given if isinstance(given, dict) else {}
-    counted = one or next(iter(named.values()), None)  # per-bench files count as one --scores beside --model
+    loaded, named, counted = suite_and_scores(config, scores or [])
     by = scoring.scored_by({**settings, "cache": cache}, counted, ok=True, needs=NEEDS, hint=HINT)
-    files = loaded.files()
-    inputs = [("CONFIG.yaml", config), *by.inputs(files), *((f"--scores {n}", f) for n, f in named.items())]
-    claim_outputs(inputs=inputs, files=[("--output-json", output_json)])
-    result = suite_files(loaded, named or by, workers=workers, progress=not no_progress)
+    result = suite_run(config, loaded, by, named, output_json=output_json, workers=workers, progress=not no_progress)
     for run in result.runs:
         report_warnings(run.evaluation.warnings)
     if by.judge is None:
         scoring.warn_unmatched(result.unmatched_scores, result.scorer, "the suite's benches")
-    console.print(suite_table(result))
-    if result.bootstrap is not None:
-        from cheems.evaluate.report_html import interval_note
-
-        note = f"{interval_note(result.bootstrap)}; the mean's: the benches' resamples averaged"
-        console.print(f"note: {note}", soft_wrap=True, markup=False)
+    print_suite(result, console)
     if output_json is not None:
         result.write(output_json)
         console.print(f"wrote {output_json}")

@@ -11,7 +11,7 @@ from cheems.runtime import callable_package, lazy_exports
 _EXPORTS = {
     "EvalReport": "bench",
     "GroupMetrics": "metrics",
-    "evaluate": "bench",
+    "evaluate_scores": "bench",
     "expected_calibration_error": "metrics",
     "load_bench": "bench",
     "overall": "metrics",

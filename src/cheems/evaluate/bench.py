@@ -284,7 +284,7 @@ def unmatched_scores(records: Iterable[Record], scores: Mapping[ScoreKey, float]
     return lookup.unused()
 
 
-def evaluate(
+def evaluate_scores(
     bench: Mapping[str, list[Record]],
     scores: Mapping[ScoreKey, float],
     source: str = "scores",

@@ -13,8 +13,7 @@ from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
 from cheems.data.stream import Records, same_record
 from cheems.errors import InputError
-from cheems.evaluate.bench import EvalReport, load_bench, score_responses
-from cheems.evaluate.bench import evaluate as evaluate_scores
+from cheems.evaluate.bench import EvalReport, evaluate_scores, load_bench, score_responses
 from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.checks import CheckContext, Which, run_checks
 from cheems.evaluate.compat import Compat
@@ -358,6 +357,36 @@ class BenchEvaluation:
                 assert self.fingerprint is not None  # made whenever details are asked for
                 run = self.report
                 write_details(details, run.outcomes, run.scorer, self.fingerprint, run.compat)
+
+
+def eval_run(
+    bench: list[Path],
+    by: ScoredBy,
+    settings: EvalSettings,
+    *,
+    output_json: Path | None = None,
+    report: Path | None = None,
+    details: Path | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+) -> BenchEvaluation | None:
+    """What ``cheems eval`` runs: the metric and the outputs checked first (none may replace an input), then
+    :func:`evaluate_files`. Under a launcher (``torchrun``) a process other than rank 0 scores its share of a
+    ``--model``'s responses and returns None: rank 0 makes the one report, to write with ``run.write``."""
+    from cheems.evaluate.report import REPORT_FILES
+    from cheems.outputs import claim_outputs
+    from cheems.runtime import is_main_process
+
+    check_metric(settings.metric, report, judge=by.judge is not None)
+    outputs = [("--output-json", output_json), ("--details", details)]
+    claim_outputs(inputs=by.inputs(bench), files=outputs, folders=[("--report", report, REPORT_FILES)])
+    if not (by.model or is_main_process()):  # under a launcher only --model has work to share
+        return None
+    if not is_main_process():  # the other ranks score their share; their report is dropped: no bootstrap, no checks
+        settings = settings.model_copy(update={"resamples": 0, "checks": "none"})
+    fingerprint = details is not None and is_main_process()
+    run = evaluate_files(bench, by, settings, workers=workers, progress=progress, fingerprint=fingerprint)
+    return run if is_main_process() else None  # under a launcher rank 0 writes the one report
 
 
 def evaluate_files(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import Field
 
@@ -26,6 +26,9 @@ from cheems.evaluate.evaluation import BenchEvaluation, ScoredBy, evaluate_files
 from cheems.evaluate.run_settings import EvalSettings, check_metric
 from cheems.settings import Text, TextList, rule
 from cheems.yamlfile import KeyPath, line_of, load_yaml_model
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 BENCH_SUFFIX = ".jsonl"  # the files a bench folder holds: canonical records, one subset each
 NAME_SEP = "="  # --scores NAME=FILE; a bench's name never holds it
@@ -255,6 +258,46 @@ def suite_files(
     if interval is not None:
         result.overall_ci, result.bootstrap = interval
     return result
+
+
+def suite_and_scores(config: Path, scores: list[str]) -> tuple[Suite, dict[str, Path], Path | None]:
+    """The suite of ``config`` and what ``--scores`` gives it (:func:`suite_scores`): ``{bench name: file}``, and
+    the file that counts as the one ``--scores`` beside ``--model`` or ``--judge-model`` (any of the per-bench
+    files), or None."""
+    suite = load_suite(config)
+    given = suite_scores(suite, scores)  # which --scores value is NAME=FILE: the suite's bench names say
+    named = given if isinstance(given, dict) else {}
+    counted = given if isinstance(given, Path) else next(iter(named.values()), None)
+    return suite, named, counted
+
+
+def suite_run(
+    config: Path,
+    suite: Suite,
+    by: ScoredBy,
+    named: Mapping[str, Path],
+    *,
+    output_json: Path | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+) -> SuiteResult:
+    """What ``cheems suite`` runs: ``output_json`` checked first (it may replace neither the config, a bench nor a
+    scores file), then :func:`suite_files` by ``named`` (``{bench name: scores file}``) when given, else ``by``."""
+    from cheems.outputs import claim_outputs
+
+    inputs = [("CONFIG.yaml", config), *by.inputs(suite.files()), *((f"--scores {n}", f) for n, f in named.items())]
+    claim_outputs(inputs=inputs, files=[("--output-json", output_json)])
+    return suite_files(suite, named or by, workers=workers, progress=progress)
+
+
+def print_suite(result: SuiteResult, console: Console) -> None:
+    """The suite's table, and how its intervals were drawn."""
+    console.print(suite_table(result))
+    if result.bootstrap is not None:
+        from cheems.evaluate.report_html import interval_note
+
+        note = f"{interval_note(result.bootstrap)}; the mean's: the benches' resamples averaged"
+        console.print(f"note: {note}", soft_wrap=True, markup=False)
 
 
 def suite_scores(suite: Suite, values: list[str]) -> Path | dict[str, Path] | None:

@@ -35,10 +35,10 @@ import torch
 from cheems.data.io import write_json
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.models.encoding import RewardEncoder
+from cheems.models.encoding import Features, RewardEncoder
 from cheems.outputs import SIGNALS, Interrupted, disk_errors, replace_folder
 from cheems.runtime import ProgressBar, bf16_wanted, pick_device
-from cheems.train.batching import EpochPlan, plan_epoch
+from cheems.train.batching import EpochPlan, Item, plan_epoch
 from cheems.train.checkpoint import (
     CHECKPOINTS,
     CONFIG_FILE,
@@ -52,6 +52,7 @@ from cheems.train.checkpoint import (
 from cheems.train.config import TrainConfig
 from cheems.train.data import (
     DataSummary,
+    TrainingSet,
     build_training_set,
     check_training_set,
     describe_merge,
@@ -64,7 +65,7 @@ from cheems.train.logs import TrainLogger, describe_eval, step_row
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
 from cheems.train.packing import pack_budget, packed_rewards, packing_active, use_flex_attention
-from cheems.train.schedule import micro_steps, optimizer_steps
+from cheems.train.schedule import MicroStep, micro_steps, optimizer_steps
 
 
 @dataclass
@@ -157,12 +158,72 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
     work = _work_folder(config)
     accelerator, ddp = _accelerator(config)
     run = _Run(config, accelerator, work, console or Console(stderr=True), _is_deepspeed(accelerator))
-    rank, world, device = accelerator.process_index, accelerator.num_processes, accelerator.device
     if run.deepspeed:
         _configure_deepspeed(accelerator, config)
     set_seed(config.seed)
+    inputs = _load_inputs(run, ddp)
 
-    # ---- data (first: a bad file fails before the model loads), then the model
+    # ---- the whole run's plan (every process computes the same batches), optimizer, resume
+    plans = [plan_epoch(inputs.data.groups, config.batch_size, config.seed, e) for e in range(config.epochs)]
+    total_steps = optimizer_steps(plans, accelerator.num_processes, config.grad_accum)
+    optimizer, scheduler = _optimizer(inputs.model, config, total_steps, run.deepspeed)
+    model, optimizer, scheduler = accelerator.prepare(inputs.model, optimizer, scheduler)
+    resumed = resume(accelerator, work, config, inputs.digest, run.say) if config.resume else None
+    pos = resumed or Position()
+    _start_outputs(run, inputs.data.summary, plans, pos, fresh=resumed is None)
+
+    # ---- the loop: one forward/backward per micro-step, the optimizer on each sync step
+    bar = ProgressBar(
+        total_steps, "training", enabled=run.main and config.progress, completed=pos.global_step, console=run.console
+    )
+    start = (pos.epoch, pos.micro)
+    world, rank = accelerator.num_processes, accelerator.process_index
+    steps = micro_steps(
+        plans, world=world, rank=rank, grad_accum=config.grad_accum, deepspeed=run.deepspeed, start=start
+    )
+    forward = _forward_pass(run, model, inputs)
+    model.train()
+    started = time.time()
+    window: list[dict[str, float]] = []
+    with bar, _signals_noted() as caught:
+        for step in steps:
+            if step.first:
+                run.say(_describe_epoch(plans[step.epoch], step.epoch, config.epochs))
+            if run.deepspeed:  # DeepSpeed steps where accelerate says the window ends (no accelerate dataloader)
+                accelerator.sync_gradients = step.sync
+            with nullcontext() if step.sync or run.deepspeed else accelerator.no_sync(model):
+                loss, stats, rows = forward.loss(step)
+                accelerator.backward(loss * step.weight)
+            if step.real:
+                window.append({"loss": loss.item(), "n": len(rows), "tokens": sum(len(i) for i, _ in rows), **stats})
+            if not step.sync:
+                continue
+            row = _optimizer_step(run, model, optimizer, scheduler, window, step.progress, started)
+            window = []
+            _after_optimizer_step(run, inputs, model, row, step, bar, caught)
+    if inputs.bench is not None and config.eval_every and _last_step_unevaluated(run):
+        _evaluate(run, model, inputs.encoder, inputs.bench, float(config.epochs))
+    _save_model(run, model, inputs.tokenizer, inputs.encoder)
+    return run.result
+
+
+@dataclass
+class _Inputs:
+    """What the run trains on and with: the encoded data, the model before ``accelerator.prepare``, the bench."""
+
+    digest: str
+    encoder: RewardEncoder
+    tokenizer: Any
+    model: torch.nn.Module
+    data: TrainingSet
+    bench: Any
+    lengths: dict[Item, int]
+    """Each response's length in characters, for ``--length-head``; empty without it."""
+
+
+def _load_inputs(run: _Run, ddp: Any) -> _Inputs:
+    """The data first (a bad file fails before the model loads), then the model, the training set and the bench."""
+    config = run.config
     records, merged = read_training_records(config.data)
     if config.eval_bench and not config.allow_overlap:
         _refuse_overlap(records, config.eval_bench)
@@ -179,79 +240,69 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
     lengths = response_lengths(records, list(data.features)) if config.length_head else {}
     if config.length_head:
         run.say("length head (ODIN) trained beside the reward head; the saved model keeps the reward head only")
+    return _Inputs(digest, encoder, tokenizer, model, data, bench, lengths)
 
-    # ---- the whole run's plan (every process computes the same batches), optimizer, resume
-    plans = [plan_epoch(data.groups, config.batch_size, config.seed, e) for e in range(config.epochs)]
-    total_steps = optimizer_steps(plans, world, config.grad_accum)
-    optimizer, scheduler = _optimizer(model, config, total_steps, run.deepspeed)
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    resumed = resume(accelerator, work, config, digest, run.say) if config.resume else None
-    pos = resumed or Position()
-    _start_outputs(run, data.summary, plans, pos, fresh=resumed is None)
-    result = run.result
 
-    # ---- the loop: one forward/backward per micro-step, the optimizer on each sync step
-    bar = ProgressBar(
-        total_steps, "training", enabled=run.main and config.progress, completed=pos.global_step, console=run.console
-    )
-    steps = micro_steps(
-        plans,
-        world=world,
-        rank=rank,
-        grad_accum=config.grad_accum,
-        deepspeed=run.deepspeed,
-        start=(pos.epoch, pos.micro),
-    )
-    chunk_tokens = chunk_budget(config.chunk_tokens, device, world)
-    run_model = quality_model(accelerator.unwrap_model(model))  # the length head wraps no .pooling or .config
+@dataclass
+class _ForwardPass:
+    """One micro-step's rewards and loss: padded or packed (``--packing``), Bradley–Terry or ``--length-head``."""
+
+    run: _Run
+    model: Any
+    inputs: _Inputs
+    chunk_tokens: int
+    attention: str | None
+    """The packed batches' attention implementation; None: padded batches."""
+    budget: int
+    causal: bool
+
+    def loss(self, step: MicroStep) -> tuple[torch.Tensor, dict[str, float], list[Features]]:
+        """The step's loss, its statistics and the rows it forwarded."""
+        run, config, device = self.run, self.run.config, self.run.accelerator.device
+        rows = [self.inputs.data.features[item] for item in step.items]
+        pad = self.inputs.tokenizer.pad_token_id
+        with run.accelerator.autocast():
+            if self.attention is None:
+                rewards = forward_rewards(self.model, rows, pad, device, self.chunk_tokens)
+            else:
+                keys = [prompt for prompt, _ in step.items]
+                rewards = packed_rewards(self.model, rows, keys, pad, device, self.budget, self.attention, self.causal)
+        pairs = torch.tensor(step.pairs, dtype=torch.long, device=device).reshape(-1, 2)
+        if config.length_head:
+            lengths = [self.inputs.lengths[i] for i in step.items]
+            loss, stats = _disentangled_loss(run, self.model, rewards, pairs, lengths)
+        else:
+            loss, stats = listwise_bt_loss(rewards, pairs, config.reg_coef)
+        return loss, stats, rows
+
+
+def _forward_pass(run: _Run, model: Any, inputs: _Inputs) -> _ForwardPass:
+    """How the prepared ``model`` forwards each micro-step on this device (says so when packing)."""
+    device, world = run.accelerator.device, run.accelerator.num_processes
+    chunk_tokens = chunk_budget(run.config.chunk_tokens, device, world)
+    run_model = quality_model(run.accelerator.unwrap_model(model))  # the length head wraps no .pooling or .config
     attention = _packed_attention(run, run_model, device)
-    budget, causal = pack_budget(config.pack_tokens, device), run_model.pooling == "last"  # of packed batches
-    model.train()
-    started = time.time()
-    window: list[dict[str, float]] = []
-    with bar, _signals_noted() as caught:
-        for step in steps:
-            if step.first:
-                run.say(_describe_epoch(plans[step.epoch], step.epoch, config.epochs))
-            if run.deepspeed:  # DeepSpeed steps where accelerate says the window ends (no accelerate dataloader)
-                accelerator.sync_gradients = step.sync
-            rows = [data.features[item] for item in step.items]
-            with nullcontext() if step.sync or run.deepspeed else accelerator.no_sync(model):
-                with accelerator.autocast():
-                    if attention is None:
-                        rewards = forward_rewards(model, rows, tokenizer.pad_token_id, device, chunk_tokens)
-                    else:
-                        keys = [prompt for prompt, _ in step.items]
-                        pad = tokenizer.pad_token_id
-                        rewards = packed_rewards(model, rows, keys, pad, device, budget, attention, causal)
-                pairs = torch.tensor(step.pairs, dtype=torch.long, device=device).reshape(-1, 2)
-                if config.length_head:
-                    loss, stats = _disentangled_loss(run, model, rewards, pairs, [lengths[i] for i in step.items])
-                else:
-                    loss, stats = listwise_bt_loss(rewards, pairs, config.reg_coef)
-                accelerator.backward(loss * step.weight)
-            if step.real:
-                window.append({"loss": loss.item(), "n": len(rows), "tokens": sum(len(i) for i, _ in rows), **stats})
-            if not step.sync:
-                continue
-            row = _optimizer_step(run, model, optimizer, scheduler, window, step.progress, started)
-            window = []
-            if result.global_step % config.log_every == 0 or step.epoch_end:
-                result.history.append(row)
-                run.logger.step(row)
-            bar.advance(1, stats=f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else "")
-            if bench is not None and _eval_due(config.eval_every, result.global_step, step.epoch_end):
-                _evaluate(run, model, encoder, bench, step.progress)
-            stop = _stop_asked(run, caught)  # a signal after this step waits for the next one
-            if stop or (config.save_every and result.global_step % config.save_every == 0):
-                position = Position(result.global_step, *step.resume_at)
-                save_checkpoint(accelerator, work, position, config, result.metrics(), digest)
-                if stop:
-                    _stop(run, caught[0], position)
-    if bench is not None and config.eval_every and _last_step_unevaluated(run):
-        _evaluate(run, model, encoder, bench, float(config.epochs))
-    _save_model(run, model, tokenizer, encoder)
-    return result
+    budget, causal = pack_budget(run.config.pack_tokens, device), run_model.pooling == "last"  # of packed batches
+    return _ForwardPass(run, model, inputs, chunk_tokens, attention, budget, causal)
+
+
+def _after_optimizer_step(
+    run: _Run, inputs: _Inputs, model: Any, row: dict[str, Any], step: MicroStep, bar: ProgressBar, caught: list[int]
+) -> None:
+    """Log the step, evaluate when due, checkpoint when due or when a signal asked the run to stop (and stop)."""
+    config, result = run.config, run.result
+    if result.global_step % config.log_every == 0 or step.epoch_end:
+        result.history.append(row)
+        run.logger.step(row)
+    bar.advance(1, stats=f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else "")
+    if inputs.bench is not None and _eval_due(config.eval_every, result.global_step, step.epoch_end):
+        _evaluate(run, model, inputs.encoder, inputs.bench, step.progress)
+    stop = _stop_asked(run, caught)  # a signal after this step waits for the next one
+    if stop or (config.save_every and result.global_step % config.save_every == 0):
+        position = Position(result.global_step, *step.resume_at)
+        save_checkpoint(run.accelerator, run.work, position, config, result.metrics(), inputs.digest)
+        if stop:
+            _stop(run, caught[0], position)
 
 
 # ---------------------------------------------------------------------- stopping on a signal
@@ -550,7 +601,7 @@ def _eval_due(every: int, step: int, epoch_end: bool) -> bool:
 
 def _evaluate(run: _Run, model: Any, encoder: RewardEncoder, bench: Any, epoch: float) -> None:
     """Score the bench with the model in memory; the main process records, logs and prints the report."""
-    from cheems.evaluate import evaluate
+    from cheems.evaluate import evaluate_scores
 
     accelerator, step = run.accelerator, run.result.global_step
     if run.deepspeed or run.main:  # ZeRO-3 needs every rank in each forward; DDP scores on rank 0 only
@@ -563,7 +614,7 @@ def _evaluate(run: _Run, model: Any, encoder: RewardEncoder, bench: Any, epoch: 
             autocast=accelerator.autocast,
         )
     if run.main:
-        report = evaluate(bench, scores, "training").to_dict()
+        report = evaluate_scores(bench, scores, "training").to_dict()
         run.result.evals.append({"step": step, "epoch": round(epoch, 4), **report})
         run.logger.eval(step, epoch, report)
         run.say(describe_eval(step, report))

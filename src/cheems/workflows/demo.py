@@ -11,7 +11,7 @@ from rich.table import Table
 from cheems.data.io import ScoreKey, write_json, write_records, write_scores
 from cheems.data.stream import read_records
 from cheems.errors import InputError
-from cheems.evaluate import EvalReport, evaluate, load_bench, score
+from cheems.evaluate import EvalReport, evaluate_scores, load_bench, score
 from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.report import print_report
 from cheems.models import ScoreCache, load_scorer
@@ -58,7 +58,7 @@ def score_and_evaluate(
     bench = load_bench(bench_files)
     scores = score(bench, load_scorer(model), cache=ScoreCache(output / "scores.sqlite"))
     write_scores(output / f"scores.{slug(model)}.jsonl", scores)
-    report = evaluate(bench, scores, model)
+    report = evaluate_scores(bench, scores, model)
     write_json(output / f"metrics.{slug(model)}.json", report.to_dict())
     print_report(report, title=f"step {step} · evaluate: {model}", console=console)
     return report, scores
