@@ -154,7 +154,27 @@ def join_process_group() -> None:
         torch.cuda.set_device(local_rank())
         backend = "cpu:gloo,cuda:nccl"
     dist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
-    atexit.register(dist.destroy_process_group)
+    atexit.register(_destroy_process_group)  # a run that fails: torchrun ends the others
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def leave_process_group() -> None:
+    """At the end of a command that succeeded under a launcher: wait for every process (a barrier), then leave
+    the group. Without the barrier the first process to finish tears its gloo connections down while another
+    still closes its own, and that one aborts ('terminate called without an active exception', SIGABRT)."""
+    if "torch.distributed" not in sys.modules:  # never joined: a command that did not touch torch
+        return
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------- progress

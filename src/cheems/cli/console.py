@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older typer
     from click import exceptions as click_errors  # type: ignore[no-redef]  # the same module, elsewhere
 
 from cheems.errors import InputError
-from cheems.runtime import is_main_process
+from cheems.runtime import is_main_process, leave_process_group
 from cheems.terminal import SafeConsole, printable
 
 if TYPE_CHECKING:
@@ -149,3 +149,4 @@ def run(application: Callable[..., object]) -> None:
             sys.exit(2)
     if isinstance(code, int) and code:
         sys.exit(code)
+    leave_process_group()
