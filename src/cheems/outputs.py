@@ -504,11 +504,6 @@ def _group_lock(targets: list[str]) -> Iterator[None]:
     """An exclusive lock (``flock``) on the folder of each of ``targets`` while a group takes its names: two runs
     that write the same files at once (``dedup -o OUT --report R``) commit one after the other, so the files end up
     all from one run, never one run's records beside the other's report. Released when the process ends, however."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: no flock
-        yield
-        return
     fds: list[int] = []
     try:
         for folder in sorted({os.path.dirname(t) for t in targets}) if len(targets) > 1 else ():
