@@ -12,8 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
+from cheems.analysis.bon import curve_png
 from cheems.data.io import write_bytes
-from cheems.evaluate.bon import curve_png
 
 
 def markdown(runs: dict[str, dict]) -> str:

@@ -33,13 +33,13 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from cheems.analysis.compare import compare, print_comparison
 from cheems.data.importers import import_file
 from cheems.data.io import ScoreKey, write_json, write_records, write_scores
 from cheems.data.schema import Record
 from cheems.data.split import split_records
 from cheems.evaluate import load_bench, score
-from cheems.evaluate.evaluation import ScoredBy, compare, evaluate_files
-from cheems.evaluate.significance import print_comparison
+from cheems.evaluate.evaluation import ScoredBy, evaluate_files
 from cheems.models import load_scorer
 from cheems.train.config import load_config
 from cheems.train.trainer import train_reward_model

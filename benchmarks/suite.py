@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 import cheems
+from cheems.analysis.leaderboard import board_markdown, load_leaderboard
 from cheems.data.importers import import_file
 from cheems.data.io import write_records
 from cheems.data.split import split_records
 from cheems.evaluate.evaluation import ScoredBy
-from cheems.evaluate.leaderboard import board_markdown, load_leaderboard
 from cheems.evaluate.suite import load_suite, suite_files
 from cheems.models.scoring import ScoringSettings
 

@@ -42,12 +42,12 @@ def test_import_cheems_loads_neither_torch_nor_the_readers():
 
 
 def test_evaluate_judge_and_train_are_packages_a_script_calls(tmp_path):
-    import cheems.evaluate.significance as stats  # a submodule imports as ever
+    import cheems.evaluate.checks as checks  # a submodule imports as ever
     import cheems.judge.verdict as verdict
     from cheems.train import config
 
     assert cheems.evaluate.__name__ == "cheems.evaluate" and cheems.train.__name__ == "cheems.train"
-    assert stats.__name__ == "cheems.evaluate.significance" and config.TrainConfig is cheems.TrainConfig
+    assert checks.__name__ == "cheems.evaluate.checks" and config.TrainConfig is cheems.TrainConfig
     assert cheems.judge.__name__ == "cheems.judge" and verdict.parse_verdict is cheems.judge.parse_verdict
     assert callable(cheems.evaluate) and callable(cheems.train) and callable(cheems.judge)
     settings = cheems.JudgeSettings("m", base_url="http://127.0.0.1:9/v1", cache=tmp_path / "judge.sqlite")

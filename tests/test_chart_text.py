@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from helpers import bench_row, run_main, write_jsonl
-from test_evaluate_bias import judged_rows, ranked_rows
-from test_evaluate_bon import POOL, SCORES
+from test_analysis_bias import judged_rows, ranked_rows
+from test_analysis_bon import POOL, SCORES
 
 # Each alone is a mathtext error or loses its dollars; with parse_math on "$$" fails and "$x_1^2$" turns into math.
 NAMES = ("cost $5 or $6", "$$", "$x_1^2$", "a\\b", "y^2_z $")

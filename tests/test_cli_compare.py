@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from cheems.analysis.compare import compare_details
 from cheems.evaluate import load_bench
 from cheems.evaluate.details import bench_fingerprint, read_details
-from cheems.evaluate.significance import compare_details
 from helpers import assert_user_error, run_cheems, write_jsonl
 
 cheems = run_cheems

@@ -229,10 +229,10 @@ def test_a_bad_option_value_names_the_option_as_its_place(tmp_path, monkeypatch,
 
 def test_library_checks_name_the_option_their_argument_comes_from():
     """Called from Python the checks behind those options (typer refuses -n 0 or --bins 0 before them) say the same."""
+    from cheems.analysis.bias import Loaded, bias_report, load_judgements
+    from cheems.analysis.bon import best_of_n
     from cheems.curate.debias import length_function
     from cheems.curate.distant import new_report
-    from cheems.evaluate.bias import Loaded, bias_report, load_judgements
-    from cheems.evaluate.bon import best_of_n
     from cheems.models import load_scorer
 
     for call, option in [

@@ -21,8 +21,9 @@ import pytest
 from cheems.data.io import load_rows, read_scores
 from cheems.data.stream import read_records
 from cheems.errors import InputError
-from cheems.evaluate import evaluate_scores, overall
-from cheems.evaluate.metrics import GroupMetrics
+from cheems.evaluate import evaluate_scores
+from cheems.metrics import overall
+from cheems.metrics.cheemsbench import GroupMetrics
 from helpers import assert_user_error, record, run_cheems, write_jsonl
 
 # ---------------------------------------------------------------- building blocks

@@ -27,8 +27,8 @@ from cheems.evaluate.checks import (
     rescored,
     run_checks,
 )
-from cheems.evaluate.metrics import GroupMetrics, subset_metrics
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
+from cheems.metrics.cheemsbench import GroupMetrics, subset_metrics
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome
 from cheems.workflows.demo import demo_files
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, bench_row, run_main, write_jsonl

@@ -33,14 +33,14 @@ from pathlib import Path
 
 import pytest
 
+from cheems.analysis.leaderboard import read_eval_json
 from cheems.data.importers import import_file
 from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores, load_bench, score
-from cheems.evaluate.benchmarks import benchmark_report
-from cheems.evaluate.kendall import kendall_tau_b
-from cheems.evaluate.leaderboard import read_eval_json
-from cheems.evaluate.ppe import pearson
-from cheems.evaluate.rewardbench import EXAMPLE_COUNTS
+from cheems.evaluate.benchmark_report import benchmark_report
+from cheems.metrics.kendall import kendall_tau_b
+from cheems.metrics.ppe import pearson
+from cheems.metrics.rewardbench import EXAMPLE_COUNTS
 from cheems.models import load_scorer
 from helpers import assert_user_error, run_main, write_jsonl
 

@@ -32,12 +32,13 @@ from pathlib import Path
 
 import pytest
 
+from cheems.analysis.leaderboard import read_eval_json
 from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores, load_bench, score
-from cheems.evaluate.benchmarks import benchmark_report, pair_right
-from cheems.evaluate.leaderboard import read_eval_json
-from cheems.evaluate.outcomes import PairOutcome, ShownVerdict
+from cheems.evaluate.benchmark_report import benchmark_report
+from cheems.metrics.metric_registry import pair_right
+from cheems.metrics.outcomes import PairOutcome, ShownVerdict
 from cheems.models import load_scorer
 from fault_server import ANSWER, FakeJudgeServer
 from helpers import assert_user_error, run_main

@@ -22,10 +22,10 @@ import pytest
 from cheems.data.schema import Record
 from cheems.evaluate import evaluate_scores
 from cheems.evaluate.bench import report_from_outcomes
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.evaluate.plots import cjk_font
 from cheems.evaluate.report import REPORT_FILES, write_report
 from cheems.evaluate.report_html import report_page
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from helpers import run_main, shown, write_jsonl
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

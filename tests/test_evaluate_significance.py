@@ -1,4 +1,4 @@
-"""Bootstrap intervals and paired comparisons (cheems.evaluate.significance) against hand-checked cases, a loop over
+"""Bootstrap intervals and paired comparisons (cheems.analysis.compare) against hand-checked cases, a loop over
 subset_metrics on the same draws, scipy.stats.bootstrap and hand-computed McNemar numbers."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from scipy.stats import bootstrap
 
+from cheems.analysis.compare import compare_details, mcnemar
 from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores
-from cheems.evaluate.bench import report_from_outcomes
+from cheems.evaluate.bench import add_intervals, report_from_outcomes
 from cheems.evaluate.details import Details
-from cheems.evaluate.metrics import overall, subset_metrics
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
 from cheems.evaluate.report import report_markdown
-from cheems.evaluate.significance import add_intervals, compare_details, mcnemar
+from cheems.metrics.cheemsbench import overall, subset_metrics
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome
 from helpers import record
 
 
@@ -217,7 +217,7 @@ def test_details_of_different_benches_are_refused_naming_both_files():
 
 
 def test_intervals_do_not_depend_on_how_many_draws_are_counted_at_a_time(monkeypatch):
-    import cheems.evaluate.resampling as stats  # where every bootstrap draws its rows (draw_rows)
+    import cheems.metrics.bootstrap as stats  # where every bootstrap draws its rows (draw_rows)
 
     bench = random_bench(4)
     whole = add_intervals(report_from_outcomes(bench), 300, seed=5).intervals
@@ -229,7 +229,7 @@ def test_intervals_do_not_depend_on_how_many_draws_are_counted_at_a_time(monkeyp
 
 def test_a_difference_zero_in_exact_arithmetic_counts_on_both_sides_of_zero():
     """Means of the same draw summed in another order can differ by ±3e-17: that is no difference, not a win."""
-    from cheems.evaluate.significance import _difference
+    from cheems.analysis.compare import _difference
 
     noise = np.array([3e-17, -3e-17, 1.1e-16, 0.0] * 250)
     d = _difference(0.1 + 0.2, 0.3, noise, 0.95)  # 0.1 + 0.2 - 0.3 = 5.6e-17

@@ -14,9 +14,9 @@ from cheems.data.io import read_scores, write_json, write_scores
 from cheems.errors import InputError
 from cheems.evaluate import bench as bench_module
 from cheems.evaluate import evaluate_scores, load_bench, score
+from cheems.evaluate.bench import add_intervals
 from cheems.evaluate.checks import CheckContext, run_checks
 from cheems.evaluate.details import write_details
-from cheems.evaluate.significance import add_intervals
 from cheems.models import load_scorer
 from cheems.runtime import content_hash
 from helpers import run_main, write_jsonl

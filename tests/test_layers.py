@@ -32,7 +32,9 @@ LAYERS = [
     {"curate"},
     {"models"},
     {"prompts"},  # the prompt pool: dedup, decontaminate, categorise (the classifier embeds with a model)
-    {"evaluate"},
+    {"metrics"},  # the numbers of judged pairs: a module per benchmark, the --compat rules, the bootstrap
+    {"evaluate"},  # the run: bench in, judged pairs, report, checks, suites
+    {"analysis"},  # over finished runs: compare, leaderboard, correlate, best-of-N, win rate, bias, pool plots
     {"train"},
     {"workflows"},
     {"cli", "__main__"},
@@ -110,7 +112,7 @@ def test_models_do_not_import_the_annotation_app():
 
 
 def test_module_names_are_unique():
-    """One name, one module; a command's module may share its library module's name (cli/bon.py, evaluate/bon.py)."""
+    """One name, one module; a command's module may share its library module's name (cli/bon.py, analysis/bon.py)."""
     names = Counter(p.name for p in FILES if p.name != "__init__.py" and p.parent.name != "cli")
     assert [name for name, n in names.items() if n > 1] == []
 

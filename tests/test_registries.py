@@ -15,7 +15,8 @@ import pytest
 from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores, load_bench
-from cheems.evaluate.benchmarks import METRICS, benchmark_report
+from cheems.evaluate.benchmark_report import benchmark_report
+from cheems.metrics.metric_registry import METRICS
 from cheems.models.registry import SCORERS, load_scorer, scorers_help, spec_hint
 from cheems.registries import Registry
 from helpers import assert_user_error, run_main, write_jsonl
@@ -24,7 +25,7 @@ from helpers import assert_user_error, run_main, write_jsonl
 ENTRIES = """
 from cheems.data.importers import register_format
 from cheems.data.schema import Record
-from cheems.evaluate.benchmarks import pair_right, register_metric
+from cheems.metrics.metric_registry import pair_right, register_metric
 from cheems.models.registry import register_scorer
 
 

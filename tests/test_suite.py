@@ -18,7 +18,7 @@ import pytest
 
 from cheems.evaluate import load_bench
 from cheems.evaluate.evaluation import ScoredBy, evaluate
-from cheems.evaluate.resampling import metric_intervals
+from cheems.metrics.bootstrap import metric_intervals
 from cheems.models.registry import SCORERS, register_scorer
 from cheems.models.scoring import ScoringSettings
 from helpers import assert_user_error, record, run_main, write_jsonl
@@ -225,7 +225,7 @@ def hand_pairwise_interval(outcomes, resamples: int, seed: int) -> tuple[float, 
 
 def test_metric_intervals_are_the_bootstrap_written_out():
     """Any metric's intervals resample prompts within the subset as written by hand: here ``pairwise``."""
-    from cheems.evaluate.benchmarks import benchmark_report
+    from cheems.evaluate.benchmark_report import benchmark_report
 
     records = [
         record(3, rank={"r1": 1, "r2": 2, "r3": 3}, pid=f"p{i}", category="写作" if i % 3 else "代码")
@@ -244,7 +244,7 @@ def test_metric_intervals_are_the_bootstrap_written_out():
 
 
 def got_accuracy(prompts) -> float:
-    from cheems.evaluate.benchmarks import pairwise_subset
+    from cheems.metrics.pairwise import pairwise_subset
 
     return pairwise_subset(prompts)["accuracy"]
 
@@ -380,7 +380,9 @@ def test_a_metric_a_resample_cannot_score_has_no_interval():
     on a resample without them: that subset gets no interval, nor does overall; the other subsets keep theirs,
     the same as without it."""
     from cheems.errors import InputError
-    from cheems.evaluate.benchmarks import METRICS, benchmark_report, pairwise_subset, register_metric
+    from cheems.evaluate.benchmark_report import benchmark_report
+    from cheems.metrics.metric_registry import METRICS, register_metric
+    from cheems.metrics.pairwise import pairwise_subset
 
     @register_metric("needs-p0", title="needs p0", help="pairwise, refusing subset a without its prompt p0")
     def needs_p0(outcomes, records, name=""):

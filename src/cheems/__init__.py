@@ -19,6 +19,12 @@ from typing import TYPE_CHECKING, Any
 from cheems.runtime import lazy_exports, package_version
 
 if TYPE_CHECKING:  # what type checkers see: every name of _EXPORTS with its real type (at run time each is lazy)
+    from cheems.analysis.bon import bon as bon
+    from cheems.analysis.bon_files import bon_files as bon_files
+    from cheems.analysis.compare import compare as compare
+    from cheems.analysis.distribution import validate_files as validate_files
+    from cheems.analysis.leaderboard import load_leaderboard
+    from cheems.analysis.winrate import winrate_files as winrate_files
     from cheems.curate.debias import DebiasSettings as DebiasSettings
     from cheems.curate.debias import debias_file as debias_file
     from cheems.curate.debias import length_debias as length_debias
@@ -46,22 +52,16 @@ if TYPE_CHECKING:  # what type checkers see: every name of _EXPORTS with its rea
     from cheems.errors import InputError as InputError
     from cheems.evaluate.bench import EvalReport as EvalReport
     from cheems.evaluate.bench import load_bench as load_bench
-    from cheems.evaluate.bon_files import bon_files as bon_files
-    from cheems.evaluate.distribution import validate_files as validate_files
     from cheems.evaluate.evaluation import ScoredBy as ScoredBy
-    from cheems.evaluate.evaluation import bon as bon
-    from cheems.evaluate.evaluation import compare as compare
     from cheems.evaluate.evaluation import evaluate as evaluate  # the package cheems.evaluate, called
     from cheems.evaluate.evaluation import evaluate_files as evaluate_files
     from cheems.evaluate.evaluation import score as score
     from cheems.evaluate.evaluation import score_files as score_files
-    from cheems.evaluate.leaderboard import load_leaderboard
     from cheems.evaluate.run_settings import BonSettings as BonSettings
     from cheems.evaluate.run_settings import EvalSettings as EvalSettings
     from cheems.evaluate.run_settings import WinrateSettings as WinrateSettings
     from cheems.evaluate.suite import load_suite as load_suite
     from cheems.evaluate.suite import suite_files as suite_files
-    from cheems.evaluate.winrate import winrate_files as winrate_files
     from cheems.judge.judge_files import judge_files as judge_files
     from cheems.judge.judge_settings import JudgeSettings as JudgeSettings
     from cheems.judge.judging import judge_records

@@ -3,7 +3,7 @@
 A new entry is one function and one line, the registry's decorator; ``--help``, the error for an
 unknown name ("use one of ...") and the docs list the registered names, in registration order.
 Each registry lives beside what it registers: :data:`cheems.models.registry.SCORERS`,
-:data:`cheems.evaluate.benchmarks.METRICS`, :data:`cheems.data.formats.FORMATS` (filled by
+:data:`cheems.metrics.metric_registry.METRICS`, :data:`cheems.data.formats.FORMATS` (filled by
 :mod:`cheems.data.importers`).
 """
 

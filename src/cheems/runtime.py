@@ -371,7 +371,7 @@ def callable_package(module: Any, target: str) -> None:
     """Make the package ``module`` callable as ``target`` (``"submodule:function"``, imported on the first call).
 
     ``cheems.evaluate``, ``cheems.judge`` and ``cheems.train`` are each a package and the public function of that
-    name: the package stays the package (``import cheems.evaluate.significance`` and ``from cheems.train import
+    name: the package stays the package (``import cheems.evaluate.checks`` and ``from cheems.train import
     config`` work as ever) and calling it calls the function. The package reads as the function too:
     ``inspect.signature`` gives the function's, and its ``__doc__`` is the function's signature and docstring, which
     is what ``help(cheems.evaluate)`` shows (the package's own notes stay in its source).

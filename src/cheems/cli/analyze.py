@@ -1,4 +1,4 @@
-"""``cheems analyze bias``: position and length bias (Figure 15), from :mod:`cheems.evaluate.bias`."""
+"""``cheems analyze bias``: position and length bias (Figure 15), from :mod:`cheems.analysis.bias`."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def bias(
     settings: dict[str, Any],
 ) -> None:
     """P(first shown wins), P(longer wins) and P(A wins) by length difference, per file, source or annotator."""
-    from cheems.evaluate.bias import BIAS_FILES, bias_report, load_judgements, print_bias, write_bias_outputs
+    from cheems.analysis.bias import BIAS_FILES, bias_report, load_judgements, print_bias, write_bias_outputs
     from cheems.outputs import claim_outputs
 
     group = settings_of(BiasSettings, settings)

@@ -45,7 +45,7 @@ def bon(
     settings: dict[str, Any],
 ) -> None:
     """Pick the best-scored response of each prompt (best-of-N); with gold ranks or scores, draw the best-of-n curve."""
-    from cheems.evaluate.bon_files import bon_files, print_bon
+    from cheems.analysis.bon_files import bon_files, print_bon
 
     by = scoring.scored_by(settings, scores, ok=output is not None, needs=NEEDS, hint=HINT)
     assert output is not None  # refused above without -o

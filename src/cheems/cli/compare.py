@@ -22,9 +22,9 @@ def compare(
     settings: dict[str, Any],
 ) -> None:
     """Paired difference of two scorers on one bench: A - B with bootstrap CI and p-value, and McNemar's test."""
+    from cheems.analysis.compare import compare as compare_runs
+    from cheems.analysis.compare import print_comparison
     from cheems.data.io import write_json
-    from cheems.evaluate.evaluation import compare as compare_runs
-    from cheems.evaluate.significance import print_comparison
     from cheems.outputs import claim_outputs
 
     test = settings_of(CompareSettings, settings)

@@ -1,4 +1,4 @@
-"""``cheems correlate``: do benchmark numbers predict downstream results (Figure 5)? :mod:`cheems.evaluate.correlate`"""
+"""``cheems correlate``: do benchmark numbers predict downstream results (Figure 5)? :mod:`cheems.analysis.correlate`"""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def correlate(
     settings: dict[str, Any],
 ) -> None:
     """Pearson, Spearman and Kendall of every benchmark number with every downstream metric, over RMs."""
+    from cheems.analysis.correlate import PAGE_FILES, load_rm_table, print_correlations, write_correlations
+    from cheems.analysis.correlate import correlate as correlations_of
     from cheems.cli.console import show_warning
     from cheems.errors import CheemsWarning
-    from cheems.evaluate.correlate import PAGE_FILES, load_rm_table, print_correlations, write_correlations
-    from cheems.evaluate.correlate import correlate as correlations_of
     from cheems.outputs import claim_outputs
 
     boot = settings_of(CorrelateSettings, settings)

@@ -25,7 +25,7 @@ def leaderboard(
     settings: dict[str, Any],
 ) -> None:
     """Rank evaluations (reward models, judges, or RMs trained on different datasets) on one bench."""
-    from cheems.evaluate.leaderboard import board_format, board_table, load_leaderboard, write_board
+    from cheems.analysis.leaderboard import board_format, board_table, load_leaderboard, write_board
     from cheems.outputs import claim_outputs
 
     board_format(output)  # a bad suffix fails before anything is read

@@ -71,8 +71,8 @@ def validate(
 ) -> None:
     """Check record files and print their statistics in the shape of the paper's Table 1, responses per model
     and prompts per category."""
+    from cheems.analysis.distribution import validate_files
     from cheems.data.dataset_stats import print_stats
-    from cheems.evaluate.distribution import validate_files
 
     rows = validate_files(files, skip_invalid=skip_invalid, workers=workers, plot=plot)
     for row in rows:

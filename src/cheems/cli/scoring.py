@@ -51,6 +51,6 @@ def scored_by(
 
 def warn_unmatched(unmatched: list[ScoreKey], source: str, of: str) -> None:
     """One warning for scores that match no response of ``of`` (the bench, the pool): they are not used."""
-    from cheems.evaluate.bon import unmatched_warning
+    from cheems.analysis.bon import unmatched_warning
 
     report_warnings(unmatched_warning(unmatched, source, of))

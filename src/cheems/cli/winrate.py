@@ -1,7 +1,7 @@
 """``cheems winrate``: best-of-N picks against a baseline response, judged by an LLM judge or by people.
 
 Registered in :mod:`cheems.cli.main` as ``app.command()(winrate)``. The run is
-:func:`cheems.evaluate.winrate.winrate_files`.
+:func:`cheems.analysis.winrate.winrate_files`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def winrate(
     settings: dict[str, Any],
 ) -> None:
     """Win rate of best-of-N picks against a baseline: wins, losses, ties, (wins + ties/2)/n with a 95% CI."""
-    from cheems.evaluate.winrate import WinRate, print_winrate, print_winrate_project, winrate_files
+    from cheems.analysis.winrate import WinRate, print_winrate, print_winrate_project, winrate_files
 
     w = settings_of(WinrateSettings, settings)
     ok = bool(pool and w.baseline_field)

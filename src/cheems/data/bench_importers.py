@@ -2,7 +2,7 @@
 
 One convention for all: the better response(s) get rank 1, the worse ones rank 2, so
 ``Record.ranked_pairs`` yields exactly the comparisons the benchmark makes; what a benchmark adds
-is kept in extra keys. ``cheems eval --metric`` (``cheems.evaluate.benchmarks``) scores them.
+is kept in extra keys. ``cheems eval --metric`` (:mod:`cheems.metrics`) scores them.
 
 A layout is one row function (its docstring: the upstream rows, the response ids and the category) and
 one :func:`register_benchmark` line; the upstream files, with an example of each, are in docs/formats.md.

@@ -1,7 +1,8 @@
-"""Metrics, benchmark runner and reports.
+"""The evaluation run: a bench in, judged pairs out (:mod:`cheems.metrics` computes their numbers), the report,
+its checks, suites of benches and the doctor.
 
-Names are imported on first use (:func:`cheems.runtime.lazy_exports`), so the CLI lists the
-``--metric`` registry (:mod:`cheems.evaluate.benchmarks`) at start-up without numpy and the runner.
+Names are imported on first use (:func:`cheems.runtime.lazy_exports`), so the CLI starts without numpy and the
+runner.
 """
 
 import sys
@@ -10,18 +11,11 @@ from cheems.runtime import callable_package, lazy_exports
 
 _EXPORTS = {
     "EvalReport": "bench",
-    "GroupMetrics": "metrics",
     "evaluate_scores": "bench",
-    "expected_calibration_error": "metrics",
     "load_bench": "bench",
-    "overall": "metrics",
     "score": "evaluation",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 # cheems.evaluate(...) is cheems.evaluate.evaluation.evaluate(...): the package and the public function share the name
 callable_package(sys.modules[__name__], "evaluation:evaluate")
-
-# the metrics registered beside benchmarks.py's own, so that --metric lists them wherever METRICS is read
-# (each imports numpy or scipy only when it computes)
-from cheems.evaluate import kendall, ppe, rewardbench  # noqa: E402, F401

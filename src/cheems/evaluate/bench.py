@@ -6,27 +6,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.data.stream import PromptIds, Records
 from cheems.errors import InputError
-from cheems.evaluate.compat import Compat, compat_record
 from cheems.evaluate.details import FingerprintSpool, fingerprint_entry
-from cheems.evaluate.metrics import (
-    GroupMetrics,
-    bare_outcome,
-    length_split,
-    overall,
-    scored_outcome,
-    subset_metrics,
-)
-from cheems.evaluate.outcomes import Outcomes, PromptOutcome
+from cheems.metrics.bootstrap import Intervals
+from cheems.metrics.cheemsbench import GroupMetrics, bare_outcome, length_split, overall, scored_outcome, subset_metrics
+from cheems.metrics.compat import Compat, compat_record
+from cheems.metrics.outcomes import Outcomes, PromptOutcome
 from cheems.models import ScoreCache, Scorer, score_records
-
-if TYPE_CHECKING:
-    import numpy as np
 
 SCORE_CHUNK = 4096
 """Responses scored at a time by :func:`score_responses`: enough for a model to fill its length-grouped batches,
@@ -49,7 +40,7 @@ def load_bench(
     file without a ranked pair (left out of ``overall``); when no file has one, nothing can be
     measured and an ``InputError`` is raised before anything is scored (unless not
     ``require_pairs``: scoring alone needs no ranks). ``check`` (picklable): run on each record with its ranks, an
-    ``InputError`` it raises names the file and line (a metric's :func:`cheems.evaluate.benchmarks.record_check`).
+    ``InputError`` it raises names the file and line (a metric's :func:`cheems.metrics.metric_registry.record_check`).
     """
     bench: dict[str, list[Record]] = {}
     warnings = warnings if warnings is not None else []
@@ -158,34 +149,6 @@ def score_responses(
         yield from score_records(batch, scorer, cache=cache, progress=False).items()
 
 
-Interval = tuple[float, float]
-
-
-@dataclass
-class SubsetIntervals:
-    """A subset's accuracy and exact match intervals."""
-
-    accuracy: Interval
-    exact_match: Interval
-
-
-@dataclass
-class Intervals:
-    """Bootstrap intervals of an evaluation, how they were drawn, and ``overall``'s draws (what a suite averages
-    over its benches)."""
-
-    resamples: int
-    seed: int
-    level: float
-    subsets: dict[str, SubsetIntervals]
-    overall: Interval
-    draws: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    def settings(self) -> dict[str, Any]:
-        """``{"resamples", "seed", "level"}``: what reproduces these intervals."""
-        return {"resamples": self.resamples, "seed": self.seed, "level": self.level}
-
-
 @dataclass
 class EvalReport:
     """Metrics of every subset and the overall score, in the eval JSON shape (docs/formats.md).
@@ -193,10 +156,10 @@ class EvalReport:
     ``subsets`` holds the subsets with at least one ranked pair; ``without_pairs`` names the others
     (left out of ``overall``). ``outcomes`` keeps every judged pair of those subsets, as columns (for details
     files, intervals, length diagnostics and plots); ``intervals`` are their bootstrap intervals, once
-    :func:`cheems.evaluate.significance.add_intervals` has drawn them. ``unmatched_scores`` are scores of no bench
+    :func:`cheems.evaluate.bench.add_intervals` has drawn them. ``unmatched_scores`` are scores of no bench
     response (not used), ``unranked_responses`` counts responses a ``rank`` leaves out, ``checks`` are the
     evaluation's own checks (:func:`cheems.evaluate.checks.run_checks`). Each appears in ``to_dict`` only when
-    there is something to report. ``compat``: the rules the metrics follow (:mod:`cheems.evaluate.compat`),
+    there is something to report. ``compat``: the rules the metrics follow (:mod:`cheems.metrics.compat`),
     recorded in ``to_dict`` when not strict.
     """
 
@@ -242,6 +205,16 @@ class EvalReport:
         if self.checks:
             out["checks"] = [c.to_dict() for c in self.checks]
         return out | compat_record(self.compat, "cheems")
+
+
+def add_intervals(report: EvalReport, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> EvalReport:
+    """Fill ``report.intervals`` with percentile bootstrap intervals over prompts
+    (:func:`cheems.metrics.bootstrap.intervals_of`, under the report's ``compat`` rules); returns the report."""
+    from cheems.metrics.bootstrap import intervals_of
+
+    outcomes = {name: report.outcomes[name] for name in report.subsets}
+    report.intervals = intervals_of(outcomes, report.compat, resamples, seed, level)
+    return report
 
 
 class ScoreLookup(Protocol):
@@ -322,7 +295,7 @@ def evaluate_bench(
     scores: :func:`bench_prompt` of every record, scored as it passes. Returns the report, the bench fingerprint
     (with ``fingerprint``) and the warnings, as :func:`load_bench` gives them. Only each prompt's judged pairs
     are kept, as columns (:class:`Outcomes`), never its texts, so files are evaluated in bounded memory.
-    ``compat``: the rules of the metrics (:func:`cheems.evaluate.metrics.exact_prompts`)."""
+    ``compat``: the rules of the metrics (:func:`cheems.metrics.cheemsbench.exact_prompts`)."""
     warnings: list[InputError] = []
     outcomes: dict[str, Outcomes] = {}
     without: list[str] = []

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, ranked, stream_bench
-from cheems.evaluate.benchmarks import by_category
-from cheems.evaluate.metrics import GroupMetrics, category_metrics, scored_outcome, subset_metrics
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
+from cheems.metrics.cheemsbench import GroupMetrics, category_metrics, scored_outcome, subset_metrics
+from cheems.metrics.metric_registry import by_category
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome
 from cheems.registries import Registry
 
 if TYPE_CHECKING:

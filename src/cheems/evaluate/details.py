@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationErr
 from cheems.data.io import load_rows, validation_error, write_jsonl
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.compat import Compat
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.metrics.compat import Compat
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.outputs import out_of_room
 
 

@@ -1,6 +1,6 @@
 """The evaluation steps as a script calls them: score a bench, evaluate a scorer, a scores table or a judge on
-it, compare two evaluations, pick best-of-N. ``cheems score``, ``eval``, ``compare`` and ``bon`` print what
-these return (``cheems.score``, ``cheems.evaluate``, ``cheems.compare``, ``cheems.bon``)."""
+it. ``cheems score`` and ``eval`` print what these return (``cheems.score``, ``cheems.evaluate``); what scores
+(:class:`ScoredBy`) is shared by ``eval``, ``suite``, ``bon`` and ``curate distant``."""
 
 from __future__ import annotations
 
@@ -13,19 +13,16 @@ from cheems.data.io import ReadResult, ScoreKey
 from cheems.data.schema import Record
 from cheems.data.stream import Records, same_record
 from cheems.errors import InputError
-from cheems.evaluate.bench import EvalReport, evaluate_scores, load_bench, score_responses
-from cheems.evaluate.bon import BonResult, best_of_n
+from cheems.evaluate.bench import EvalReport, add_intervals, evaluate_scores, load_bench, score_responses
 from cheems.evaluate.checks import CheckContext, Which, run_checks
-from cheems.evaluate.compat import Compat
-from cheems.evaluate.details import Details, read_details
-from cheems.evaluate.run_settings import EvalSettings, Sample, check_metric
-from cheems.evaluate.significance import Comparison, add_intervals, compare_details
+from cheems.evaluate.run_settings import EvalSettings, check_metric
+from cheems.metrics.compat import Compat
 from cheems.models.base import Scorer
 from cheems.models.score_cache import DEFAULT_SCORE_CACHE
 from cheems.models.scoring import ScoringSettings
 
 if TYPE_CHECKING:
-    from cheems.evaluate.benchmarks import BenchmarkReport
+    from cheems.evaluate.benchmark_report import BenchmarkReport
     from cheems.judge.judge_settings import JudgeSettings
     from cheems.llm.endpoint import ConnectionSettings
     from cheems.models.score_cache import ScoreCache
@@ -91,7 +88,7 @@ def evaluate(
       ``--bootstrap-seed``;
     - ``progress``: a judge's progress bar;
     - ``compat``: ``"strict"`` (cheems' rules) or ``"upstream"`` (the official code's, as ``--compat``:
-      :mod:`cheems.evaluate.compat`): exact match and the scoring input.
+      :mod:`cheems.metrics.compat`): exact match and the scoring input.
     - ``checks``: the checks that run (``report.checks``; :func:`cheems.evaluate.checks.run_checks`): ``cheap``,
       ``all`` or ``none``, as ``--checks``. A metric found wrong raises
       :class:`cheems.evaluate.checks.CheckFailure`.
@@ -117,63 +114,6 @@ def evaluate(
     context = CheckContext(report, records=bench, scorer=scorer, judge=judge, model=getattr(scorer, "name", None))
     report.checks = run_checks(context, checks)
     return report
-
-
-def details_of(report: EvalReport | Details | str | Path) -> Details:
-    """An evaluation's judged pairs as :func:`compare` takes them: a report as it is, a details file read."""
-    if isinstance(report, Details):
-        return report
-    if isinstance(report, EvalReport):
-        # a report in memory has no bench fingerprint: the pairs themselves must match
-        outcomes = {name: list(o) for name, o in report.outcomes.items()}
-        return Details(report.scorer, report.scorer, "", outcomes, report.compat)
-    return read_details(report)
-
-
-def compare(
-    a: EvalReport | Details | str | Path,
-    b: EvalReport | Details | str | Path,
-    *,
-    resamples: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> Comparison:
-    """Evaluation A against evaluation B of the same bench: paired bootstrap over prompts and McNemar's test.
-
-    Each of ``a`` and ``b`` is an :class:`EvalReport` (from :func:`evaluate`) or a details file
-    ``cheems eval --details`` wrote. ``result.to_dict()`` is what ``cheems compare --output-json`` writes for
-    the same files. Raises ``InputError`` when the two do not hold the same pairs.
-    """
-    return compare_details(details_of(a), details_of(b), resamples, seed, level)
-
-
-def bon(
-    pool: list[Record],
-    by: Scorer | Mapping[ScoreKey, float],
-    *,
-    n: int | None = None,
-    sample: Sample = "first",
-    seed: int = 0,
-    source: str | None = None,
-    cache: ScoreCache | None = DEFAULT_SCORE_CACHE,
-    compat: Compat = "strict",
-) -> BonResult:
-    """Best-of-N: pick the best-scored response of each prompt of ``pool``, scored ``by`` a scorer (through
-    ``cache``, by default the commands' score cache, as :func:`score`) or a scores table; with gold ranks or
-    scores, the best-of-n curve.
-
-    ``result.picks`` are the rows ``cheems bon -o`` writes, ``result.to_dict()`` its ``--output-json``.
-    ``n``, ``sample``, ``seed``, ``compat`` as ``-n``, ``--sample``, ``--seed``, ``--compat`` (upstream: a scorer
-    scores a record's input without its ``sys_prompt``, as CheemsRM does); ``source`` names the scorer
-    (default its name, or ``scores``).
-    """
-    if isinstance(by, Mapping):
-        values, name = dict(by), source or "scores"
-    else:
-        values, name = score({"pool": pool}, by, cache=cache, compat=compat), source or by.name
-    result = best_of_n(pool, values, n=n, sample=sample, seed=seed, scorer=name)
-    result.compat = compat
-    return result
 
 
 @dataclass(frozen=True)
@@ -419,7 +359,7 @@ def evaluate_files(
         result.checks = run_checks(by.check_context(result, bench, None, None, workers), settings.checks)
         return BenchEvaluation(result, None, printed, issues, by.inputs(bench))
     warnings: list[InputError] = []
-    from cheems.evaluate.benchmarks import record_check
+    from cheems.metrics.metric_registry import record_check
 
     records = load_bench(bench, warnings, check=record_check(metric, compat))
     drawn = resamples if metric == "cheems" else 0  # another metric draws its own, of its own numbers
@@ -437,7 +377,7 @@ def evaluate_files(
     )
     other = None
     if metric != "cheems":
-        from cheems.evaluate.benchmarks import benchmark_report
+        from cheems.evaluate.benchmark_report import benchmark_report
 
         other = benchmark_report(metric, records, result, compat, resamples=resamples, seed=seed)
     scorer = given if isinstance(given, Scorer) else None

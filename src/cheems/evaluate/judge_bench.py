@@ -24,10 +24,10 @@ from typing import Any
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import EvalReport, report_from_outcomes
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from cheems.judge import FAILURE_REASONS, JudgeResult, JudgeSettings, judge_records, reason_text
 from cheems.judge.prompt import EVAL_TEMPLATE
 from cheems.judge.questions import ranked_pairs, shown_order
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 
 PairKey = tuple[str, str, str]  # (prompt id, a, b) in response order
 

@@ -164,8 +164,8 @@ def write_report(report: EvalReport, folder: Path, title: str = "") -> None:
 def print_evaluation(run: Any, console: Console) -> None:
     """A :class:`~cheems.evaluate.evaluation.BenchEvaluation`'s CheemsBench metrics as a table, or another
     benchmark's (with a judge's verdict statistics); ``run`` is not typed by name: evaluation imports this module."""
-    from cheems.evaluate.benchmarks import print_benchmark
-    from cheems.evaluate.compat import upstream_rules
+    from cheems.evaluate.benchmark_report import print_benchmark
+    from cheems.metrics.compat import upstream_rules
 
     if run.report.compat != "strict":  # the numbers are not the default ones: say so before them
         changed = ", ".join(upstream_rules(run.other.metric if run.other is not None else "cheems"))

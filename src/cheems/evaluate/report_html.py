@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
-from cheems.evaluate.metrics import calibration_bins
-from cheems.evaluate.outcomes import Outcomes, PromptOutcome
 from cheems.evaluate.plots import new_figure, png_bytes
 from cheems.judge import reason_text
+from cheems.metrics.cheemsbench import calibration_bins
+from cheems.metrics.outcomes import Outcomes, PromptOutcome
 
 ScorePairs = tuple[np.ndarray, np.ndarray]
 """The chosen and the rejected response's score of every pair of a subset (:meth:`Outcomes.scores`)."""

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from cheems.errors import InputError
-from cheems.evaluate.benchmarks import METRICS
-from cheems.evaluate.compat import Compat
+from cheems.metrics.compat import Compat
+from cheems.metrics.metric_registry import METRICS
 from cheems.settings import Cli, Settings, rule
 
 Sample = Literal["first", "random"]
@@ -18,7 +18,7 @@ Sample = Literal["first", "random"]
 
 class CompatSettings(Settings):
     """Which rules the numbers follow (``--compat`` of ``eval``, ``bon`` and ``score``, whose scores file then
-    feeds ``eval --scores --compat upstream``): :mod:`cheems.evaluate.compat`."""
+    feeds ``eval --scores --compat upstream``): :mod:`cheems.metrics.compat`."""
 
     compat: Compat = Field(
         "strict",

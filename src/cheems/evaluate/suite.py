@@ -121,7 +121,7 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def _check_metric(metric: str, source: str, lines: dict[KeyPath, int], at: KeyPath) -> None:
-    from cheems.evaluate.benchmarks import METRICS
+    from cheems.metrics.metric_registry import METRICS
 
     if metric not in METRICS:
         raise InputError(
@@ -213,7 +213,7 @@ def suite_interval(runs: list[SuiteBenchRun]) -> tuple[tuple[float, float], dict
     the same resamples, seed and level."""
     import numpy as np
 
-    from cheems.evaluate.resampling import percentile_interval
+    from cheems.metrics.bootstrap import percentile_interval
 
     drawn = [(run.evaluation.other or run.evaluation.report).intervals for run in runs]
     draws = [b.draws for b in drawn if b is not None and b.draws is not None]

@@ -8,11 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cheems.analysis.bon import BonResult, best_of_n
 from cheems.data.io import ScoreKey, write_json, write_records, write_scores
 from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.evaluate import EvalReport, evaluate_scores, load_bench, score
-from cheems.evaluate.bon import BonResult, best_of_n
 from cheems.evaluate.report import print_report
 from cheems.models import ScoreCache, load_scorer
 from cheems.ranking import resolve_file_records

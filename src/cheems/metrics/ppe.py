@@ -4,7 +4,7 @@ its human-preference pairs, ``--metric ppe-correctness`` for its best-of-K corre
 PPE-style, from the paper's definitions: lmarena/PPE's code could not be read when these were written, so they
 are not checked against it (:data:`SOURCE`, printed with the numbers). Both report the file's numbers over all its
 prompts, as PPE reports each benchmark (``accuracy`` is not a mean over categories here); ``categories`` break
-them down. The tie rule (:data:`TIE_RULE`): a pair is right by :func:`~cheems.evaluate.benchmarks.pair_right` (a
+them down. The tie rule (:data:`TIE_RULE`): a pair is right by :func:`~cheems.metrics.metric_registry.pair_right` (a
 score tie is wrong), and a tie at the top of a best-of-K pick counts only when every tied response is correct.
 What PPE defines and cheems computes from scores: pairwise accuracy, best-of-K (the correctness of the response a
 scorer ranks first among a prompt's K), its curve over K (:func:`best_of_k_expectation`) and the row-wise Pearson
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.benchmarks import pair_right, register_metric
-from cheems.evaluate.compat import Compat
+from cheems.metrics.compat import Compat
+from cheems.metrics.metric_registry import pair_right, register_metric
 
 if TYPE_CHECKING:
-    from cheems.evaluate.outcomes import PromptOutcome
+    from cheems.metrics.outcomes import PromptOutcome
 
 
 _IMPORT_HINT = "import PPE's files with: cheems import ppe-preference|ppe-correctness IN -o OUT"

@@ -7,8 +7,9 @@ import math
 import pytest
 
 from cheems.errors import InputError
-from cheems.evaluate import evaluate_scores, expected_calibration_error, overall
-from cheems.evaluate.metrics import GroupMetrics
+from cheems.evaluate import evaluate_scores
+from cheems.metrics import expected_calibration_error, overall
+from cheems.metrics.cheemsbench import GroupMetrics
 from helpers import record
 
 

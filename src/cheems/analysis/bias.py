@@ -40,7 +40,7 @@ from cheems.data.schema import Comparison, Record
 from cheems.data.stream import read_records
 from cheems.errors import InputError
 from cheems.evaluate.details import Details, read_details
-from cheems.evaluate.outcomes import PairOutcome
+from cheems.metrics.outcomes import PairOutcome
 from cheems.ranking import rank_comparisons
 
 if TYPE_CHECKING:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from cheems.data.bench_layouts import REWARDBENCH_SECTIONS
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.benchmarks import pair_right, register_metric
-from cheems.evaluate.compat import Compat
+from cheems.metrics.compat import Compat
+from cheems.metrics.metric_registry import pair_right, register_metric
 
 if TYPE_CHECKING:
-    from cheems.evaluate.outcomes import PromptOutcome
+    from cheems.metrics.outcomes import PromptOutcome
 
 EXAMPLE_COUNTS = {
     "alpacaeval-easy": 100,

@@ -14,7 +14,7 @@ Decisions a reader of the code needs:
 - a verdict that could not be parsed is a tie, never dropped, and counted; a question with no verdict for
   another reason (server down, request budget spent) stops the run with an error, as in
   :mod:`cheems.evaluate.judge_bench`: the verdicts are cached and a rerun asks only the missing ones;
-- the interval is drawn from the outcome counts alone (:func:`bootstrap_interval`).
+- the interval is drawn from the outcome counts alone (:func:`cheems.metrics.bootstrap.win_rate_interval`).
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from cheems.data.io import load_rows, read_scores
 from cheems.data.schema import Record, Response
 from cheems.errors import InputError, Notify, unlisted
 from cheems.evaluate.judge_bench import require_complete
 from cheems.evaluate.run_settings import WinrateSettings
 from cheems.judge import JudgeSettings, judge_records
+from cheems.metrics.bootstrap import win_rate_interval
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -211,28 +210,9 @@ def _vote(a: str, b: str, label: str) -> str:
     return "tie" if label == "tie" else (a if label == "a" else b)
 
 
-def bootstrap_interval(
-    counts: Counter[str], resamples: int, seed: int, level: float = 0.95
-) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the win rate over prompts; None when there are no prompts or no resamples.
-
-    A prompt's value is 1, 1/2 or 0, so a resample is fixed by how many wins, ties and losses it draws:
-    ``numpy.random.default_rng(seed).multinomial(n, [w, t, l] / n, resamples)`` draws them exactly as
-    resampling the prompts with replacement would, in O(resamples) memory. (Wilson's interval needs a yes/no
-    outcome; a tie is neither.)
-    """
-    n = sum(counts[o] for o in OUTCOMES)
-    if not n or not resamples:
-        return None
-    shares = np.array([counts[o] for o in OUTCOMES]) / n
-    draws = np.random.default_rng(seed).multinomial(n, shares, size=resamples)
-    rates = (draws[:, 0] + draws[:, 2] / 2) / n
-    low, high = np.percentile(rates, [50 * (1 - level), 50 * (1 + level)])
-    return float(low), float(high)
-
-
 def _result(prompts: list[PromptResult], resamples: int, seed: int, judged_by: dict[str, Any]) -> WinRate:
-    interval = bootstrap_interval(Counter(p.outcome for p in prompts), resamples, seed)
+    counts = Counter(p.outcome for p in prompts)
+    interval = win_rate_interval(counts["win"], counts["loss"], counts["tie"], resamples, seed)
     return WinRate(prompts, interval, resamples, seed, judged_by=judged_by)
 
 

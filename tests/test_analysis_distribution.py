@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cheems.analysis.distribution import MIN_SUB_SHARE, OTHER, category_sunburst, grouped_subcategories
 from cheems.data.dataset_stats import NO_MODEL, PoolCounts, pool_counts
 from cheems.data.schema import Record
-from cheems.evaluate.distribution import MIN_SUB_SHARE, OTHER, category_sunburst, grouped_subcategories
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_main, write_jsonl
 

@@ -24,8 +24,8 @@ import numpy as np
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.compat import Compat
-from cheems.evaluate.outcomes import Outcomes, PairOutcome, PromptOutcome
+from cheems.metrics.compat import Compat
+from cheems.metrics.outcomes import Outcomes, PairOutcome, PromptOutcome
 
 
 def _score(scores: Mapping[ScoreKey, float], prompt_id: str, rid: str, source: str) -> float:

@@ -14,17 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cheems.analysis.bon import bon
 from cheems.data.schema import Record
 from cheems.data.stream import read_records
 from cheems.errors import InputError
-from cheems.evaluate.bench import evaluate_scores, report_from_outcomes
-from cheems.evaluate.benchmarks import benchmark_report, pairwise_subset
-from cheems.evaluate.compat import SCORING_INPUT, UPSTREAM_RULES, Compat
-from cheems.evaluate.evaluation import bon, score
+from cheems.evaluate.bench import add_intervals, evaluate_scores, report_from_outcomes
+from cheems.evaluate.benchmark_report import benchmark_report
 from cheems.evaluate.evaluation import evaluate as evaluate_by
-from cheems.evaluate.metrics import overall, subset_metrics
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome
-from cheems.evaluate.significance import add_intervals
+from cheems.evaluate.evaluation import score
+from cheems.metrics.cheemsbench import overall, subset_metrics
+from cheems.metrics.compat import SCORING_INPUT, UPSTREAM_RULES, Compat
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome
+from cheems.metrics.pairwise import pairwise_subset
 from cheems.models import ScoreCache
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cheems.analysis.bon import BonResult, bon
 from cheems.errors import InputError, Notify, unlisted
-from cheems.evaluate.bon import BonResult
-from cheems.evaluate.evaluation import ScoredBy, bon
+from cheems.evaluate.evaluation import ScoredBy
 from cheems.evaluate.run_settings import BonSettings
 from cheems.runtime import is_main_process
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from cheems.analysis.leaderboard import load_leaderboard
 from cheems.data.io import load_rows
 from cheems.errors import InputError
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
-from cheems.evaluate.leaderboard import load_leaderboard
 from cheems.evaluate.plots import new_figure, new_panels, png_bytes
 from cheems.evaluate.report_html import compact_interval
 
@@ -190,11 +190,11 @@ def correlate(table: RmTable, resamples: int = 1000, seed: int = 0, level: float
     """Every benchmark number against every downstream metric (in that order), with bootstrap intervals."""
     from scipy import stats
 
-    from cheems.evaluate.resampling import check_bootstrap, percentile_interval
+    from cheems.metrics.bootstrap import check_bootstrap, percentile_interval, resample_indices
 
     check_bootstrap(resamples, level)
     n = len(table.names)
-    picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    picks = resample_indices(n, resamples, seed)
     out = []
     for b, x in table.bench.items():
         for d, y in table.downstream.items():

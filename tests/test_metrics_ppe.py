@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores
-from cheems.evaluate.benchmarks import benchmark_report
-from cheems.evaluate.ppe import SOURCE, TIE_RULE, best_of_k_curve, best_of_k_expectation, pearson
+from cheems.evaluate.benchmark_report import benchmark_report
+from cheems.metrics.ppe import SOURCE, TIE_RULE, best_of_k_curve, best_of_k_expectation, pearson
 from helpers import assert_user_error, run_main, write_jsonl
 
 

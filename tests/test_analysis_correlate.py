@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from cheems.analysis.correlate import correlate, load_rm_table, resampled
 from cheems.errors import InputError
-from cheems.evaluate.correlate import correlate, load_rm_table, resampled
 from helpers import assert_user_error, run_cheems, run_main
 
 # six RMs: overall and two subsets on the bench, two downstream metrics (win rate, MT-Bench-like score)

@@ -8,8 +8,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cheems.evaluate.metrics import calibration_bins, category_metrics, length_split, subset_metrics
-from cheems.evaluate.outcomes import Outcomes, PairOutcome, PromptOutcome, ShownVerdict
+from cheems.metrics.cheemsbench import calibration_bins, category_metrics, length_split, subset_metrics
+from cheems.metrics.outcomes import Outcomes, PairOutcome, PromptOutcome, ShownVerdict
 
 IDS = st.sampled_from(["r1", "r2", "r3", "回答-4", "r5"])
 SCORES = st.floats(-50, 50, allow_nan=False, width=64)

@@ -22,11 +22,11 @@ from rich.text import Text
 
 from cheems.data.io import load_rows, validation_error
 from cheems.errors import InputError
-from cheems.evaluate.benchmarks import METRICS
-from cheems.evaluate.compat import Compat
 from cheems.evaluate.html import Figure, HtmlTable, Section, render_page
 from cheems.evaluate.plots import new_figure, png_bytes
 from cheems.evaluate.report_html import with_ci
+from cheems.metrics.compat import Compat
+from cheems.metrics.metric_registry import METRICS
 
 Share = Annotated[float, Field(ge=0, le=1)]
 Interval = Annotated[list[Share], Field(min_length=2, max_length=2)]

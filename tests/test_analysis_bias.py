@@ -25,8 +25,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import beta, binomtest
 
-from cheems.errors import InputError
-from cheems.evaluate.bias import (
+from cheems.analysis.bias import (
     bias_page,
     bias_report,
     binomial_share,
@@ -35,8 +34,9 @@ from cheems.evaluate.bias import (
     position_png,
     quantile_bins,
 )
+from cheems.errors import InputError
 from cheems.evaluate.details import write_details
-from cheems.evaluate.outcomes import PairOutcome, PromptOutcome, ShownVerdict
+from cheems.metrics.outcomes import PairOutcome, PromptOutcome, ShownVerdict
 from fault_server import FakeJudgeServer
 from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 

@@ -22,14 +22,21 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cheems.data.io import ScoreKey
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.evaluate.bench import unmatched_scores
-from cheems.evaluate.compat import Compat, compat_record
+from cheems.evaluate.evaluation import score
 from cheems.evaluate.run_settings import Sample
+from cheems.metrics.compat import Compat, compat_record
+from cheems.models.base import Scorer
+from cheems.models.score_cache import DEFAULT_SCORE_CACHE
+
+if TYPE_CHECKING:
+    from cheems.models.score_cache import ScoreCache
+
 
 SAMPLES: tuple[str, ...] = ("first", "random")
 TIE_BREAK = "the candidate looked at first (first: earlier in the pool; random: drawn earlier)"
@@ -298,3 +305,32 @@ def curve_png(runs: Mapping[str, dict[str, Any]], title: str = "best-of-n") -> b
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
     fig.suptitle(f"{title} ({first['gold']['prompts']} prompts with gold)", fontsize=11)
     return png_bytes(fig)
+
+
+def bon(
+    pool: list[Record],
+    by: Scorer | Mapping[ScoreKey, float],
+    *,
+    n: int | None = None,
+    sample: Sample = "first",
+    seed: int = 0,
+    source: str | None = None,
+    cache: ScoreCache | None = DEFAULT_SCORE_CACHE,
+    compat: Compat = "strict",
+) -> BonResult:
+    """Best-of-N: pick the best-scored response of each prompt of ``pool``, scored ``by`` a scorer (through
+    ``cache``, by default the commands' score cache, as :func:`score`) or a scores table; with gold ranks or
+    scores, the best-of-n curve.
+
+    ``result.picks`` are the rows ``cheems bon -o`` writes, ``result.to_dict()`` its ``--output-json``.
+    ``n``, ``sample``, ``seed``, ``compat`` as ``-n``, ``--sample``, ``--seed``, ``--compat`` (upstream: a scorer
+    scores a record's input without its ``sys_prompt``, as CheemsRM does); ``source`` names the scorer
+    (default its name, or ``scores``).
+    """
+    if isinstance(by, Mapping):
+        values, name = dict(by), source or "scores"
+    else:
+        values, name = score({"pool": pool}, by, cache=cache, compat=compat), source or by.name
+    result = best_of_n(pool, values, n=n, sample=sample, seed=seed, scorer=name)
+    result.compat = compat
+    return result

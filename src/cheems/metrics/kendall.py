@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.benchmarks import register_metric
+from cheems.metrics.metric_registry import register_metric
 
 if TYPE_CHECKING:
-    from cheems.evaluate.outcomes import PromptOutcome
+    from cheems.metrics.outcomes import PromptOutcome
 
 
 def kendall_tau_b(gold_ranks: Sequence[int], scores: Sequence[float]) -> float | None:

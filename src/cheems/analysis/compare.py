@@ -1,125 +1,26 @@
-"""How sure the numbers are: bootstrap intervals of CheemsBench metrics and paired comparisons of two scorers.
-
-- :func:`add_intervals`: percentile bootstrap intervals of each subset's accuracy and exact match
-  and of ``overall`` (prompts resampled with replacement within each subset).
-- :func:`compare_details`: two scorers on the same bench (two details files): the paired bootstrap
-  over prompts (both scorers see the same resampled prompts) of every metric's difference, and
-  McNemar's test on the pooled pairs (:func:`mcnemar`).
-
-A resample recomputes the metrics exactly as :func:`cheems.evaluate.metrics.subset_metrics` does:
-a category's accuracy pooled over its pairs, its exact match over its prompts, a subset's numbers
-the unweighted mean over the categories with a pair in the resample; ``overall`` as
-:func:`cheems.evaluate.metrics.overall`. Only the prompts that count toward exact match are resampled
-(:func:`cheems.evaluate.metrics.exact_prompts`: strict, those with at least one pair; the others count
-nowhere), so a subset keeps its size. The draws come from
-``numpy.random.default_rng(seed)``: for each subset in turn one ``rng.integers(0, n, (resamples, n))``
-(``n`` = its prompts with pairs), so a run is reproducible from its seed alone.
-"""
+"""Two evaluations of the same bench compared (``cheems compare``, :func:`compare`): the paired bootstrap over prompts
+(both runs see the same resampled prompts, :func:`cheems.metrics.bootstrap.cheemsbench_draws`) of every metric's
+difference, and McNemar's test on the pooled pairs (:func:`mcnemar`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cheems.errors import InputError
-from cheems.evaluate.bench import EvalReport, Interval, Intervals, SubsetIntervals
-from cheems.evaluate.compat import Compat, compat_record
-from cheems.evaluate.details import Details
-from cheems.evaluate.metrics import exact_prompts, overall, subset_metrics
-from cheems.evaluate.outcomes import Outcomes
-from cheems.evaluate.resampling import check_bootstrap, draw_rows, percentile_interval
+from cheems.evaluate.bench import EvalReport
+from cheems.evaluate.details import Details, read_details
+from cheems.metrics.bootstrap import Interval, check_bootstrap, cheemsbench_draws, percentile_interval
+from cheems.metrics.cheemsbench import overall, subset_metrics
+from cheems.metrics.compat import compat_record
+from cheems.metrics.outcomes import Outcomes
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
-
-
-def _prompt_values(runs: list[Outcomes], compat: Compat = "strict") -> tuple[np.ndarray, np.ndarray]:
-    """Each prompt's category index and values: prompts (1), pairs, then each run's correct pairs and exactness.
-
-    Prompts that do not count toward exact match are left out; category indices follow the names' sorted order."""
-    first = runs[0]
-    counts = first.pair_counts()
-    scored = exact_prompts(first, compat)[0]
-    codes = first.category[scored]
-    present = np.unique(codes)
-    rank = np.empty(max(len(first.categories), 1), dtype=np.intp)
-    rank[present[np.argsort([first.categories[c] for c in present])]] = np.arange(len(present))
-    values = np.empty((int(scored.sum()), 2 + 2 * len(runs)))
-    values[:, 0] = 1.0
-    values[:, 1] = counts[scored]
-    for j, run in enumerate(runs):
-        values[:, 2 + 2 * j] = run.right_counts()[scored]
-        values[:, 3 + 2 * j] = exact_prompts(run, compat)[1][scored]
-    return rank[codes], values
-
-
-def _category_sums(rng: np.random.Generator, category: np.ndarray, values: np.ndarray, resamples: int) -> np.ndarray:
-    """Per-category sums of ``values`` in each resample of the prompts: shape ``(resamples, categories, k)``.
-
-    A resample is a count of each prompt (``bincount`` of its draws); with the prompts sorted by
-    category, a category's sums are its slice of the counts times its slice of the values (a matmul
-    per category, so the work does not grow with the number of categories).
-    """
-    n = len(category)
-    order = np.argsort(category, kind="stable")
-    position = np.empty(n, dtype=np.intp)
-    position[order] = np.arange(n)
-    bounds = np.searchsorted(category[order], np.arange(category.max() + 2))
-    ordered = values[order]
-    sums = np.empty((resamples, len(bounds) - 1, values.shape[1]))
-    for start, drawn in draw_rows(rng, n, resamples):
-        rows = position[drawn]
-        flat = (rows + n * np.arange(len(rows))[:, None]).ravel()
-        counts = np.bincount(flat, minlength=rows.size).reshape(rows.shape).astype(np.float64)
-        for c, (low, high) in enumerate(zip(bounds[:-1], bounds[1:])):
-            sums[start : start + len(rows), c] = counts[:, low:high] @ ordered[low:high]
-    return sums
-
-
-def _draws(rng: np.random.Generator, runs: list[Outcomes], resamples: int, compat: Compat = "strict") -> np.ndarray:
-    """Accuracy and exact match of each run in each resample of one subset's prompts that count.
-
-    ``runs`` are one or more scorers' outcomes of the same prompts in the same order (categories and
-    pair counts are read from the first). Returns shape ``(2, len(runs), resamples)``: [accuracy,
-    exact match], each the mean over the categories with a pair in the resample.
-    """
-    sums = _category_sums(rng, *_prompt_values(runs, compat), resamples)
-    prompts, pairs = sums[..., 0], sums[..., 1]
-    present = pairs > 0
-    n_present = present.sum(axis=1)
-    out = np.empty((2, len(runs), resamples))
-    for j in range(len(runs)):
-        for m, denominator in ((0, pairs), (1, prompts)):
-            per_category = np.divide(
-                sums[..., 2 + 2 * j + m], denominator, out=np.zeros_like(denominator), where=present
-            )
-            out[m, j] = per_category.sum(axis=1) / n_present
-    return out
-
-
-def add_intervals(report: EvalReport, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> EvalReport:
-    """Fill ``report.intervals`` with percentile bootstrap intervals over prompts; returns the report.
-
-    Each subset of ``report.outcomes`` (in its order) is resampled independently; ``overall``'s
-    interval comes from the same resamples (mean over subsets of (accuracy + exact match) / 2), under the
-    report's ``compat`` rules.
-    """
-    check_bootstrap(resamples, level)
-    rng = np.random.default_rng(seed)
-    subsets, total = {}, np.zeros(resamples)
-    for name in report.subsets:
-        draws = _draws(rng, [report.outcomes[name]], resamples, report.compat)[:, 0]
-        subsets[name] = SubsetIntervals(percentile_interval(draws[0], level), percentile_interval(draws[1], level))
-        total += draws.mean(axis=0)
-    total /= len(subsets)
-    report.intervals = Intervals(resamples, seed, level, subsets, percentile_interval(total, level), total)
-    return report
-
-
-# ---------------------------------------------------------------------------- paired comparison
 
 
 @dataclass
@@ -293,7 +194,7 @@ def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0
     rng = np.random.default_rng(seed)
     subsets, total = {}, np.zeros((2, resamples))
     for name, prompts in prompts_a.items():
-        draws = _draws(rng, [prompts, prompts_b[name]], resamples, compat)  # (metric, scorer, resample)
+        draws = cheemsbench_draws(rng, [prompts, prompts_b[name]], resamples, compat)  # (metric, scorer, resample)
         metric_a, metric_b = subset_metrics(prompts, compat), subset_metrics(prompts_b[name], compat)
         subsets[name] = {
             "accuracy": _difference(metric_a.accuracy, metric_b.accuracy, draws[0, 0] - draws[0, 1], level),
@@ -321,7 +222,7 @@ def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0
 def _names(result: Comparison) -> tuple[str, str]:
     """The scorers' names, or the files' when both runs name the same scorer, a path by its last parts
     (printed literally: the console reads no markup)."""
-    from cheems.evaluate.leaderboard import short_names
+    from cheems.analysis.leaderboard import short_names
 
     a, b = result.a, result.b
     names = short_names((a.scorer, b.scorer) if a.scorer != b.scorer else (a.path, b.path))
@@ -398,3 +299,31 @@ def _verdict(d: Difference, alpha: float, name_a: str, name_b: str) -> Text:
     if d.delta == 0 or d.p_value >= alpha:
         return Text("not significant")
     return Text(f"{name_a if d.delta > 0 else name_b} better", style="green")
+
+
+def details_of(report: EvalReport | Details | str | Path) -> Details:
+    """An evaluation's judged pairs as :func:`compare` takes them: a report as it is, a details file read."""
+    if isinstance(report, Details):
+        return report
+    if isinstance(report, EvalReport):
+        # a report in memory has no bench fingerprint: the pairs themselves must match
+        outcomes = {name: list(o) for name, o in report.outcomes.items()}
+        return Details(report.scorer, report.scorer, "", outcomes, report.compat)
+    return read_details(report)
+
+
+def compare(
+    a: EvalReport | Details | str | Path,
+    b: EvalReport | Details | str | Path,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Comparison:
+    """Evaluation A against evaluation B of the same bench: paired bootstrap over prompts and McNemar's test.
+
+    Each of ``a`` and ``b`` is an :class:`EvalReport` (from :func:`evaluate`) or a details file
+    ``cheems eval --details`` wrote. ``result.to_dict()`` is what ``cheems compare --output-json`` writes for
+    the same files. Raises ``InputError`` when the two do not hold the same pairs.
+    """
+    return compare_details(details_of(a), details_of(b), resamples, seed, level)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cheems.analysis.bon import best_of_n, curve_sizes, quality
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.evaluate.bon import best_of_n, curve_sizes, quality
 from helpers import assert_user_error, run_main, write_jsonl
 
 
