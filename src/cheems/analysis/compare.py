@@ -174,7 +174,7 @@ def compare_details(a: Details, b: Details, resamples: int = 1000, seed: int = 0
     The files must come from the same bench (same fingerprint and the same pairs) and follow the same rules
     (``--compat``: the numbers are recomputed under them, as the evaluations made theirs), else an
     ``InputError`` names both. Subsets are taken in name order, prompts in id order; each resample
-    draws prompts (``rng.integers`` as for :func:`add_intervals`) and both scorers are scored on
+    draws prompts (``rng.integers`` as for :func:`cheems.metrics.bootstrap.intervals_of`) and both scorers are scored on
     the same draw, so the differences are paired. Each metric's ``delta`` is A - B on the full data,
     ``ci`` the percentile interval of the resampled differences at ``level``.
 
@@ -322,7 +322,7 @@ def compare(
 ) -> Comparison:
     """Evaluation A against evaluation B of the same bench: paired bootstrap over prompts and McNemar's test.
 
-    Each of ``a`` and ``b`` is an :class:`EvalReport` (from :func:`evaluate`) or a details file
+    Each of ``a`` and ``b`` is an :class:`EvalReport` (from :func:`cheems.evaluate`) or a details file
     ``cheems eval --details`` wrote. ``result.to_dict()`` is what ``cheems compare --output-json`` writes for
     the same files. Raises ``InputError`` when the two do not hold the same pairs.
     """

@@ -1,5 +1,5 @@
 """Other benchmarks' layouts that both their importers (:mod:`cheems.data.bench_importers`) and their metrics
-(:mod:`cheems.evaluate`) read. Apart from the importers so that a metric loads no import format: the formats
+(:mod:`cheems.metrics`) read. Apart from the importers so that a metric loads no import format: the formats
 register in one order, whatever module is imported first."""
 
 RMBENCH_STYLES = ("concise", "detailed_plain", "detailed_markdown")

@@ -184,7 +184,7 @@ class ScoredBy:
         return self.judge if self.judge is not None else self.scores_or_scorer()
 
     def scores_or_scorer(self) -> Mapping[ScoreKey, float] | Scorer:
-        """What :func:`bon` takes: the scores file read, or the reward model loaded."""
+        """What :func:`cheems.analysis.bon.bon` takes: the scores file read, or the reward model loaded."""
         from cheems.data.io import read_scores
 
         if "by" not in self._loaded:

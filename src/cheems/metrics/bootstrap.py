@@ -132,7 +132,7 @@ def metric_intervals(
     """Percentile bootstrap intervals of any metric: ``measure(subset, prompts)`` is a subset's accuracy of its
     judged prompts, recomputed on each resample; ``overall`` is the mean over subsets, from the same resamples.
 
-    The resampling is CheemsBench's own (:func:`cheems.evaluate.bench.add_intervals`): the prompts with
+    The resampling is CheemsBench's own (:func:`intervals_of`): the prompts with
     pairs of each subset in turn, drawn from ``numpy.random.default_rng(seed)`` as one
     ``rng.integers(0, n, (resamples, n))`` per subset (a chunk of rows at a time), so a metric's intervals are
     reproducible from the seed alone, whatever the metric. With ``unit``, the ``n`` drawn are the subset's units

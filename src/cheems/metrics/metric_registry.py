@@ -36,7 +36,7 @@ class Metric:
     subset: SubsetMetric | None
     scores_only: bool = False  # it reads every response's score: a judge's verdicts on pairs cannot feed it
     compat: bool = False
-    unit: Callable[[PromptOutcome, Compat], Hashable] | None = None  # its bootstrap's unit (resampling.Unit)
+    unit: Callable[[PromptOutcome, Compat], Hashable] | None = None  # its bootstrap's unit (bootstrap.Unit)
     record_check: Callable[[Record, Compat], object] | None = None  # refuses a record it cannot read (InputError)
 
 
@@ -96,7 +96,7 @@ def pair_right(pair: PairOutcome) -> bool:
     """Whether a pair is right.
 
     A scorer's iff score(better) > score(worse): a tie is wrong, under both ``--compat`` rules. Upstream codes
-    differ on a tie: RewardBench 2 gives a k-way tie at the top 1/k (:func:`bon_subset` follows it with
+    differ on a tie: RewardBench 2 gives a k-way tie at the top 1/k (``bon`` follows it with
     ``compat="upstream"``), CheemsRM's exact match lets a tie pass (:func:`cheems.metrics.cheemsbench.exact_prompts`).
     JudgeBench's reward-model judges (ScalerLab/JudgeBench ``utils/judges.py``) say ``A>B`` iff score(A) >
     score(B), else ``B>A``; its default run asks both orders (``run_judge.py``: ``reverse_order=not

@@ -75,7 +75,7 @@ def _ties_score(group: list[PromptOutcome], subset: str) -> float:
     the last three over the N that have both a ref and a tied prompt."""
     import numpy as np
 
-    # a prompt drawn k times by a bootstrap is here k times and counts k times (resampling.metric_intervals), its
+    # a prompt drawn k times by a bootstrap is here k times and counts k times (bootstrap.metric_intervals), its
     # copies paired in order with its partner's (drawn together: bon_unit)
     stats: dict[str, dict[int, list[tuple[bool, float | None, float]]]] = {"ref": {}, "tied": {}}
     for o in group:
