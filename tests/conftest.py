@@ -1,5 +1,5 @@
 """Shared test fixtures: where the shared real data lives (skip with a reason when absent), a tiny Qwen2-style
-tokenizer, a served annotation project."""
+tokenizer, a served annotation project, the benchmark fixtures under tests/data imported as bench files."""
 
 from __future__ import annotations
 
@@ -58,6 +58,27 @@ def serve_project(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def imported(tmp_path) -> dict[str, Path]:
+    """Each benchmark fixture under tests/data imported as a bench file (the file stem names the subset)."""
+    import json
+
+    from cheems.data.importers import import_file
+    from helpers import JUDGEBENCH, RB2, RMB, RMBENCH
+
+    out = {}
+    for name, source, fmt in (
+        ("rmbench", RMBENCH, "rmbench"),
+        ("rmb_pairs", RMB / "Pairwise_set", "rmb"),
+        ("rmb_bon", RMB / "BoN_set", "rmb"),
+        ("rb2", RB2, "rewardbench2"),
+        ("judgebench", JUDGEBENCH, "judgebench"),
+    ):
+        path = out[name] = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in import_file(source, fmt).records), "utf-8")
+    return out
 
 
 @pytest.fixture(autouse=True)

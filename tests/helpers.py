@@ -1,4 +1,4 @@
-"""Small builders for records used across tests."""
+"""Small builders for records, benchmark rows and judged outcomes used across tests, and the CLI as a user runs it."""
 
 from __future__ import annotations
 
@@ -109,3 +109,158 @@ def shown(group: dict, key: str, value: float) -> str:
     assert group[key] == pytest.approx(value)
     ci = group.get(f"{key}_ci")
     return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+# ---------------------------------------------------------------- benchmarks in their upstream layouts
+# Small files under tests/data written by hand in each benchmark's public layout, and rows built here in the
+# upstream columns. Their responses have chosen lengths and the scorer is the length baseline (score = characters),
+# so each tests/test_metrics_NAME.py works its numbers out by hand from the lengths.
+
+DATA = Path(__file__).parent / "data"
+RMBENCH, RMB = DATA / "rmbench", DATA / "rmb"
+RB2, JUDGEBENCH = DATA / "rewardbench2.jsonl", DATA / "judgebench.jsonl"
+
+
+def records_by_id(path: Path, fmt: str) -> dict:
+    """The records ``cheems import FMT PATH`` makes, by id."""
+    from cheems.data.importers import import_file
+
+    return {r.id: r for r in import_file(path, fmt).records}
+
+
+def length_report(metric: str, *files: Path) -> dict:
+    """The eval JSON of ``--metric METRIC`` on the bench ``files``, scored by the length baseline."""
+    from cheems.evaluate import evaluate_scores, load_bench, score
+    from cheems.evaluate.benchmark_report import benchmark_report
+    from cheems.models import load_scorer
+
+    bench = load_bench(list(files))
+    result = evaluate_scores(bench, score(bench, load_scorer("length")), "length")
+    return benchmark_report(metric, bench, result).to_dict()
+
+
+def T(n: int, c: str = "a") -> str:
+    """A text of n characters."""
+    return c * n
+
+
+def rb_row(i: int, subset: str, chosen: int, rejected: int) -> dict:
+    return {
+        "prompt": f"question {i}",
+        "chosen": T(chosen, "c"),
+        "chosen_model": "GPT-4",
+        "rejected": T(rejected, "r"),
+        "rejected_model": "Llama-2-7b-chat",
+        "subset": subset,
+        "id": i,
+    }
+
+
+REWARDBENCH = [
+    rb_row(1, "alpacaeval-easy", 20, 10),
+    rb_row(2, "alpacaeval-easy", 5, 15),
+    rb_row(3, "mt-bench-med", 12, 12),
+    rb_row(4, "llmbar-natural", 30, 8),
+    rb_row(5, "donotanswer", 9, 18),
+    rb_row(6, "math-prm", 25, 11),
+    rb_row(7, "hep-python", 6, 14),
+    rb_row(8, "anthropic_helpful", 10, 4),
+]
+
+
+def bok_row(qid: str, lengths: list[int], correct: list[bool], category: str, sampled: list[list[int]]) -> dict:
+    row = {"question_id": qid, "category": category, "model_name": "gpt-4o-mini-2024-07-18", "prompt": f"Q {qid}"}
+    row |= {f"response_{i}": T(n, "abcdefgh"[i]) for i, n in enumerate(lengths, start=1)}
+    return row | {"scores": correct, "mean_score": sum(correct) / len(correct), "sampled_conflict_pairs": sampled}
+
+
+PPE_CORRECTNESS = [
+    bok_row("q1", [10, 30, 20, 5], [True, False, True, False], "law", [[0, 1], [3, 2]]),
+    bok_row("q2", [40, 8, 8], [True, False, False], "law", [[1, 0]]),
+    bok_row("q3", [7, 9], [True, True], "math", []),
+    bok_row("q4", [3, 6], [False, False], "math", []),
+    bok_row("q5", [12, 12, 4], [True, False, False], "math", [[0, 1]]),
+    bok_row("q6", [5, 5], [True, False], "math", [[0, 1]]),
+]
+
+
+def hp_row(qid: str, first: int, second: int, winner: str, language: str) -> dict:
+    return {
+        "question_id": qid,
+        "model_a": "gpt-4o-2024-05-13",
+        "model_b": "llama-3-70b-instruct",
+        "winner": winner,
+        "language": language,
+        "prompt": f"prompt {qid}",
+        "response_1": T(first, "x"),
+        "response_2": T(second, "y"),
+    }
+
+
+PPE_PREFERENCE = [
+    hp_row("p1", 20, 10, "model_a", "English"),
+    hp_row("p2", 15, 7, "model_b", "English"),
+    hp_row("p3", 6, 6, "tie", "Chinese"),
+    hp_row("p4", 3, 9, "model_b", "Chinese"),
+]
+
+
+def ranked(pid: str, category: str, lengths: dict[str, int], rank: dict[str, int]) -> dict:
+    responses = [{"id": rid, "content": T(n, rid)} for rid, n in lengths.items()]
+    return {"id": pid, "input": f"问题 {pid}", "category": [category], "responses": responses, "rank": rank}
+
+
+KENDALL = [
+    ranked("k1", "写作", {"a": 4, "b": 3, "c": 1, "d": 2}, {"a": 1, "b": 2, "c": 2, "d": 3}),
+    ranked("k2", "写作", {"x": 2, "y": 2}, {"x": 1, "y": 2}),
+    ranked("k3", "数学", {"a": 1, "b": 2}, {"a": 1, "b": 1}),
+    ranked("k4", "数学", {"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}),
+]
+
+
+def bench_file(tmp_path: Path, name: str, rows: list[dict], fmt: str | None) -> Path:
+    """``rows`` in the upstream layout imported with ``fmt`` (None: already canonical) as the bench file NAME.jsonl."""
+    from cheems.data.importers import import_file
+
+    records = import_file(write_jsonl(tmp_path / f"{name}-upstream.jsonl", rows), fmt).records if fmt else None
+    out = tmp_path / f"{name}.jsonl"
+    return write_jsonl(out, [r.to_json() for r in records] if records else rows)
+
+
+# ---------------------------------------------------------------- judged outcomes (the bootstrap, cheems compare)
+
+import random  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from cheems.metrics.outcomes import PromptOutcome
+
+
+def prompt(pid: str, category: str, *correct: bool) -> PromptOutcome:
+    """A prompt's outcome in ``category``: one pair a ``correct`` flag, right where it is True."""
+    from cheems.metrics.outcomes import PairOutcome, PromptOutcome
+
+    return PromptOutcome(pid, category, [PairOutcome(f"a{i}", f"b{i}", c, 1, 1) for i, c in enumerate(correct)])
+
+
+def random_bench(seed: int, flip: float = 0.0) -> dict[str, list[PromptOutcome]]:
+    """Two subsets, several categories, 1-4 pairs a prompt, some prompts without pairs; ``flip`` changes answers."""
+    rng = random.Random(seed)
+    bench = {}
+    for name, n in (("open", 23), ("human", 17)):
+        prompts = []
+        for i in range(n):
+            pairs = 0 if i % 9 == 4 else rng.randint(1, 4)
+            correct = [random.Random(f"{name}{i}{j}").random() < 0.6 for j in range(pairs)]
+            correct = [c != (rng.random() < flip) for c in correct]
+            prompts.append(prompt(f"{name}{i}", f"cat{i % 3 if name == 'open' else i % 2}", *correct))
+        bench[name] = prompts
+    return bench
+
+
+def percentile(values: list[float], level: float) -> tuple[float, float]:
+    """The percentile interval of ``values`` at ``level`` (0.95: the 2.5th and 97.5th percentiles)."""
+    import numpy as np
+
+    low, high = np.percentile(values, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)

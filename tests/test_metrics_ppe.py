@@ -1,10 +1,26 @@
 """PPE-style metrics (issue 31): the best-of-K curve against brute-force enumeration of K-subsets, Pearson on
-extreme scores, hand-made conflict_pairs refused at file:line, and the source and tie rule said with the numbers."""
+extreme scores, hand-made conflict_pairs refused at file:line, and the source and tie rule said with the numbers.
+
+PPE_CORRECTNESS and PPE_PREFERENCE (tests/helpers.py, upstream columns) scored by the length baseline (score =
+characters), against numbers worked out by hand from the lengths (``T(n)`` is a text of n characters):
+
+PPE correctness (lengths; scores = correct; sampled conflict pairs 0-based): q1 [10 30 20 5] [T F T F],
+sampled (0,1) 10<30 wrong, (3,2) 20>5 right; all four pairs: 2 right; top 30 wrong; r = -2.5/√368.75. q2
+[40 8 8] [T F F], sampled (1,0) right; all pairs 2/2; top right; r = 1. q3 [7 9] all correct; q4 [3 6] all
+wrong. q5 [12 12 4] [T F F], sampled (0,1) the 12=12 tie: wrong; all pairs 1/2; top tied with a wrong one: 0;
+r = 1/2. q6 [5 5] [T F]: (0,1) wrong; top 0; r undefined. Accuracy over the sampled pairs 2/5 (law 2/3, math
+0/2), over all pairs 5/9; best-of-K 2/6; random (1/2 + 1/3 + 1 + 0 + 1/3 + 1/2)/6 = 4/9; oracle 5/6;
+Pearson (1 + 1/2 - 2.5/√368.75)/3.
+
+PPE preference: p1 model_a 20>10 right; p2 model_b 15>7 wrong; p3 tie (no pair); p4 model_b 3<9 right ->
+2/3; English 1/2, Chinese 1.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import statistics
 from fractions import Fraction
 
@@ -17,7 +33,7 @@ from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores
 from cheems.evaluate.benchmark_report import benchmark_report
 from cheems.metrics.ppe import SOURCE, TIE_RULE, best_of_k_curve, best_of_k_expectation, pearson
-from helpers import assert_user_error, run_main, write_jsonl
+from helpers import PPE_CORRECTNESS, PPE_PREFERENCE, assert_user_error, bench_file, length_report, run_main, write_jsonl
 
 
 def brute_force(scores: list[float], flags: list[bool], k: int) -> Fraction:
@@ -121,3 +137,40 @@ def test_eval_prints_where_ppe_numbers_come_from(tmp_path, monkeypatch, capsys):
     assert proc.returncode == 0, proc.stderr
     assert f"note: {SOURCE}; ties: {TIE_RULE}" in " ".join(proc.stdout.split())
     assert json.loads(out.read_text(encoding="utf-8"))["subsets"]["b"]["source"] == SOURCE
+
+
+# ---------------------------------------------------------------- PPE_CORRECTNESS, PPE_PREFERENCE by hand
+
+
+def test_ppe_correctness_metrics(tmp_path):
+    sub = length_report("ppe-correctness", bench_file(tmp_path, "bok", PPE_CORRECTNESS, "ppe-correctness"))
+    sub = sub["subsets"]["bok"]
+    assert sub["accuracy"] == pytest.approx(2 / 5) and sub["pooled_accuracy"] == sub["accuracy"]
+    assert {k: v["accuracy"] for k, v in sub["categories"].items()} == {"law": pytest.approx(2 / 3), "math": 0}
+    assert (sub["n_prompts"], sub["n_conflict_pairs"], sub["n_pairs"], sub["n_rows"]) == (4, 5, 9, 6)
+    assert sub["best_of_k"] == pytest.approx(1 / 3)
+    assert sub["random_best_of_k"] == pytest.approx(4 / 9) and sub["oracle_best_of_k"] == pytest.approx(5 / 6)
+    assert sub["pearson"] == pytest.approx((1 + 0.5 - 2.5 / math.sqrt(368.75)) / 3)
+    assert sub["pearson_undefined"] == 1
+
+
+def test_ppe_correctness_without_sampled_pairs_counts_every_conflict(tmp_path):
+    rows = [{k: v for k, v in row.items() if k != "sampled_conflict_pairs"} for row in PPE_CORRECTNESS]
+    sub = length_report("ppe-correctness", bench_file(tmp_path, "bok", rows, "ppe-correctness"))["subsets"]["bok"]
+    assert sub["accuracy"] == pytest.approx(5 / 9) and (sub["n_prompts"], sub["n_conflict_pairs"]) == (4, 9)
+    assert {k: v["accuracy"] for k, v in sub["categories"].items()} == pytest.approx({"law": 4 / 6, "math": 1 / 3})
+    assert sub["best_of_k"] == pytest.approx(1 / 3)  # the same rows, the same picks
+
+
+def test_ppe_preference_accuracy_leaves_tied_votes_out(tmp_path):
+    sub = length_report("ppe-preference", bench_file(tmp_path, "hp", PPE_PREFERENCE, "ppe-preference"))["subsets"]
+    sub = sub["hp"]
+    assert sub["accuracy"] == pytest.approx(2 / 3) and sub["n_label_ties"] == 1
+    assert sub["categories"] == {
+        "Chinese": {"accuracy": 1.0, "n_prompts": 1, "n_pairs": 1},
+        "English": {"accuracy": 0.5, "n_prompts": 2, "n_pairs": 2},
+    }
+
+
+def test_pearson_of_a_constant_is_undefined():
+    assert pearson([1, 1, 1], [1, 0, 0]) is None and pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1)

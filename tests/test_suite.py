@@ -89,7 +89,7 @@ def test_suite_reports_are_evals_with_intervals(suite_dir, monkeypatch, capsys):
         assert bench["metric"] == metric and bench["score"] == alone["overall"]
         assert bench["score_ci"] == alone["overall_ci"] and alone["bootstrap"]["resamples"] == RESAMPLES
         assert bench["n_prompts"] == sum(s["n_prompts"] for s in alone["subsets"].values())
-    # the hand-checked numbers of tests/test_evaluate_other_benchmarks.py: RM-Bench 19/36, RewardBench 2 5/6
+    # the hand-checked numbers of tests/test_metrics_rmbench.py (19/36) and tests/test_metrics_rewardbench2.py (5/6)
     assert got["benches"]["rm-bench"]["score"] == pytest.approx(19 / 36)
     assert got["benches"]["rewardbench2"]["score"] == pytest.approx(5 / 6)
     scores = [b["score"] for b in got["benches"].values()]

@@ -1,27 +1,10 @@
-"""RM-Bench, RMB, RewardBench 2 and JudgeBench: importers, metrics and ``cheems eval --metric``.
+"""Importers of other benchmarks' public layouts (cheems.data.bench_importers): rows of RM-Bench, RMB, RewardBench 2,
+JudgeBench, RewardBench (v1) and PPE; a bad row named at file:line and field; rows of one text kept, as upstream
+scores them.
 
-The fixtures under tests/data are small files written by hand in each benchmark's public layout. Their
-responses have chosen lengths, and the scorer is the length baseline (score = characters), so every
-number below is worked out by hand from the lengths (``test_fixture_lengths`` pins them):
-
-RM-Bench (styles concise / detailed plain / detailed markdown; M[i][j] = chosen style i beats rejected style j)
-- chat 8: chosen 4 10 16, rejected 3 9 15 -> [[1,0,0],[1,1,0],[1,1,1]]
-- chat 9: chosen 5 11 17, rejected 5 12 18 -> [[0,0,0],[1,0,0],[1,1,0]] (5 vs 5 is a tie: wrong)
-- safety-refuse 8: chosen 6 12 20, rejected 2 13 19 -> [[1,0,0],[1,0,0],[1,1,1]]
-chat = [[.5,0,0],[1,.5,0],[1,1,.5]]: hard 0, normal 1/2, easy 1, accuracy 1/2;
-safety: hard 0, normal 2/3, easy 1, accuracy 5/9; the file: hard 0, normal 7/12, easy 1, accuracy 19/36.
-
-RMB pairwise: Helpfulness 20>10 right, 10=10 wrong; Harmlessness 30>8 right -> categories 1/2 and 1,
-mean 3/4, pooled 2/3. RMB best-of-N: best 25 vs losers 10 30 5 (wrong, 2 of 3 pairs right), best 40 vs
-39 1 (right) -> bon 1/2; pairwise 4/5.
-
-RewardBench 2 (correct vs incorrect): Factuality 30 vs 10 20 29 right, 20 vs 20 5 1 wrong (tie at the
-top); Math 15 vs 3 4 5 right; Ties 12 14 vs 11 2 right -> bon: categories 1/2, 1, 1, mean 5/6, pooled 3/4;
-pairwise: Factuality 5/6, Math 1, Ties 1 -> mean 17/18, pooled 12/13.
-
-JudgeBench (A vs B, label names the better): mmlu-pro-law 20>10 A>B right; livebench-math 15 vs 7 B>A
-wrong; livebench-reasoning 5 vs 9 B>A right; mmlu-pro-biology 12 vs 11 A>B right -> categories
-livebench-math 0, livebench-reasoning 1, mmlu-pro 1; mean 2/3, pooled 3/4.
+The RM-Bench, RMB, RewardBench 2 and JudgeBench fixtures are small files under tests/data written by hand in each
+benchmark's public layout, the RewardBench and PPE rows are built in tests/helpers.py; ``test_fixture_lengths``
+pins the lengths tests/test_metrics_*.py work their numbers out from.
 """
 
 from __future__ import annotations
@@ -32,35 +15,31 @@ from pathlib import Path
 
 import pytest
 
-from cheems.analysis.leaderboard import read_eval_json
 from cheems.data.importers import FORMATS, import_file
 from cheems.errors import InputError
-from cheems.evaluate import evaluate_scores, load_bench, score
-from cheems.evaluate.benchmark_report import benchmark_report
-from cheems.metrics.metric_registry import pair_right
-from cheems.metrics.outcomes import PairOutcome, ShownVerdict
-from cheems.models import load_scorer
-from fault_server import ANSWER, FakeJudgeServer
-from helpers import assert_user_error, run_main
-
-DATA = Path(__file__).parent / "data"
-RMBENCH, RMB = DATA / "rmbench", DATA / "rmb"
-RB2, JUDGEBENCH = DATA / "rewardbench2.jsonl", DATA / "judgebench.jsonl"
-
-
-def records_by_id(path: Path, fmt: str) -> dict:
-    return {r.id: r for r in import_file(path, fmt).records}
+from helpers import (
+    JUDGEBENCH,
+    PPE_CORRECTNESS,
+    PPE_PREFERENCE,
+    RB2,
+    REWARDBENCH,
+    RMB,
+    RMBENCH,
+    records_by_id,
+    run_main,
+    write_jsonl,
+)
 
 
 def lengths(record, ids=None) -> list[int]:
     return [len(r.content) for r in record.responses if ids is None or r.id in ids]
 
 
-# ---------------------------------------------------------------- importers
+# ---------------------------------------------------------------- RM-Bench, RMB, RewardBench 2, JudgeBench
 
 
 def test_fixture_lengths():
-    """The lengths the hand computations above start from."""
+    """The lengths the hand computations of tests/test_metrics_*.py start from."""
     rm = records_by_id(RMBENCH, "rmbench")
     assert [lengths(rm[k]) for k in ("chat-8", "chat-9", "safety-refuse-8")] == [
         [4, 10, 16, 3, 9, 15],
@@ -211,9 +190,84 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, name, change, expected
     assert len(skipped.records) == len(rows) - 1 and len(skipped.skipped) == 1
 
 
+# ---------------------------------------------------------------- RewardBench, PPE
+
+
+def test_rewardbench_rows(tmp_path):
+    records = {r.id: r for r in import_file(write_jsonl(tmp_path / "f.jsonl", REWARDBENCH), "rewardbench").records}
+    assert records["1"].category == ["Chat", "alpacaeval-easy"] and records["7"].category == ["Reasoning", "hep-python"]
+    assert records["8"].category == ["anthropic_helpful"]  # no section: kept as its subset
+    assert records["1"].rank == {"chosen": 1, "rejected": 2}
+    assert [(r.id, r.model, len(r.content)) for r in records["1"].responses] == [
+        ("chosen", "GPT-4", 20),
+        ("rejected", "Llama-2-7b-chat", 10),
+    ]
+
+
+def test_ppe_rows(tmp_path):
+    bok = {r.id: r for r in import_file(write_jsonl(tmp_path / "b.jsonl", PPE_CORRECTNESS), "ppe-correctness").records}
+    assert list(bok)[0] == "q1@gpt-4o-mini-2024-07-18"  # a question is asked of several models: one row each
+    bok = {k.partition("@")[0]: r for k, r in bok.items()}
+    assert bok["q1"].conflict_pairs == [["1", "2"], ["3", "4"]] and bok["q2"].conflict_pairs == [["1", "2"]]
+    assert [(r.id, r.correct, r.model) for r in bok["q2"].responses] == [
+        ("1", True, "gpt-4o-mini-2024-07-18"),
+        ("2", False, "gpt-4o-mini-2024-07-18"),
+        ("3", False, "gpt-4o-mini-2024-07-18"),
+    ]
+    assert bok["q2"].rank == {"1": 1, "2": 2, "3": 2} and bok["q1"].category == ["law"]
+    assert bok["q3"].ranked_pairs() == [] and bok["q4"].ranked_pairs() == []
+    hp = {r.id: r for r in import_file(write_jsonl(tmp_path / "h.jsonl", PPE_PREFERENCE), "ppe-preference").records}
+    assert hp["p1"].rank == {"1": 1, "2": 2} and hp["p2"].rank == {"1": 2, "2": 1} and hp["p3"].rank == {"1": 1, "2": 1}
+    assert [r.model for r in hp["p1"].responses] == ["gpt-4o-2024-05-13", "llama-3-70b-instruct"]
+    assert hp["p4"].category == ["Chinese"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "rows", "change", "expected"),
+    [
+        ("rewardbench", REWARDBENCH, {"subset": None}, "field 'subset': is missing"),
+        ("rewardbench", REWARDBENCH, {"chosen": ["a"]}, "field 'chosen': must be a string, got list"),
+        ("rewardbench", REWARDBENCH, {"id": None}, "field 'id': is missing"),
+        ("ppe-correctness", PPE_CORRECTNESS, {"scores": [True]}, "field 'scores': must be a list of 3 booleans"),
+        ("ppe-correctness", PPE_CORRECTNESS, {"scores": "TFF"}, "field 'scores': must be a list of 3 booleans"),
+        ("ppe-correctness", PPE_CORRECTNESS, {"response_2": 7}, "field 'response_2': must be a string, got int"),
+        ("ppe-correctness", PPE_CORRECTNESS, {"model_name": None}, "field 'model_name': is missing"),
+        (
+            "ppe-correctness",
+            PPE_CORRECTNESS,
+            {"sampled_conflict_pairs": [[1, 2]]},
+            "field 'sampled_conflict_pairs[0]': pairs responses 2 and 3, both wrong",
+        ),
+        (
+            "ppe-correctness",
+            PPE_CORRECTNESS,
+            {"sampled_conflict_pairs": [[0, 3]]},
+            "field 'sampled_conflict_pairs[0]': must be a pair [i, j] of response indices 0 … 2",
+        ),
+        ("ppe-preference", PPE_PREFERENCE, {"winner": "A"}, "field 'winner': must be one of 'model_a', 'model_b'"),
+        ("ppe-preference", PPE_PREFERENCE, {"response_1": None}, "field 'response_1': is missing"),
+    ],
+)
+def test_bad_rewardbench_and_ppe_rows_name_file_line_and_field(tmp_path, fmt, rows, change, expected):
+    path = write_jsonl(tmp_path / "x.jsonl", [rows[0], rows[1] | change, *rows[2:]])
+    with pytest.raises(InputError) as caught:
+        import_file(path, fmt)
+    assert str(caught.value).startswith(f"{path}:2: {expected}")
+    assert "\n" not in str(caught.value)
+    assert len(import_file(path, fmt, skip_invalid=True).records) == len(rows) - 1
+
+
+def test_ppe_correctness_row_without_responses(tmp_path):
+    row = {k: v for k, v in PPE_CORRECTNESS[0].items() if not k.startswith("response_")}
+    with pytest.raises(InputError, match=r":1: field 'response_1': is missing"):
+        import_file(write_jsonl(tmp_path / "x.jsonl", [row]), "ppe-correctness")
+
+
 # ---------------------------------------------------------------- rows of one text: kept, as upstream scores them
 
 SAME = "I'm sorry, but I can't help with that."
+
+
 # One row of every benchmark whose better and worse responses are one text (two models gave one refusal).
 ONE_TEXT_ROWS = {
     "rmbench": {"domain": "chat", "prompt": "p", "chosen": [SAME, "b", "c"], "rejected": [SAME, "y", "z"]},
@@ -236,7 +290,11 @@ ONE_TEXT_ROWS = {
         "scores": [True, False, False],
     },
 }
+
+
 _ID_KEY = {"rmb": "pair_uid", "judgebench": "pair_id", "ppe-preference": "question_id"}
+
+
 _ID_KEY["ppe-correctness"] = "question_id"
 
 
@@ -336,218 +394,3 @@ def test_judgebench_pair_with_a_equal_to_b_imports_and_counts_as_wrong(tmp_path,
     assert run_main(*args, monkeypatch=monkeypatch, capsys=capsys).returncode == 0
     sub = json.loads(out.read_text(encoding="utf-8"))["subsets"]["jb"]
     assert sub["n_pairs"] == 5 and sub["pooled_accuracy"] == pytest.approx(3 / 5)  # 3 of the 4 before, then the tie
-
-
-# ---------------------------------------------------------------- metrics
-
-
-def length_report(metric: str, *files: Path) -> dict:
-    bench = load_bench(list(files))
-    result = evaluate_scores(bench, score(bench, load_scorer("length")), "length")
-    return benchmark_report(metric, bench, result).to_dict()
-
-
-@pytest.fixture
-def imported(tmp_path) -> dict[str, Path]:
-    """Each fixture imported as a bench file (the file stem names the subset)."""
-    out = {}
-    for name, source, fmt in (
-        ("rmbench", RMBENCH, "rmbench"),
-        ("rmb_pairs", RMB / "Pairwise_set", "rmb"),
-        ("rmb_bon", RMB / "BoN_set", "rmb"),
-        ("rb2", RB2, "rewardbench2"),
-        ("judgebench", JUDGEBENCH, "judgebench"),
-    ):
-        path = out[name] = tmp_path / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in import_file(source, fmt).records), "utf-8")
-    return out
-
-
-def test_rmbench_matrix_and_hard_normal_easy(imported):
-    got = length_report("rmbench", imported["rmbench"])
-    sub = got["subsets"]["rmbench"]
-    chat, safety = sub["categories"]["chat"], sub["categories"]["safety"]
-    assert chat["matrix"] == [[0.5, 0, 0], [1, 0.5, 0], [1, 1, 0.5]]
-    assert (chat["hard"], chat["normal"], chat["easy"], chat["accuracy"]) == (0, 0.5, 1, 0.5)
-    assert safety["matrix"] == [[1, 0, 0], [1, 0, 0], [1, 1, 1]] and safety["n_prompts"] == 1
-    assert (safety["hard"], safety["easy"]) == (0, 1)
-    assert safety["normal"] == pytest.approx(2 / 3) and safety["accuracy"] == pytest.approx(5 / 9)
-    assert sub["matrix"] == [[0.75, 0, 0], [1, 0.25, 0], [1, 1, 0.75]]
-    assert (sub["hard"], sub["easy"]) == (0, 1) and sub["normal"] == pytest.approx(7 / 12)
-    assert sub["accuracy"] == pytest.approx(19 / 36) and got["overall"] == pytest.approx(19 / 36)
-    assert got["metric"] == "rmbench" and got["scorer"] == "length"
-
-
-def test_pairwise_and_bon_on_rmb(imported):
-    pairs = length_report("pairwise", imported["rmb_pairs"], imported["rmb_bon"])
-    sub = pairs["subsets"]["rmb_pairs"]
-    assert sub["categories"] == {
-        "Harmlessness": {"accuracy": 1.0, "n_prompts": 1, "n_pairs": 1},
-        "Helpfulness": {"accuracy": 0.5, "n_prompts": 2, "n_pairs": 2},
-    }
-    assert sub["accuracy"] == 0.75 and sub["pooled_accuracy"] == pytest.approx(2 / 3)
-    assert pairs["subsets"]["rmb_bon"]["accuracy"] == pytest.approx(0.8)
-    assert pairs["overall"] == pytest.approx((0.75 + 0.8) / 2)
-    bon = length_report("bon", imported["rmb_bon"])["subsets"]["rmb_bon"]
-    assert bon["accuracy"] == 0.5 and bon["pooled_accuracy"] == 0.5 and bon["n_pairs"] == 5
-
-
-def test_rewardbench2_best_of_4_tie_at_the_top_is_wrong(imported):
-    bon = length_report("bon", imported["rb2"])["subsets"]["rb2"]
-    assert {k: v["accuracy"] for k, v in bon["categories"].items()} == {"Factuality": 0.5, "Math": 1.0, "Ties": 1.0}
-    assert bon["accuracy"] == pytest.approx(5 / 6) and bon["pooled_accuracy"] == 0.75
-    pairs = length_report("pairwise", imported["rb2"])["subsets"]["rb2"]
-    assert pairs["accuracy"] == pytest.approx(17 / 18) and pairs["pooled_accuracy"] == pytest.approx(12 / 13)
-
-
-def test_judgebench_pairs_for_a_scorer(imported):
-    sub = length_report("pairwise", imported["judgebench"])["subsets"]["judgebench"]
-    assert {k: v["accuracy"] for k, v in sub["categories"].items()} == {
-        "livebench-math": 0.0,
-        "livebench-reasoning": 1.0,
-        "mmlu-pro": 1.0,
-    }
-    assert sub["accuracy"] == pytest.approx(2 / 3) and sub["pooled_accuracy"] == 0.75
-
-
-@pytest.mark.parametrize(
-    ("labels", "right"),
-    [
-        (["A", "B"], True),  # chosen shown first, then second: both name it
-        (["A", "C"], True),  # right once, tie once: one vote for, none against (JudgeBench)
-        (["A", None], True),  # a parse failure counts for neither side
-        (["A", "A"], False),  # always the first shown: inconsistent, wrong
-        (["C", "C"], False),
-        (["B", None], False),
-        (["A"], True),  # one order
-        (["C"], False),
-    ],
-)
-def test_judge_pair_by_vote(labels, right):
-    firsts = ["c", "r"]  # the first verdict shows the chosen one first, the second the rejected one
-    verdicts = [ShownVerdict(first, label) for first, label in zip(firsts, labels)]
-    pair = PairOutcome("c", "r", False, 1, 1, verdicts=verdicts)
-    assert pair_right(pair) is right
-
-
-def test_scorer_pair_is_as_scored():
-    assert pair_right(PairOutcome("c", "r", True, 1, 1, 2.0, 1.0))
-    assert not pair_right(PairOutcome("c", "r", False, 1, 1, 1.0, 1.0))
-
-
-# ---------------------------------------------------------------- the command
-
-
-def test_cli_import_then_eval_each_metric(tmp_path, monkeypatch, capsys):
-    def cheems(*args):
-        proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
-        assert proc.returncode == 0, proc.stderr
-        return proc
-
-    rm = tmp_path / "rm.jsonl"
-    assert "wrote 3 records" in cheems("import", "rmbench", RMBENCH, "-o", rm).stdout
-    out = tmp_path / "rm.json"
-    proc = cheems("eval", "--bench", rm, "--model", "length", "--no-cache", "--metric", "rmbench", "--output-json", out)
-    got = json.loads(out.read_text(encoding="utf-8"))
-    assert got["overall"] == pytest.approx(19 / 36) and got["subsets"]["rm"]["normal"] == pytest.approx(7 / 12)
-    # leaderboard and correlate read it: no prompt has all 9 style pairs right, 27 pairs; with its interval
-    read = read_eval_json(out)
-    assert read["subsets"]["rm"] == {
-        "accuracy": pytest.approx(19 / 36),
-        "exact_match": 0.0,
-        "n_prompts": 3,
-        "n_pairs": 27,
-        "accuracy_ci": got["subsets"]["rm"]["accuracy_ci"],
-    }
-    low, high = got["subsets"]["rm"]["accuracy_ci"]
-    assert low < 19 / 36 < high and read["overall_ci"] == [low, high]  # one subset: overall is its accuracy
-    assert got["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95}
-    assert "RM-Bench metrics: length" in proc.stdout and "0.528" in proc.stdout and "0.583" in proc.stdout
-    assert "detailed_markdown" in proc.stdout  # the style matrix
-
-    jb = tmp_path / "jb.jsonl"
-    cheems("import", "judgebench", JUDGEBENCH, "-o", jb)
-    proc = cheems(
-        "eval", "--bench", jb, "--model", "length", "--no-cache", "--metric", "pairwise", "--output-json", out
-    )
-    got = json.loads(out.read_text(encoding="utf-8"))["subsets"]["jb"]
-    assert got["pooled_accuracy"] == 0.75 and got["exact_match"] == pytest.approx(2 / 3)  # one pair per prompt
-    assert "pairwise metrics" in proc.stdout and "0.667" in proc.stdout and "0.750" in proc.stdout
-
-    bon = tmp_path / "bon.jsonl"
-    cheems("import", "rmb", RMB / "BoN_set", "-o", bon)
-    cheems("eval", "--bench", bon, "--model", "length", "--no-cache", "--metric", "bon", "--output-json", out)
-    assert json.loads(out.read_text(encoding="utf-8"))["overall"] == 0.5
-
-
-def test_cli_cheems_metric_is_the_default_and_unchanged(imported, tmp_path, monkeypatch, capsys):
-    outputs = []
-    for more in ([], ["--metric", "cheems"]):
-        out = tmp_path / f"m{len(outputs)}.json"
-        args = ["eval", "--bench", imported["judgebench"], "--model", "length", "--no-cache", "--output-json", out]
-        proc = run_main(*args, *more, monkeypatch=monkeypatch, capsys=capsys)
-        assert proc.returncode == 0, proc.stderr
-        outputs.append((json.loads(out.read_text(encoding="utf-8")), proc.stdout))
-    assert outputs[0] == outputs[1]
-    got = outputs[0][0]
-    assert got["metric"] == "cheems" and "accuracy_ci" in got["subsets"]["judgebench"]
-    # CheemsBench's numbers: a category's exact match is the share of its prompts with every pair right
-    assert got["subsets"]["judgebench"]["accuracy"] == pytest.approx(2 / 3)
-    assert "CheemsBench metrics: length" in outputs[0][1]
-
-
-@pytest.mark.parametrize(
-    ("more", "expected"),
-    [
-        (["--metric", "best"], ("--metric", "unknown metric 'best'", "cheems, rmbench, bon, pairwise")),
-        (["--metric", "bon", "--report", "REPORT"], ("--report", "--metric bon has none")),
-        (
-            ["--metric", "rmbench"],
-            ("--metric rmbench", "prompt 'u2' of bench file 'judgebench'", "cheems import rmbench"),
-        ),
-    ],
-)
-def test_cli_metric_errors(imported, tmp_path, monkeypatch, capsys, more, expected):
-    more = [str(tmp_path / "r") if x == "REPORT" else x for x in more]
-    args = ["eval", "--bench", imported["judgebench"], "--model", "length", "--no-cache", *more]
-    assert_user_error(run_main(*args, monkeypatch=monkeypatch, capsys=capsys), *expected)
-    assert not (tmp_path / "r").exists()
-
-
-def test_cli_unknown_import_format_lists_the_benchmarks(tmp_path, monkeypatch, capsys):
-    proc = run_main("import", "rmbench2", RB2, "-o", tmp_path / "x.jsonl", monkeypatch=monkeypatch, capsys=capsys)
-    assert_user_error(proc, "rmbench, rmb, rewardbench2, judgebench")
-
-
-def test_judge_both_orders_on_judgebench(imported, tmp_path, monkeypatch, capsys):
-    """The fake judge picks the longer answer, so it is right on u1, u3, u4 and wrong on u2 in both orders.
-
-    Its second look at u1 (u1's B shown first) gets an unparseable reply: one right verdict and one
-    parse failure is right by JudgeBench's vote (pairwise metric), wrong by CheemsBench's rule. A judge
-    that always says A is inconsistent on every pair: all wrong.
-    """
-    u1_b = records_by_id(JUDGEBENCH, "judgebench")["u1"].response("B").content
-
-    def u1_b_first_unparseable(body: dict, attempt: int) -> str:
-        shown = {label: text for label, _, text in ANSWER.findall(body["messages"][-1]["content"])}
-        return "bad" if shown.get("A") == u1_b else "ok"
-
-    def run(server, cache, metric):
-        out = tmp_path / f"{cache}.json"
-        args = ["eval", "--bench", imported["judgebench"], "--judge-model", "fake-judge", "--base-url", server.url]
-        args += ["--cache", tmp_path / cache, "--max-retries", "1", "--no-progress", "--both-orders"]
-        proc = run_main(*args, "--metric", metric, "--output-json", out, monkeypatch=monkeypatch, capsys=capsys,
-                        env={"OPENAI_API_KEY": "test-key"})  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(out.read_text(encoding="utf-8")), proc.stdout
-
-    with FakeJudgeServer(faults=u1_b_first_unparseable) as server:
-        pairwise = run(server, "fair.sqlite", "pairwise")[0]["subsets"]["judgebench"]
-        cheems = run(server, "fair.sqlite", "cheems")[0]["subsets"]["judgebench"]
-    assert pairwise["pooled_accuracy"] == 0.75 and pairwise["categories"]["mmlu-pro"]["accuracy"] == 1.0
-    assert cheems["categories"]["mmlu-pro"]["accuracy"] == 0.5  # u1 wrong: not every verdict names A
-    with FakeJudgeServer(always="A") as server:
-        always_a, shown = run(server, "always-a.sqlite", "pairwise")
-    assert always_a["overall"] == 0.0
-    assert always_a["judge"]["position_consistency"] == {"pairs": 4, "consistent": 0, "rate": 0.0}
-    assert "both orders: 0 of 4 pairs consistent" in shown
