@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from cheems.data.schema import Record
 
 
@@ -109,3 +111,10 @@ def shown(group: dict, key: str, value: float) -> str:
     assert group[key] == pytest.approx(value)
     ci = group.get(f"{key}_ci")
     return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
