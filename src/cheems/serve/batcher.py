@@ -81,7 +81,11 @@ class RewardBatcher(Generic[S, R]):
         self._waiting = 0  # samples queued and not yet taken by the thread
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="cheems-scorer", daemon=True)
-        self.batches = 0  # scoring calls made, for tests and logs
+        # Counters for GET /stats (ops, and the tests' events): scoring calls made, samples scored, requests whose
+        # client left before their rewards were ready.
+        self.batches = 0
+        self.scored = 0
+        self.left = 0
 
     def start(self) -> RewardBatcher[S, R]:
         """Start the scoring thread."""
@@ -111,6 +115,7 @@ class RewardBatcher(Generic[S, R]):
         if job.future.done():
             return job.future.result()
         if watcher in done:
+            self.left += 1
             raise ClientGone
         raise TimedOut(f"not scored within {timeout:g} s (the server is busy)")
 
@@ -185,6 +190,7 @@ class RewardBatcher(Generic[S, R]):
                 _deliver(j, ScoringFailed(f"the reward model failed: {type(e).__name__}"))
             return
         self.batches += 1
+        self.scored += len(samples)
         start = 0
         for j in jobs:
             part = results[start : start + len(j.samples)]

@@ -208,6 +208,12 @@ def _add_routes(app: FastAPI, service: RewardService) -> None:
     def models() -> dict[str, Any]:
         return models_reply(service.names, service.names[-1], service.limit)
 
+    @app.get("/stats", dependencies=keyed)
+    def stats() -> dict[str, int]:
+        """Samples waiting now; since the start: scoring calls, samples scored, requests whose client left."""
+        b = service.batcher
+        return {"waiting": b.waiting, "batches": b.batches, "scored": b.scored, "left": b.left}
+
     @app.post("/get_reward", dependencies=keyed)
     async def get_reward(request: Request) -> dict[str, Any]:
         """OpenRLHF's remote reward model."""
