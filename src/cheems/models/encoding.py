@@ -29,6 +29,9 @@ DEFAULT_MAX_LENGTH = 512
 Features = tuple[list[int], "list[int] | None"]
 """Token ids and token type ids (text pairs; None with a chat template) of one (prompt, response)."""
 
+Segment = Any
+"""One text's tokens without special tokens: a ``tokenizers.Encoding`` (fast tokenizers) or a list of ids."""
+
 
 @dataclass
 class Encoded:
@@ -138,6 +141,47 @@ class RewardEncoder:
             for f, p, r in zip(features, self._lengths(prompts), response_len)
         ]
 
+    def encode_texts(self, texts: Sequence[str]) -> list[Encoded]:
+        """Raw texts, already rendered by the caller (prompt and response in one string), as the model reads them.
+
+        The text is tokenised as given. A chat-format model gets no special tokens on top (the text is already
+        templated, as :meth:`features` writes it); a pair encoder reads it as one segment with its tokenizer's
+        special tokens (``[CLS] text [SEP]``). A text past ``limit`` loses tokens from its start and keeps its end,
+        where the reward is read (a pair encoder keeps its special tokens). With no prompt/response split known,
+        ``response_too_long`` is True for any text that was cut.
+        """
+        if not texts:
+            return []
+        segments = self._segments(texts)
+        specials = 0 if self.chat else self.tokenizer.num_special_tokens_to_add(pair=False)
+        room = self.limit - specials
+        encoded = []
+        for segment in segments:
+            n = _length(segment)
+            kept = _keep_end(segment, room)
+            features = (_ids(kept), None) if self.chat else self._with_specials(kept, None)
+            encoded.append(Encoded(features, n + specials, n > room))
+        return encoded
+
+    def _segments(self, texts: Sequence[str]) -> list[Segment]:
+        """Each text's tokens with no special tokens, untruncated (verbose=False: past the limit is no error)."""
+        enc = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)
+        return list(enc.encodings) if enc.encodings is not None else list(enc["input_ids"])
+
+    def _with_specials(self, first: Segment, second: Segment | None) -> Features:
+        """One segment or a pair of segments with the tokenizer's special tokens, as ``tokenizer(a, b)`` writes them.
+
+        Token type ids only where the model reads them (RoBERTa-like encoders do not).
+        """
+        tok = self.tokenizer
+        if isinstance(first, list):  # a Python tokenizer: no Encoding objects
+            ids = tok.build_inputs_with_special_tokens(first, second)
+            types = tok.create_token_type_ids_from_sequences(first, second)
+        else:
+            joined = tok.backend_tokenizer.post_process(first, second, add_special_tokens=True)
+            ids, types = joined.ids, joined.type_ids
+        return list(ids), (list(types) if "token_type_ids" in tok.model_input_names else None)
+
     def _lengths(self, texts: list[str]) -> list[int]:
         """Tokens of each text alone, untruncated (verbose=False: past the model's limit is no error here)."""
         return [len(x) for x in self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
@@ -172,6 +216,26 @@ class RewardEncoder:
             for j, i in enumerate(idx):
                 features[i] = (enc["input_ids"][j], types[j] if types is not None else None)
         return features
+
+
+def _length(segment: Segment) -> int:
+    """Tokens in a segment."""
+    return len(segment) if isinstance(segment, list) else len(segment.ids)
+
+
+def _ids(segment: Segment) -> list[int]:
+    """A segment's token ids."""
+    return segment if isinstance(segment, list) else list(segment.ids)
+
+
+def _keep_end(segment: Segment, n: int) -> Segment:
+    """The segment's last ``n`` tokens (all of it when it is no longer): the cut is always at the start."""
+    if _length(segment) <= n:
+        return segment
+    if isinstance(segment, list):
+        return segment[len(segment) - n :]
+    segment.truncate(n, direction="left")  # in place: each segment is tokenised for this one use
+    return segment
 
 
 def collate(rows: Sequence[Features], pad_id: int, device: str) -> dict[str, "torch.Tensor"]:

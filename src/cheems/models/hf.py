@@ -211,12 +211,29 @@ class HFRewardScorer:
         """
         if not items:
             return []
+        encoded = self.encode(items)
+        groups, plain = self.prefix_plan(items, encoded)
+        return self._score_rows(encoded, plain, groups)
+
+    def score_texts(self, texts: Sequence[str]) -> list[float]:
+        """Rewards for raw texts already rendered by the caller (prompt and response in one string), in order.
+
+        Tokenised as :meth:`RewardEncoder.encode_texts` says (as given, cut from the start), then scored through
+        the same batches and forward as :meth:`score`. For a chat-format model the text the chat template writes
+        scores exactly as the (prompt, response) item does.
+        """
+        if not texts:
+            return []
+        rows = [e.features for e in self.encoder.encode_texts(texts)]
+        return self._score_rows(rows, list(range(len(rows))), [])
+
+    def _score_rows(self, encoded: Sequence[Features], plain: list[int], groups: list[PrefixGroup]) -> list[float]:
+        """Rewards of encoded rows: the ``plain`` rows in length batches, each prefix group from its KV cache."""
         import torch
 
         model = self.model
         dev = self._device
         assert dev is not None  # known once the model is loaded
-        encoded = self.encode(items)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
 
@@ -232,15 +249,14 @@ class HFRewardScorer:
                 return scores
 
         budget = batch_token_budget(dev, self.batch_size, self.max_length)
-        groups, plain = self.prefix_plan(items, encoded)
         self.prefix_counts["plain"] += len(plain)
-        self.prefix_counts["shared"] += len(items) - len(plain)
+        self.prefix_counts["shared"] += len(encoded) - len(plain)
         # The units of work: the plain rows' batches, then each shared-prefix group (keyed by its first row).
         by_first = {group.rows[0]: group for group in groups}
         batches = [
             [plain[j] for j in b] for b in length_batches([len(encoded[i][0]) for i in plain], self.batch_size, budget)
         ] + [group.rows for group in groups]
-        return run_batch_share(batches, len(items), run)  # under a launcher: this process's share, then all
+        return run_batch_share(batches, len(encoded), run)  # under a launcher: this process's share, then all
 
     def prefix_plan(
         self, items: Sequence[ScoreItem], encoded: Sequence[Features]
