@@ -20,7 +20,8 @@ T = TypeVar("T")
 # Bumped when a change in this package changes the scores a given model gives, so old cache
 # entries stop matching (it is part of every model scorer's fingerprint).
 # 2: a leading system turn is its own paragraph in text-pair inputs (was a "system: ..." line).
-SCORING_VERSION = 2
+# 3: a folder recording mean pooling (cheems_pooling) is scored mean-pooled (was read at [CLS]).
+SCORING_VERSION = 3
 
 
 @runtime_checkable

@@ -9,12 +9,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages
 from cheems.models.encoding import Features, RewardEncoder, collate, scoring_max_length
+from cheems.models.pooling import model_pooling, reward_forward
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
@@ -107,8 +108,9 @@ def has_reward_head(source: ModelSource) -> bool:
 class HFRewardScorer:
     """A reward model: reward = the model's one logit for (prompt, response).
 
-    Causal LMs (a ``score`` head) are read at the last real token, found from the attention mask;
-    encoders (BERT-like) use their own pooling and classifier. With ``shared_prefix`` (the default)
+    The head reads the hidden state :mod:`cheems.models.pooling` names: causal LMs (a ``score`` head) the last
+    real token, found from the attention mask; encoders (BERT-like) their own pooler and classifier, or the mean
+    of the hidden states when the folder records mean pooling. With ``shared_prefix`` (the default)
     a causal model runs the tokens the responses of one prompt share once and scores each response
     from that KV cache (:mod:`cheems.models.prefix`): the same scores, so the fingerprint ignores it.
     """
@@ -235,10 +237,10 @@ class HFRewardScorer:
         dev = self._device
         assert dev is not None  # known once the model is loaded
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
+        pooling = model_pooling(model)
 
         def forward(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-            return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
+            return reward_forward(model, pooling, **inputs)
 
         def run(batches: Sequence[Sequence[int]]) -> list[float]:
             with torch.inference_mode(), autocast(dev, self._amp):
@@ -269,20 +271,3 @@ class HFRewardScorer:
             return [], list(range(len(items)))
         keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
         return plan_shared_prefix(encoded, keys, self.encoder.limit)
-
-    @staticmethod
-    def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":
-        """Run the backbone and apply the ``score`` head at each row's last real token.
-
-        We pad on the right, so for a causal model real tokens never attend to padding and keep
-        their positions, and the last real token sits at mask.sum - 1: no pad_token_id guessing
-        (which breaks when pad == eos and a text ends in eos).
-        """
-        import torch
-
-        mask = inputs["attention_mask"]
-        hidden = model.base_model(input_ids=inputs["input_ids"], attention_mask=mask).last_hidden_state
-        last = mask.sum(dim=1) - 1
-        return cast(
-            "torch.Tensor", model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
-        )
