@@ -2,8 +2,9 @@
 
 :class:`RewardEncoder` holds the rule (a chat template when the tokenizer has one, written once
 with no special tokens on top; otherwise a text pair ``[CLS] prompt [SEP] response [SEP]``),
-the truncation (the prompt is cut first, so the response survives), and the untruncated length
-that training's truncation policy counts. :func:`collate` pads encoded rows into tensors.
+the truncation (always from the start: the prompt's first, then the response's when it alone is too
+long, so the last token, where the reward is read, survives), and the untruncated length that
+training's truncation policy counts. :func:`collate` pads encoded rows into tensors.
 
 torch is imported inside functions only; tokenizers are loaded through :func:`load_tokenizer`.
 """
@@ -119,26 +120,18 @@ class RewardEncoder:
             return []
         if self.chat:
             return [(ids[-self.limit :], None) for ids in self._chat_ids(items)]
-        prompts, responses = [prompt_text(p) for p, _ in items], [r for _, r in items]
-        return self._pair_features(prompts, responses, self._lengths(responses))
+        return [e.features for e in self._pairs(items)]
 
     def encode(self, items: Sequence[ScoreItem]) -> list[Encoded]:
         """Each item's :meth:`features` with its untruncated length (for training's truncation policy)."""
         if not items:
             return []
-        responses = [r for _, r in items]
-        response_len = self._lengths(responses)
-        if self.chat:
-            return [
-                Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
-                for ids, n in zip(self._chat_ids(items), response_len)
-            ]
-        prompts = [prompt_text(p) for p, _ in items]
-        specials = self.tokenizer.num_special_tokens_to_add(pair=True)
-        features = self._pair_features(prompts, responses, response_len)
+        if not self.chat:
+            return self._pairs(items)
+        response_len = self._lengths([r for _, r in items])
         return [
-            Encoded(f, p + r + specials, r >= self.limit - specials)
-            for f, p, r in zip(features, self._lengths(prompts), response_len)
+            Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
+            for ids, n in zip(self._chat_ids(items), response_len)
         ]
 
     def encode_texts(self, texts: Sequence[str]) -> list[Encoded]:
@@ -199,23 +192,24 @@ class RewardEncoder:
         ]
         return cast("list[list[int]]", tok(texts, add_special_tokens=False, verbose=False)["input_ids"])
 
-    def _pair_features(self, prompts: list[str], responses: list[str], response_len: list[int]) -> list[Features]:
-        """(prompt, response) as a text pair cut to ``limit``; the prompt is cut first so the response survives."""
-        tok = self.tokenizer
-        room = self.limit - tok.num_special_tokens_to_add(pair=True)
-        features: list[Features] = [([], None)] * len(prompts)
-        # only_first needs one prompt token left; a response too long even alone is cut too.
-        for strategy, keep in (("only_first", True), ("longest_first", False)):
-            idx = [i for i in range(len(prompts)) if (response_len[i] < room) == keep]
-            if not idx:
-                continue
-            enc = tok(
-                [prompts[i] for i in idx], [responses[i] for i in idx], truncation=strategy, max_length=self.limit
-            )
-            types = enc.get("token_type_ids")
-            for j, i in enumerate(idx):
-                features[i] = (enc["input_ids"][j], types[j] if types is not None else None)
-        return features
+    def _pairs(self, items: Sequence[ScoreItem]) -> list[Encoded]:
+        """(prompt, response) as a text pair ``[CLS] prompt [SEP] response [SEP]`` cut to ``limit`` from the start.
+
+        The prompt loses tokens from its start first, so the response survives whole; a response too long even
+        alone loses its start too (the prompt is then empty), keeping its end. The special tokens always stay.
+        """
+        prompts = self._segments([prompt_text(p) for p, _ in items])
+        responses = self._segments([r for _, r in items])
+        specials = self.tokenizer.num_special_tokens_to_add(pair=True)
+        room = self.limit - specials
+        encoded = []
+        for prompt, response in zip(prompts, responses):
+            full = _length(prompt) + _length(response) + specials
+            too_long = _length(response) >= room
+            response = _keep_end(response, room)
+            prompt = _keep_end(prompt, room - _length(response))
+            encoded.append(Encoded(self._with_specials(prompt, response), full, too_long))
+        return encoded
 
 
 def _length(segment: Segment) -> int:
