@@ -143,3 +143,21 @@ def test_a_long_input_loses_its_start_and_is_counted(rm):
         assert r.status_code == 400 and "over this server's limit of 64" in r.json()["detail"]
         short = httpx.post(s.url + "/classify", json={"messages": chat(*PAIRS[1])}, timeout=30)
         assert short.status_code == 200
+
+
+def test_text_inputs_are_read_as_given(rm, server):
+    """vLLM's ``input`` and a query without ``prompts`` are rendered texts, scored as they are (cut from the start):
+    for the chat RM the text its template writes gives cheems score's reward; any RM gives ``score_texts``'."""
+    kind, folder, expected = rm
+    scorer = load_scorer(str(folder), dtype="fp32", device="cpu")
+    if kind == "qwen2":
+        texts = [scorer.tokenizer.apply_chat_template(chat(p, r), tokenize=False) for p, r in PAIRS]
+        assert scorer.score_texts(texts) == pytest.approx(expected, abs=1e-5)
+    else:
+        texts = [p + r for p, r in PAIRS]
+    want = scorer.score_texts(texts)
+    r = httpx.post(server.url + "/classify", json={"input": texts}, timeout=30)
+    assert [row["probs"][0] for row in r.json()["data"]] == pytest.approx(want, abs=1e-5)
+    assert [row["index"] for row in r.json()["data"]] == list(range(len(texts)))
+    r = httpx.post(server.url + "/get_reward", json={"query": texts}, timeout=30)
+    assert r.json()["rewards"] == pytest.approx(want, abs=1e-5)

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cheems.errors import InputError
 
 MAX_BODY = 1 << 20  # bytes; a real annotation answer is a few KB
+BACKLOG = 2048  # uvicorn's default
 LOC_CHARS = 24  # a field name quoted in an error is cut here: an error never echoes what was sent
 
 
@@ -46,12 +47,15 @@ class BodyLimit:
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (a one-line InputError when the address is taken or wrong)."""
+    """A socket listening on ``host:port`` (a one-line InputError when the address is taken or wrong)."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # listening from here on: a client that connects once the server says it is ready waits in the backlog
+        # for uvicorn to accept, rather than being refused while uvicorn starts
+        sock.listen(BACKLOG)
     except OSError as e:
         raise InputError(
             f"cannot listen on {host}:{port}: {e.strerror or e}",
