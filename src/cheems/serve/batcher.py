@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 S = TypeVar("S")  # what a request sends (a sample)
 R = TypeVar("R")  # what it gets back for each
@@ -105,9 +105,10 @@ class RewardBatcher(Generic[S, R]):
         loop = asyncio.get_running_loop()
         job: Job[S, R] = Job(samples, loop.create_future(), loop)
         self._put(job)
-        watcher = asyncio.ensure_future(disconnected())
+        watcher: asyncio.Future[Any] = asyncio.ensure_future(disconnected())
+        either: set[asyncio.Future[Any]] = {job.future, watcher}
         try:
-            done, _ = await asyncio.wait({job.future, watcher}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             watcher.cancel()
             if not job.future.done():

@@ -135,7 +135,7 @@ def chat_sample(turns: list[Turn]) -> Sample:
 def reward_samples(request: RewardRequest, ends: tuple[str, ...] = END_MARKERS) -> list[Sample]:
     """The samples of a ``/get_reward`` request: each query split at its prompt when ``prompts`` are sent and the
     query starts with it, else the query as a whole text. ``ends`` are the markers stripped off a response's end."""
-    prompts = request.prompts or [None] * len(request.query)
+    prompts: list[str | None] = list(request.prompts) if request.prompts is not None else [None] * len(request.query)
     return [_split_query(q, p, ends) for q, p in zip(request.query, prompts)]
 
 
