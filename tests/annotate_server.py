@@ -14,7 +14,7 @@ import httpx
 from cheems.annotate.people import People, Person, ProjectSettings
 from cheems.annotate.store import Project
 from cheems.data.schema import Record
-from helpers import free_port
+from helpers import free_port, stop_process
 
 
 def team(annotators: int = 5, reviewers: int = 1, admins: int = 1, categories: dict | None = None) -> People:
@@ -83,12 +83,7 @@ class Server:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
     def client(self, token: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from helpers import free_port
+from helpers import free_port, stop_process
 
 
 class RewardServer:
@@ -63,13 +63,7 @@ class RewardServer:
         return self.proc.wait(timeout=20)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
 

@@ -86,40 +86,41 @@ def test_a_client_that_leaves_costs_nothing(bert):
         no_traceback(s)
 
 
+# (path, case) -> (body, status, what the detail says)
 BAD = {
-    "malformed JSON": (b'{"query": ["a"', 422, "Invalid JSON"),
-    "not an object": (b'["a"]', 422, "object"),
-    "query not a list": (b'{"query": "a"}', 422, "query"),
-    "query of numbers": (b'{"query": [1, 2]}', 422, "query.0"),
-    "empty query": (b'{"query": []}', 422, "query"),
-    "prompts of another length": (b'{"query": ["a", "b"], "prompts": ["a"]}', 422, "one per query"),
-    "a lone surrogate": (b'{"query": ["\\ud800"]}', 422, "lone surrogate"),
-    "empty body": (b"", 422, "Invalid JSON"),
-}
-BAD_POOLING = {
-    "empty input list": (b'{"input": []}', 422, "empty list"),
-    "token ids": (b'{"input": [1, 2, 3]}', 422, "list of texts"),
-    "input and messages": (b'{"input": "a", "messages": [{"role": "user", "content": "a"}]}', 422, "exactly one"),
-    "neither": (b'{"model": "x"}', 422, "exactly one"),
-    "no user turn": (
+    ("/get_reward", "malformed JSON"): (b'{"query": ["a"', 422, "Invalid JSON"),
+    ("/get_reward", "not an object"): (b'["a"]', 422, "object"),
+    ("/get_reward", "query not a list"): (b'{"query": "a"}', 422, "query"),
+    ("/get_reward", "query of numbers"): (b'{"query": [1, 2]}', 422, "query.0"),
+    ("/get_reward", "empty query"): (b'{"query": []}', 422, "query"),
+    ("/get_reward", "prompts of another length"): (b'{"query": ["a", "b"], "prompts": ["a"]}', 422, "one per query"),
+    ("/get_reward", "a lone surrogate"): (b'{"query": ["\\ud800"]}', 422, "lone surrogate"),
+    ("/get_reward", "empty body"): (b"", 422, "Invalid JSON"),
+    ("/classify", "empty input list"): (b'{"input": []}', 422, "empty list"),
+    ("/classify", "token ids"): (b'{"input": [1, 2, 3]}', 422, "list of texts"),
+    ("/classify", "input and messages"): (
+        b'{"input": "a", "messages": [{"role": "user", "content": "a"}]}',
+        422,
+        "exactly one",
+    ),
+    ("/pooling", "neither input nor messages"): (b'{"model": "x"}', 422, "exactly one"),
+    ("/classify", "no user turn"): (
         b'{"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "r"}]}',
         422,
         "no user turn",
     ),
-    "no assistant turn": (b'{"messages": [{"role": "user", "content": "q"}]}', 422, "assistant"),
-    "content not text": (b'{"messages": [{"role": "user", "content": 5}]}', 422, "content"),
-    "unknown model": (b'{"model": "gpt-9", "input": "a"}', 404, "'gpt-9' is not served"),
-    "activation not a bool": (b'{"input": "a", "use_activation": "yes"}', 422, "use_activation"),
-    "an unserved task": (b'{"input": "a", "task": "embed"}', 422, "task"),
-    "truncate below the limit": (b'{"input": "a", "truncate_prompt_tokens": 8}', 400, "--max-length 8"),
+    ("/pooling", "no assistant turn"): (b'{"messages": [{"role": "user", "content": "q"}]}', 422, "assistant"),
+    ("/classify", "content not text"): (b'{"messages": [{"role": "user", "content": 5}]}', 422, "content"),
+    ("/classify", "unknown model"): (b'{"model": "gpt-9", "input": "a"}', 404, "'gpt-9' is not served"),
+    ("/v1/classify", "activation not a bool"): (b'{"input": "a", "use_activation": "yes"}', 422, "use_activation"),
+    ("/pooling", "an unserved task"): (b'{"input": "a", "task": "embed"}', 422, "task"),
+    ("/pooling", "truncate below the limit"): (b'{"input": "a", "truncate_prompt_tokens": 8}', 400, "--max-length 8"),
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD) + [f"pooling: {c}" for c in sorted(BAD_POOLING)])
-def test_a_bad_request_gets_a_4xx_with_one_line(server, case):
-    name = case.removeprefix("pooling: ")
-    body, status, says = BAD_POOLING[name] if case.startswith("pooling: ") else BAD[name]
-    path = "/classify" if case.startswith("pooling: ") else "/get_reward"
+@pytest.mark.parametrize(("path", "case"), sorted(BAD), ids=[f"{p} {c}" for p, c in sorted(BAD)])
+def test_a_bad_request_gets_a_4xx_with_one_line(server, path, case):
+    body, status, says = BAD[path, case]
     r = httpx.post(server.url + path, content=body, headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == status, r.text
     detail = r.json()["detail"]

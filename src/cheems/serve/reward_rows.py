@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cheems.models.base import Prompt, Scorer
+from cheems.models.base import Prompt, ScoreItem, Scorer
 from cheems.models.hf import HFRewardScorer
 
 
@@ -21,6 +21,12 @@ class Sample:
 
     prompt: Prompt | None
     text: str
+
+
+def item_of(sample: Sample) -> ScoreItem:
+    """The (prompt, response) item ``cheems score`` scores for a sample with a prompt."""
+    assert sample.prompt is not None, "a rendered text has no (prompt, response) item"
+    return sample.prompt, sample.text
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,7 @@ def _score_kind(scorer: Scorer, samples: list[Sample], kind: str, refuse_long: b
     if not isinstance(scorer, HFRewardScorer):  # a scorer without tokens (length, a remote RM): nothing to count
         if kind == "text":
             return [TextsUnsupported(f"model '{scorer.name}' scores (prompt, response) pairs only")] * len(samples)
-        return [Scored(r, 0, False) for r in scorer.score([(s.prompt or "", s.text) for s in samples])]
+        return [Scored(r, 0, False) for r in scorer.score([item_of(s) for s in samples])]
     lengths = _lengths(scorer, samples, kind)
     limit = scorer.encoder.limit
     results: list[Scored | ValueError] = [
@@ -79,7 +85,7 @@ def _score_kind(scorer: Scorer, samples: list[Sample], kind: str, refuse_long: b
 def _lengths(scorer: HFRewardScorer, samples: list[Sample], kind: str) -> list[tuple[int, int]]:
     """(tokens read, tokens before truncation) of each sample, by the encoder's own rule."""
     if kind == "pair":
-        encoded = scorer.encoder.encode([(s.prompt or "", s.text) for s in samples])
+        encoded = scorer.encoder.encode([item_of(s) for s in samples])
     else:
         encoded = scorer.encoder.encode_texts([s.text for s in samples])
     return [(len(e.features[0]), e.full_length) for e in encoded]
@@ -89,5 +95,5 @@ def _rewards(scorer: HFRewardScorer, samples: list[Sample], kind: str) -> list[f
     if not samples:
         return []
     if kind == "pair":
-        return scorer.score([(s.prompt or "", s.text) for s in samples])
+        return scorer.score([item_of(s) for s in samples])
     return scorer.score_texts([s.text for s in samples])
