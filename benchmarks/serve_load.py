@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import psutil
+from annotate_load import Connection  # keep-alive HTTP/1.1 on asyncio streams: lighter than httpx
 from fastapi import Request  # at module level: FastAPI reads the route's annotation by name
 
 LEVELS = (1, 8, 32, 64)
@@ -90,29 +91,6 @@ def baseline_server(model: str, port: int, dtype: str, max_length: int) -> None:
 # ---------------------------------------------------------------- clients
 
 
-class Connection:
-    """One keep-alive HTTP/1.1 connection on asyncio streams (lighter than httpx: the client must not be the
-    bottleneck on a 2-core machine)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-
-    async def post(self, body: dict) -> tuple[int, bytes]:
-        data = json.dumps(body, ensure_ascii=False).encode()
-        head = (
-            f"POST /get_reward HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n"
-        )
-        self.writer.write(head.encode() + data)
-        await self.writer.drain()
-        status_line, *headers = (await self.reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
-        length = next((int(h.split(":")[1]) for h in headers if h.lower().startswith("content-length")), 0)
-        return int(status_line.split()[1]), await self.reader.readexactly(length)
-
-
 def body_of(sample: tuple[str, str]) -> dict:
     prompt, response = sample
     return {"query": [prompt + response], "prompts": [prompt], "labels": [""]}
@@ -125,11 +103,11 @@ async def closed_loop(port: int, clients: int, work: list[tuple[str, str]]) -> d
     todo = iter(work)
 
     async def client() -> None:
-        conn = Connection(port)
+        conn = Connection(port, token="")
         await conn.open()
         for sample in todo:
             t0 = time.perf_counter()
-            status, reply = await conn.post(body_of(sample))
+            status, reply = await conn.request("POST", "/get_reward", body_of(sample))
             latencies.append(time.perf_counter() - t0)
             if status != 200:
                 errors.append(f"{status}: {reply[:80]!r}")
@@ -161,9 +139,9 @@ async def flood(port: int, n: int, pid: int, work: list[tuple[str, str]]) -> dic
             await asyncio.sleep(0.05)
 
     async def one(i: int) -> int:
-        conn = Connection(port)
+        conn = Connection(port, token="")
         await conn.open()
-        status, _ = await conn.post(body_of(work[i % len(work)]))
+        status, _ = await conn.request("POST", "/get_reward", body_of(work[i % len(work)]))
         conn.writer.close()
         return status
 
