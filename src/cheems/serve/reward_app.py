@@ -102,7 +102,8 @@ class RewardService:
             return self.names[0]
         if asked not in self.names:
             served = ", ".join(repr(n) for n in self.names)
-            raise RequestError(f"model {asked!r} is not served; this server serves {served}", 404)
+            shown = asked if len(asked) <= 80 else asked[:80] + "…"  # a detail stays one short line
+            raise RequestError(f"model {shown!r} is not served; this server serves {served}", 404)
         return asked
 
     def check_truncation(self, keep: int | None) -> None:
