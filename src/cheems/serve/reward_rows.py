@@ -63,7 +63,8 @@ def _score_kind(scorer: Scorer, samples: list[Sample], kind: str, refuse_long: b
     """Score samples of one kind: token counts first (refusing the long ones when asked), then one model call."""
     if not isinstance(scorer, HFRewardScorer):  # a scorer without tokens (length, a remote RM): nothing to count
         if kind == "text":
-            return [TextsUnsupported(f"model '{scorer.name}' scores (prompt, response) pairs only")] * len(samples)
+            why = f"model '{scorer.name}' scores (prompt, response) pairs only: send prompts (OpenRLHF) or messages"
+            return [TextsUnsupported(why)] * len(samples)
         return [Scored(r, 0, False) for r in scorer.score([item_of(s) for s in samples])]
     lengths = _lengths(scorer, samples, kind)
     limit = scorer.encoder.limit
