@@ -184,3 +184,14 @@ def test_start_up_errors_are_one_line(bert):
             )
             assert done.returncode != 0 and says in done.stderr, (args, done.stderr)
             assert "Traceback" not in done.stderr and done.stdout == "", (args, done.stderr)
+
+
+def test_a_scorer_without_tokens_is_served_and_refuses_rendered_texts():
+    """Any model `cheems score` takes is served (here the length baseline); a text with no prompt split is a 400
+    that says what to send, not a 500."""
+    want = load_scorer("length").score([("问题", " 回答")])
+    with RewardServer("length") as s:
+        assert post(s.url).json()["rewards"] == want
+        r = post(s.url, {"query": ["问题 回答"]})
+        assert r.status_code == 400 and "send prompts" in r.json()["detail"]
+        no_traceback(s)
