@@ -50,10 +50,10 @@ def server(rm):
         yield s
 
 
-def get_reward(url: str, prompt: str, response: str, kind: str) -> dict:
+def get_reward(url: str, prompt: str, response: str) -> dict:
     """One sample as OpenRLHF's executor sends it: the policy's prompt, and prompt + response + EOS as the query."""
-    shown = policy_prompt(prompt) if kind == "qwen2" else prompt
-    query = shown + response + ("<|im_end|>" if kind == "qwen2" else "")
+    shown = policy_prompt(prompt)  # a Qwen policy's ChatML, whatever the RM's own format
+    query = shown + response + "<|im_end|>"
     r = httpx.post(url + "/get_reward", json={"query": [query], "prompts": [shown], "labels": [""]}, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()
@@ -62,7 +62,7 @@ def get_reward(url: str, prompt: str, response: str, kind: str) -> dict:
 def test_get_reward_gives_cheems_scores_reward(rm, server):
     kind, _, expected = rm
     for (prompt, response), want in zip(PAIRS, expected):
-        reply = get_reward(server.url, prompt, response, kind)
+        reply = get_reward(server.url, prompt, response)
         assert reply["rewards"] == pytest.approx([want], abs=1e-5)
         assert reply["scores"] == reply["rewards"]
         assert reply["extra_logs"]["truncated"] == [0] and reply["extra_logs"]["tokens"][0] > 0
@@ -116,7 +116,7 @@ def test_same_rewards_inside_mixed_concurrent_batches(rm):
         def one(i: int) -> float:
             prompt, response = PAIRS[i % len(PAIRS)]
             if i < len(PAIRS):
-                return get_reward(s.url, prompt, response, kind)["rewards"][0]
+                return get_reward(s.url, prompt, response)["rewards"][0]
             r = httpx.post(s.url + "/classify", json={"messages": chat(prompt, response)}, timeout=60)
             return r.json()["data"][0]["probs"][0]
 
@@ -133,7 +133,7 @@ def test_a_long_input_loses_its_start_and_is_counted(rm):
     prompt, response = "很长的问题" * 40, "回答。"
     want = load_scorer(str(folder), dtype="fp32", device="cpu", max_length=64).score([(prompt, response)])[0]
     with RewardServer(folder, "--max-length", "64") as s:
-        reply = get_reward(s.url, prompt, response, kind)
+        reply = get_reward(s.url, prompt, response)
         assert reply["extra_logs"] == {"truncated": [1], "tokens": [64]}
         assert reply["rewards"][0] == pytest.approx(want, abs=1e-5)
         r = httpx.post(s.url + "/classify", json={"messages": chat(prompt, response)}, timeout=30)

@@ -34,6 +34,12 @@ from cheems.serve.reward_rows import Sample, Scored
 END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<eos>", "<|end|>")
 CHATML_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\s*", re.DOTALL)
 CHATML_OPEN = re.compile(r"<\|im_start\|>assistant\n?$")
+# System prompts a policy's chat template writes when the data has none (Qwen2, Qwen2.5): not part of the prompt the
+# reward model was trained on, so dropped; a chat RM's own template then writes its own default.
+TEMPLATE_SYSTEMS = (
+    "You are a helpful assistant.",
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+)
 
 NonEmpty = Annotated[list[StrictStr], Field(min_length=1)]
 
@@ -155,7 +161,8 @@ def strip_ends(response: str, ends: tuple[str, ...]) -> str:
 
 def chatml_turns(prompt: str) -> Prompt:
     """A prompt the policy rendered in ChatML (``<|im_start|>role\\n...<|im_end|>``, then the assistant's
-    opening) read back into its turns, so the reward model renders it its own way; any other text as it is."""
+    opening) read back into its turns, so the reward model renders it its own way (a system turn that is only the
+    policy template's default, :data:`TEMPLATE_SYSTEMS`, is dropped); any other text as it is."""
     opening = CHATML_OPEN.search(prompt)
     body = prompt[: opening.start()] if opening else prompt
     turns = [(m.group(1), m.group(2)) for m in CHATML_TURN.finditer(body)]
@@ -163,6 +170,8 @@ def chatml_turns(prompt: str) -> Prompt:
         return prompt
     if not any(role == "user" for role, _ in turns):
         return prompt
+    if turns[0][0] == "system" and turns[0][1].strip() in TEMPLATE_SYSTEMS:
+        turns = turns[1:]
     return [Message(role=role, content=content) for role, content in turns]
 
 
