@@ -36,6 +36,7 @@ from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import is_encoder_config
 from cheems.models.hf import names_reward_head
 from cheems.models.quiet import HEAD_MODULES
+from cheems.train.model_card import TrainingFacts, check_card_free, model_card, write_model_card
 
 POOLING_KEY = "cheems_pooling"
 
@@ -267,19 +268,25 @@ def save_reward_model(
     directory: str | Path,
     state_dict: dict[str, torch.Tensor] | None = None,
     recorded: dict[str, Any] | None = None,
+    training: TrainingFacts | None = None,
 ) -> Path:
-    """Write a standard Hugging Face folder: config (num_labels=1, architectures), safetensors, tokenizer.
+    """Write a standard Hugging Face folder: config (num_labels=1, architectures, pad_token_id), safetensors,
+    tokenizer (with its chat template), and a model card (README.md, :mod:`cheems.train.model_card`).
 
     ``state_dict`` (keys of the *inner* HF model) is for gathered ZeRO-3 weights; by default
     the model's own. LoRA adapters are merged into the saved weights. Mean pooling is
     recorded as ``"cheems_pooling": "mean"`` (see the module docstring); ``recorded`` (the training
     encoder's :meth:`~cheems.models.encoding.RewardEncoder.recorded`: max length and input format)
-    goes into config.json too, so scoring reads the model as it was trained.
+    goes into config.json too, so scoring reads the model as it was trained. ``training`` (the run's base
+    model, data and output) goes into the card. A README.md that cheems did not write is an InputError,
+    before anything is written.
     """
     directory = Path(directory)
+    check_card_free(directory)
     directory.mkdir(parents=True, exist_ok=True)
     hf = merged_hf_model(model)
     hf.config.num_labels = 1
+    _set_pad_token(hf, tokenizer)  # the standard causal classes find the reward's token through pad_token_id
     if model.pooling == "mean":
         setattr(hf.config, POOLING_KEY, "mean")
     elif hasattr(hf.config, POOLING_KEY):
@@ -293,4 +300,20 @@ def save_reward_model(
         hf.save_pretrained(directory, state_dict=state_dict)
         tokenizer.save_pretrained(directory)
     follow_umask(directory.glob("*.safetensors"))  # safetensors writes them 0600; the rest follows the umask
+    write_model_card(directory, _card(hf.config, tokenizer, model.pooling, directory, training))
     return directory
+
+
+def _card(config: Any, tokenizer: Any, pooling: str, directory: Path, training: TrainingFacts | None) -> str:
+    """The model card of a saved folder, its input format and max length read from ``config`` as scoring reads
+    them (a folder saved without them: the tokenizer's chat template, the default length capped by the model)."""
+    from cheems.models.backbones import FORMAT_KEY, MAX_LENGTH_KEY
+    from cheems.models.encoding import DEFAULT_MAX_LENGTH, effective_max_length
+
+    recorded = getattr(config, FORMAT_KEY, None)
+    chat = recorded == "chat" if recorded is not None else bool(tokenizer.chat_template)
+    max_length = getattr(config, MAX_LENGTH_KEY, None) or effective_max_length(
+        DEFAULT_MAX_LENGTH, tokenizer, config.to_dict()
+    )
+    folder = training.output if training is not None else str(directory)
+    return model_card(config, chat=chat, pooling=pooling, max_length=max_length, folder=folder, training=training)
