@@ -50,6 +50,7 @@ KINDS = {
     "causal-packed": ("qwen", {"packing": "auto"}),
     "causal-lora-merged": ("qwen", {"packing": "none", "lora": {"enabled": True, "r": 4, "alpha": 8}}),
     "released-rm-trained-further": ("released", {"packing": "auto"}),
+    "causal-eos-ends-the-turn": ("eos-ends", {"packing": "none"}),
 }
 
 
@@ -69,10 +70,24 @@ class Trained:
         return json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
 
 
+def eos_ends_the_turn(tokenizer_dir: Path, folder: Path) -> Path:
+    """Llama 3's layout in small: no pad token, and the chat template closes the assistant turn with eos."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer.pad_token = None
+    tokenizer.chat_template = tiny_models.CHAT_TEMPLATE.replace("'<|im_end|>' + '\n'", "'<|im_end|>'")
+    assert tokenizer.chat_template != tiny_models.CHAT_TEMPLATE
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory, qwen2_tokenizer_dir) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("bases")
+    eos_tokenizer = eos_ends_the_turn(qwen2_tokenizer_dir, root / "eos-tokenizer")
     return {
+        "eos-ends": tiny_models.build_tiny_qwen2(root / "eos-ends", eos_tokenizer),
         "bert": tiny_models.build_tiny_bert(root / "bert"),
         "qwen": tiny_models.build_tiny_qwen2(root / "qwen", qwen2_tokenizer_dir),
         "released": tiny_models.build_tiny_qwen2(

@@ -165,19 +165,37 @@ class RewardModel(nn.Module):
         return cast("torch.Tensor", self._head()(pooled)[:, 0].float())
 
 
+def _last_input_token(tokenizer: Any) -> int | None:
+    """The token every input ends with (the end of the assistant turn the chat template writes, or a pair's
+    final ``[SEP]``): what the reward of a causal model is read at."""
+    if tokenizer.chat_template:
+        turns = [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好"}]
+        ids = tokenizer(tokenizer.apply_chat_template(turns, tokenize=False), add_special_tokens=False)["input_ids"]
+    else:
+        ids = tokenizer("你好", "你好")["input_ids"]
+    return cast("int | None", ids[-1] if ids else None)
+
+
 def _set_pad_token(model: Any, tokenizer: Any) -> None:
-    if tokenizer.pad_token is None:
-        for fallback in (tokenizer.eos_token, tokenizer.unk_token):
-            if fallback is not None:
-                tokenizer.pad_token = fallback
-                break
-        else:
+    """Give the tokenizer a pad token that no input ends with, and the config its id.
+
+    The standard ``*ForSequenceClassification`` classes of causal LMs read the reward at the last token that is
+    not ``pad_token_id``: a pad token that ends every input (eos, where the chat template closes the assistant
+    turn with it) would make them read the token before it. cheems itself pads by the attention mask.
+    """
+    last = _last_input_token(tokenizer)
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == last:
+        candidates = [tokenizer.eos_token, tokenizer.unk_token, *tokenizer.all_special_tokens]
+        usable = [t for t in candidates if t is not None and tokenizer.convert_tokens_to_ids(t) != last]
+        if not usable and tokenizer.pad_token is None:
             raise InputError(
                 "the tokenizer has no pad, eos or unk token to pad with",
                 field="model",
                 hint="add a pad token to the tokenizer",
             )
-    if getattr(model.config, "pad_token_id", None) is None:
+        if usable:
+            tokenizer.pad_token = usable[0]
+    if getattr(model.config, "pad_token_id", None) != tokenizer.pad_token_id:
         model.config.pad_token_id = tokenizer.pad_token_id
 
 
