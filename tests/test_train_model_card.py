@@ -222,3 +222,21 @@ def test_a_resumed_run_rewrites_its_own_card_only(bases, tmp_path):
     train(bases["bert"], small, out, packing="none", batch_size=4, resume=True)
     card = (out / CARD_FILE).read_text(encoding="utf-8")
     assert f"folder = {str(out)!r}" in card and str(done) not in card  # rewritten for this run
+
+
+def test_the_base_model_is_card_metadata_only_when_it_is_a_hub_repo_id(tmp_path, monkeypatch):
+    from transformers import BertConfig
+
+    from cheems.train.model_card import TrainingFacts, model_card
+
+    def front(base_model: str) -> dict:
+        facts = TrainingFacts(base_model=base_model, output="rm", data=[("train.jsonl", 1234)], records=3, pairs=5)
+        card = model_card(BertConfig(), chat=False, pooling="cls", max_length=512, folder="rm", training=facts)
+        assert f"Base model: `{base_model}`" in card and "`train.jsonl` (1,234 bytes): 3 records, 5" in card
+        return yaml.safe_load(card.split("---\n")[1])
+
+    assert front("Skywork/Skywork-Reward-V2-Qwen3-0.6B")["base_model"] == "Skywork/Skywork-Reward-V2-Qwen3-0.6B"
+    assert "base_model" not in front("m3e-small")  # a cheems alias
+    (tmp_path / "org" / "name").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert "base_model" not in front("org/name")  # a local folder of that shape
