@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from cheems.errors import CheemsWarning, InputError
-from cheems.models.backbones import is_encoder_config
+from cheems.models.backbones import FORMAT_KEY, MAX_LENGTH_KEY, is_encoder_config
+from cheems.models.encoding import DEFAULT_MAX_LENGTH, effective_max_length
 from cheems.models.hf import names_reward_head
 from cheems.models.quiet import HEAD_MODULES
 from cheems.train.model_card import TrainingFacts, check_card_free, model_card, write_model_card
@@ -168,11 +169,15 @@ class RewardModel(nn.Module):
 def _last_input_token(tokenizer: Any) -> int | None:
     """The token every input ends with (the end of the assistant turn the chat template writes, or a pair's
     final ``[SEP]``): what the reward of a causal model is read at."""
-    if tokenizer.chat_template:
-        turns = [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好"}]
-        ids = tokenizer(tokenizer.apply_chat_template(turns, tokenize=False), add_special_tokens=False)["input_ids"]
-    else:
-        ids = tokenizer("你好", "你好")["input_ids"]
+    try:
+        if tokenizer.chat_template:
+            turns = [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好"}]
+            text = tokenizer.apply_chat_template(turns, tokenize=False)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tokenizer("你好", "你好")["input_ids"]
+    except Exception:  # a template that wants other turns (a system one, say): scoring will say what is wrong
+        return None
     return cast("int | None", ids[-1] if ids else None)
 
 
@@ -325,9 +330,6 @@ def save_reward_model(
 def _card(config: Any, tokenizer: Any, pooling: str, directory: Path, training: TrainingFacts | None) -> str:
     """The model card of a saved folder, its input format and max length read from ``config`` as scoring reads
     them (a folder saved without them: the tokenizer's chat template, the default length capped by the model)."""
-    from cheems.models.backbones import FORMAT_KEY, MAX_LENGTH_KEY
-    from cheems.models.encoding import DEFAULT_MAX_LENGTH, effective_max_length
-
     recorded = getattr(config, FORMAT_KEY, None)
     chat = recorded == "chat" if recorded is not None else bool(tokenizer.chat_template)
     max_length = getattr(config, MAX_LENGTH_KEY, None) or effective_max_length(
