@@ -121,7 +121,7 @@ class TrainConfig(Settings):
     """``left_prompt``: cut the prompt from the left, keep the response (cut the response's
     start only when it alone is too long); ``drop``: leave out over-long responses (and their pairs)."""
     pooling: Annotated[Text, one_of(POOLING, "pooling")] = Field(
-        "auto", description="auto, last (causal LMs), cls or mean (encoders)."
+        "auto", description="auto, last (causal LMs), cls or mean (encoders; mean: cheems' own, others read cls)."
     )
     """``auto`` (= ``last`` for causal LMs, ``cls`` for encoders), ``last``, ``cls`` or ``mean`` (encoders)."""
     bf16: Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_flag)] = Field(

@@ -25,9 +25,11 @@ import torch
 from torch import nn
 
 from cheems.errors import CheemsWarning, InputError
-from cheems.models.backbones import is_encoder_config
+from cheems.models.backbones import FORMAT_KEY, MAX_LENGTH_KEY, is_encoder_config
+from cheems.models.encoding import DEFAULT_MAX_LENGTH, effective_max_length
 from cheems.models.hf import names_reward_head
 from cheems.models.pooling import POOLING_KEY, backbone_of, head_name, recorded_pooling, resolve_pooling, reward_forward
+from cheems.train.model_card import TrainingFacts, check_card_free, model_card, write_model_card
 
 
 def _unwrap_peft(model: nn.Module) -> nn.Module:
@@ -98,19 +100,41 @@ class RewardModel(nn.Module):
         return reward_forward(self.hf, self.pooling, input_ids, attention_mask, token_type_ids, position_ids, read_at)
 
 
-def _set_pad_token(model: Any, tokenizer: Any) -> None:
-    if tokenizer.pad_token is None:
-        for fallback in (tokenizer.eos_token, tokenizer.unk_token):
-            if fallback is not None:
-                tokenizer.pad_token = fallback
-                break
+def _last_input_token(tokenizer: Any) -> int | None:
+    """The token every input ends with (the end of the assistant turn the chat template writes, or a pair's
+    final ``[SEP]``): what the reward of a causal model is read at."""
+    try:
+        if tokenizer.chat_template:
+            turns = [{"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好"}]
+            text = tokenizer.apply_chat_template(turns, tokenize=False)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         else:
+            ids = tokenizer("你好", "你好")["input_ids"]
+    except Exception:  # a template that wants other turns (a system one, say): scoring will say what is wrong
+        return None
+    return cast("int | None", ids[-1] if ids else None)
+
+
+def _set_pad_token(model: Any, tokenizer: Any) -> None:
+    """Give the tokenizer a pad token that no input ends with, and the config its id.
+
+    The standard ``*ForSequenceClassification`` classes of causal LMs read the reward at the last token that is
+    not ``pad_token_id``: a pad token that ends every input (eos, where the chat template closes the assistant
+    turn with it) would make them read the token before it. cheems itself pads by the attention mask.
+    """
+    last = _last_input_token(tokenizer)
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == last:
+        candidates = [tokenizer.eos_token, tokenizer.unk_token, *tokenizer.all_special_tokens]
+        usable = [t for t in candidates if t is not None and tokenizer.convert_tokens_to_ids(t) != last]
+        if not usable and tokenizer.pad_token is None:
             raise InputError(
                 "the tokenizer has no pad, eos or unk token to pad with",
                 field="model",
                 hint="add a pad token to the tokenizer",
             )
-    if getattr(model.config, "pad_token_id", None) is None:
+        if usable:
+            tokenizer.pad_token = usable[0]
+    if getattr(model.config, "pad_token_id", None) != tokenizer.pad_token_id:
         model.config.pad_token_id = tokenizer.pad_token_id
 
 
@@ -201,19 +225,25 @@ def save_reward_model(
     directory: str | Path,
     state_dict: dict[str, torch.Tensor] | None = None,
     recorded: dict[str, Any] | None = None,
+    training: TrainingFacts | None = None,
 ) -> Path:
-    """Write a standard Hugging Face folder: config (num_labels=1, architectures), safetensors, tokenizer.
+    """Write a standard Hugging Face folder: config (num_labels=1, architectures, pad_token_id), safetensors,
+    tokenizer (with its chat template), and a model card (README.md, :mod:`cheems.train.model_card`).
 
     ``state_dict`` (keys of the *inner* HF model) is for gathered ZeRO-3 weights; by default
     the model's own. LoRA adapters are merged into the saved weights. Mean pooling is
     recorded as ``"cheems_pooling": "mean"`` (see the module docstring); ``recorded`` (the training
     encoder's :meth:`~cheems.models.encoding.RewardEncoder.recorded`: max length and input format)
-    goes into config.json too, so scoring reads the model as it was trained.
+    goes into config.json too, so scoring reads the model as it was trained. ``training`` (the run's base
+    model, data and output) goes into the card. A README.md that cheems did not write is an InputError,
+    before anything is written.
     """
     directory = Path(directory)
+    check_card_free(directory)
     directory.mkdir(parents=True, exist_ok=True)
     hf = merged_hf_model(model)
     hf.config.num_labels = 1
+    _set_pad_token(hf, tokenizer)  # the standard causal classes find the reward's token through pad_token_id
     if model.pooling == "mean":
         setattr(hf.config, POOLING_KEY, "mean")
     elif hasattr(hf.config, POOLING_KEY):
@@ -227,4 +257,17 @@ def save_reward_model(
         hf.save_pretrained(directory, state_dict=state_dict)
         tokenizer.save_pretrained(directory)
     follow_umask(directory.glob("*.safetensors"))  # safetensors writes them 0600; the rest follows the umask
+    write_model_card(directory, _card(hf.config, tokenizer, model.pooling, directory, training))
     return directory
+
+
+def _card(config: Any, tokenizer: Any, pooling: str, directory: Path, training: TrainingFacts | None) -> str:
+    """The model card of a saved folder, its input format and max length read from ``config`` as scoring reads
+    them (a folder saved without them: the tokenizer's chat template, the default length capped by the model)."""
+    recorded = getattr(config, FORMAT_KEY, None)
+    chat = recorded == "chat" if recorded is not None else bool(tokenizer.chat_template)
+    max_length = getattr(config, MAX_LENGTH_KEY, None) or effective_max_length(
+        DEFAULT_MAX_LENGTH, tokenizer, config.to_dict()
+    )
+    folder = training.output if training is not None else str(directory)
+    return model_card(config, chat=chat, pooling=pooling, max_length=max_length, folder=folder, training=training)

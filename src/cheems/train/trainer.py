@@ -64,6 +64,7 @@ from cheems.train.length_head import disentangled_loss, quality_model, response_
 from cheems.train.logs import TrainLogger, describe_eval, step_row
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
+from cheems.train.model_card import MEAN_NOT_PORTABLE, check_card_free, training_facts
 from cheems.train.packing import pack_budget, packed_rewards, packing_active, use_flex_attention
 from cheems.train.schedule import MicroStep, micro_steps, optimizer_steps
 
@@ -431,6 +432,8 @@ def _load_model(run: _Run) -> tuple[RewardEncoder, RewardModel, Any]:
         gradient_checkpointing=config.gradient_checkpointing,
         tokenizer=encoder.tokenizer,
     )
+    if model.pooling == "mean":  # said before any training: the folder will not read right outside cheems
+        run.say(MEAN_NOT_PORTABLE)
     if model.new_head:
         run.say(f"new reward head initialised on {config.model}")
     else:  # a released reward model trains on from its own head, reward scale and all
@@ -524,6 +527,8 @@ def _start_outputs(run: _Run, summary: DataSummary, plans: list[EpochPlan], pos:
     import shutil
 
     config, output = run.config, run.work
+    if not fresh:  # a resumed run rewrites its own model card only, never a README.md someone put there
+        check_card_free(output)
     run.accelerator.wait_for_everyone()  # every process has looked for its checkpoint
     if run.main:
         if fresh:
@@ -654,7 +659,10 @@ def _save_model(run: _Run, model: Any, tokenizer: Any, encoder: RewardEncoder) -
         hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
         try:
             with disk_errors("the model", work, hint):
-                save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict, recorded=encoder.recorded())
+                facts = training_facts(run.config, run.result.data, run.result.global_step)
+                save_reward_model(
+                    unwrapped, tokenizer, work, state_dict=state_dict, recorded=encoder.recorded(), training=facts
+                )
                 run.config.save_yaml(work / CONFIG_FILE)
                 write_json(work / METRICS_FILE, run.result.metrics())
         except BaseException:  # a half-saved model must not load as one: no config.json, no weights
