@@ -107,6 +107,25 @@ def bf16_wanted(setting: bool | str, device: str) -> bool:
     return compute_dtype(device, "auto") is torch.bfloat16
 
 
+def weight_dtype(device: str, amp: "torch.dtype | None") -> "torch.dtype":
+    """The dtype to hold a scoring model's weights in, for the compute dtype ``amp`` (:func:`compute_dtype`).
+
+    ``amp`` itself where the hardware computes it natively: a GPU, and bf16 on a CPU with bf16 units (there
+    bf16 weights skip autocast's per-forward casts; m3e-small's scores stayed within 3e-3 of fp32's, as close as
+    bf16 autocast's, well inside the ``batch_invariance`` tolerance: BENCHMARKS.md "Issue 33: scoring
+    throughput"). fp32 everywhere else (fp32 itself; fp16 on a CPU, which autocast computes), since reduced
+    precision weights on a CPU without its units crawl. Training keeps fp32 weights: this is for inference.
+    """
+    import torch
+
+    if amp is None:
+        return torch.float32
+    kind = torch.device(device).type
+    if kind == "cuda" or (kind == "cpu" and amp == torch.bfloat16 and cpu_has_native_bf16()):
+        return amp
+    return torch.float32
+
+
 def autocast(device: str, dtype: "torch.dtype | None") -> Any:
     """An autocast context for ``dtype`` on ``device`` (a no-op one for fp32)."""
     if dtype is None:

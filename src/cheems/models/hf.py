@@ -19,15 +19,16 @@ from cheems.models.pooling import model_pooling, reward_forward
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
-from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
+from cheems.runtime import autocast, compute_dtype, content_hash, pick_device, weight_dtype
 
 if TYPE_CHECKING:
     import torch
 
-# Padded tokens per batch on a CPU. Measured on m3e-small: one sequence already runs the matmuls
-# at full speed there, and batches past ~512 tokens only spill the caches (2,350 tok/s at 256-512
-# tokens vs 1,900 at 4,096, one thread). GPUs want full batches: batch_size x max_length.
-CPU_BATCH_TOKENS = 512
+# Padded tokens per batch on a CPU (rows are capped by batch_size as well). Measured on m3e-small with
+# 2 threads and bf16 (benchmarks/score_throughput.py --budgets): 512-token batches (1-2 rows) left the
+# matmuls short of work, 2.3-3.1x slower than 4,096; 8,192 was not clearly faster than 4,096 (issue 33; with one
+# thread in issue 3, 512 had been best). GPUs want full batches: batch_size x max_length.
+CPU_BATCH_TOKENS = 4096
 _warned_no_head: set[str] = set()
 
 
@@ -56,14 +57,18 @@ def batched_rewards(
     caller chooses the batches and the grad mode (``torch.inference_mode`` for a scorer,
     ``torch.no_grad`` for a model that trains on). Reports each batch to :func:`advance`.
     """
-    scores = [0.0] * len(rows)
+    import torch
+
+    done: list[torch.Tensor] = []
     for batch in batches:
         inputs = collate([rows[i] for i in batch], pad_id, device)
         with precision() if precision is not None else nullcontext():
-            values = forward(inputs)
-        for i, value in zip(batch, values.float().cpu().tolist()):
-            scores[i] = value
+            done.append(forward(inputs).float())
         advance(len(batch))
+    scores = [0.0] * len(rows)
+    if done:  # one copy to the host at the end: no wait on the device between batches
+        for i, value in zip((i for batch in batches for i in batch), torch.cat(done).cpu().tolist()):
+            scores[i] = value
     return scores
 
 
@@ -180,11 +185,8 @@ class HFRewardScorer:
 
         self._device = pick_device(self._device)
         self._amp = compute_dtype(self._device, self.dtype)
-        # On a GPU keep the weights in the compute precision (half the memory); on a CPU keep fp32
-        # weights and let autocast run the matmuls in bf16. Explicit: transformers may default to
-        # the checkpoint's dtype, and bf16 weights on a CPU without bf16 units crawl.
-        weights = self._amp if (self._amp is not None and torch.device(self._device).type == "cuda") else torch.float32
-        kwargs: dict[str, Any] = {"revision": self.source.revision, "dtype": weights}
+        # Explicit: transformers may default to the checkpoint's dtype (see runtime.weight_dtype for the rule).
+        kwargs: dict[str, Any] = {"revision": self.source.revision, "dtype": weight_dtype(self._device, self._amp)}
         if not self._trained_head:
             kwargs["num_labels"] = 1
         with torch.random.fork_rng(devices=[]):
