@@ -11,7 +11,7 @@ import torch
 
 from cheems.evaluate.checks import BATCH_TOLERANCE
 from cheems.models import hf, load_scorer
-from cheems.runtime import cpu_has_native_bf16, weight_dtype
+from cheems.runtime import cpu_has_native_bf16, inference_precision
 from tiny_models import build_tiny_bert, build_tiny_qwen2
 
 ITEMS = [
@@ -64,11 +64,13 @@ def test_fp32_scores_match_one_unpadded_forward(model_dir, monkeypatch):
         assert score == pytest.approx(float(expected), abs=1e-5)
 
 
-def test_weight_dtype_rule():
-    assert weight_dtype("cpu", None) == torch.float32
-    assert weight_dtype("cpu", torch.float16) == torch.float32  # autocast computes fp16 on a CPU
-    assert weight_dtype("cpu", torch.bfloat16) == (torch.bfloat16 if cpu_has_native_bf16() else torch.float32)
-    assert weight_dtype("cuda", torch.bfloat16) == torch.bfloat16
+def test_inference_precision_rule():
+    assert inference_precision("cpu", "fp32") == (torch.float32, None)
+    assert inference_precision("cpu", "fp16") == (torch.float32, torch.float16)  # autocast computes fp16 on a CPU
+    native = cpu_has_native_bf16()
+    assert inference_precision("cpu", "bf16") == ((torch.bfloat16, None) if native else (torch.float32, torch.bfloat16))
+    assert inference_precision("cpu", "auto") == ((torch.bfloat16, None) if native else (torch.float32, None))
+    assert inference_precision("cuda", "bf16") == (torch.bfloat16, torch.bfloat16)
 
 
 @pytest.mark.skipif(not cpu_has_native_bf16(), reason="bf16 weights are used only where the CPU computes bf16")

@@ -19,7 +19,7 @@ from cheems.models.pooling import model_pooling, reward_forward
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
-from cheems.runtime import autocast, compute_dtype, content_hash, pick_device, weight_dtype
+from cheems.runtime import autocast, content_hash, inference_precision, pick_device
 
 if TYPE_CHECKING:
     import torch
@@ -184,9 +184,9 @@ class HFRewardScorer:
         from transformers import AutoModelForSequenceClassification
 
         self._device = pick_device(self._device)
-        self._amp = compute_dtype(self._device, self.dtype)
-        # Explicit: transformers may default to the checkpoint's dtype (see runtime.weight_dtype for the rule).
-        kwargs: dict[str, Any] = {"revision": self.source.revision, "dtype": weight_dtype(self._device, self._amp)}
+        # Explicit: transformers may default to the checkpoint's dtype (runtime.inference_precision is the rule).
+        weights, self._amp = inference_precision(self._device, self.dtype)
+        kwargs: dict[str, Any] = {"revision": self.source.revision, "dtype": weights}
         if not self._trained_head:
             kwargs["num_labels"] = 1
         with torch.random.fork_rng(devices=[]):
