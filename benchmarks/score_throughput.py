@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the alternated runs")
     parser.add_argument("--threads", type=int, default=2, help="torch threads in every run and the matmuls")
     parser.add_argument("--budgets", default="", help="also run cheems at these CPU token budgets (comma list)")
-    parser.add_argument("--quick", action="store_true", help="60 responses, 1 round: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="40 responses, 2 rounds: a smoke run")
     parser.add_argument("--worker", choices=RUNS, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -201,7 +201,7 @@ def main() -> None:
         worker(args)
         return
     if args.quick:
-        args.limit, args.rounds = args.limit or 60, 1
+        args.limit, args.rounds = args.limit or 40, 2  # two rounds: each run goes first once
     if not args.bench:
         print("hidden bench: no --bench given (the 1,200-response bench is not in ../shared/data): oasst1_zh instead")
     import torch
