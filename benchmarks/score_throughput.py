@@ -18,6 +18,7 @@ load). ``--budgets 512,4096,8192`` adds cheems at those CPU token budgets (``CPU
 
     python benchmarks/score_throughput.py [--quick] [--limit N] [--rounds 2] [--threads 2] [--budgets ...]
     python benchmarks/score_throughput.py --bench BENCH.jsonl   # e.g. the 1,200 hidden-bench responses
+    python benchmarks/score_throughput.py --in-process --limit 60 --rounds 4 --budgets 512,4096,8192
 """
 
 from __future__ import annotations
@@ -87,18 +88,26 @@ def load_records(args: argparse.Namespace) -> list:
 # ---------------------------------------------------------------- one run, in its own process
 
 
-def loop_scores(args: argparse.Namespace, records: list, name: str) -> dict[str, float]:
-    """The loops a user writes: per-response fp32, or length-sorted batches of 32 in fp32 or bf16 autocast."""
+def loop_model(args: argparse.Namespace) -> tuple:
+    """(tokenizer, model) as a user loads them: fp32 weights, the same random head as cheems' scorer."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from cheems.models.backbones import locate_model
-    from cheems.models.base import prompt_text
 
     location = locate_model(args.model).location
-    tokenizer = AutoTokenizer.from_pretrained(location)
-    torch.manual_seed(0)  # the same random head as cheems' scorer
+    torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(location, num_labels=1, dtype=torch.float32).eval()
+    return AutoTokenizer.from_pretrained(location), model
+
+
+def loop_scores(args: argparse.Namespace, records: list, name: str, loaded: tuple | None = None) -> dict[str, float]:
+    """The loops a user writes: per-response fp32, or length-sorted batches of 32 in fp32 or bf16 autocast."""
+    import torch
+
+    from cheems.models.base import prompt_text
+
+    tokenizer, model = loaded or loop_model(args)
     LOADED.append(time.perf_counter())
     pairs = [(f"{r.id}/{x.id}", prompt_text(r.input), x.content) for r in records for x in r.responses]
     size = 1 if name == "per-response" else LOOP_BATCH
@@ -120,6 +129,33 @@ def loop_scores(args: argparse.Namespace, records: list, name: str) -> dict[str,
             for (key, _, _), value in zip(chunk, model(**inputs).logits[:, 0].float().tolist()):
                 out[key] = value
     return out
+
+
+def in_process(args: argparse.Namespace, records: list, budgets: list[int]) -> None:
+    """Scoring alone, models loaded once in this process: cheems at each CPU budget beside the batched bf16 loop,
+    alternated for ``--rounds`` rounds; every round's seconds are printed (a shared machine's noise shows)."""
+    from cheems.models import hf, load_scorer
+
+    scorer, loaded = load_scorer(args.model, max_length=args.max_length), loop_model(args)
+    scorer.model  # noqa: B018 - loaded before the timings
+    items = [(r.input, x.content) for r in records for x in r.responses]
+
+    def cheems(budget: int) -> None:
+        hf.CPU_BATCH_TOKENS = budget
+        scorer.score(items)
+
+    runs = {"batched-bf16 loop": lambda: loop_scores(args, records, "batched-bf16", loaded)}
+    runs |= {f"cheems, CPU budget {b}": (lambda b=b: cheems(b)) for b in budgets}
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(args.rounds):
+        for name in list(runs) if round_ % 2 == 0 else list(runs)[::-1]:
+            start = time.perf_counter()
+            runs[name]()
+            seconds[name].append(time.perf_counter() - start)
+    print(f"\nin one process, {len(items)} responses, {args.rounds} rounds (scoring seconds per round):\n")
+    print("| run | seconds per round | median |\n|---|---|---:|")
+    for name, values in seconds.items():
+        print(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {sorted(values)[len(values) // 2]:.2f} |")
 
 
 def cheems_scores(args: argparse.Namespace, records: list, budget: int | None) -> dict[str, float]:
@@ -194,6 +230,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads in every run and the matmuls")
     parser.add_argument("--budgets", default="", help="also run cheems at these CPU token budgets (comma list)")
     parser.add_argument("--quick", action="store_true", help="40 responses, 2 rounds: a smoke run")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="scoring alone, models loaded once: cheems at --budgets, the bf16 loop",
+    )
     parser.add_argument("--worker", choices=RUNS, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -211,7 +252,11 @@ def main() -> None:
     fp32_rate, bf16_rate = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
     records = load_records(args)
     full, flops = forward_flops(args, records)
-    runs = [(name, None) for name in RUNS] + [("cheems", int(b)) for b in args.budgets.split(",") if b]
+    budgets = [int(b) for b in args.budgets.split(",") if b]
+    if args.in_process:
+        in_process(args, records, budgets or [4096])
+        return
+    runs = [(name, None) for name in RUNS] + [("cheems", b) for b in budgets]
     results: dict[tuple[str, int | None], list[dict]] = {run: [] for run in runs}
     for round_ in range(args.rounds):
         for run in runs if round_ % 2 == 0 else runs[::-1]:

@@ -24,11 +24,12 @@ from cheems.runtime import autocast, content_hash, inference_precision, pick_dev
 if TYPE_CHECKING:
     import torch
 
-# Padded tokens per batch on a CPU (rows are capped by batch_size as well). Measured on m3e-small with
-# 2 threads and bf16 (benchmarks/score_throughput.py --budgets): 512-token batches (1-2 rows) left the
-# matmuls short of work, 2.3-3.1x slower than 4,096; 8,192 was not clearly faster than 4,096 (issue 33; with one
-# thread in issue 3, 512 had been best). GPUs want full batches: batch_size x max_length.
-CPU_BATCH_TOKENS = 4096
+# Padded tokens per batch on a CPU (rows are capped by batch_size as well). Re-measured on m3e-small with
+# 2 threads and bf16 weights (issue 33, benchmarks/score_throughput.py --in-process --budgets): 1,024-2,048
+# tokens were the fastest (2.80 s for 120 responses, vs 2.94 at 512 and 3.12 at 4,096, a quiet machine), and
+# under load from other processes 512 fell further behind (1-2 rows a batch, each a sync point of the threads).
+# GPUs want full batches: batch_size x max_length.
+CPU_BATCH_TOKENS = 2048
 _warned_no_head: set[str] = set()
 
 
