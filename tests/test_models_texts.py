@@ -3,8 +3,6 @@ the caller, as a reward server receives it, tokenised as given and cut from its 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
@@ -20,13 +18,13 @@ ITEMS = [
 
 
 @pytest.fixture(scope="module")
-def qwen(tmp_path_factory, qwen2_tokenizer_dir) -> Path:
-    return build_tiny_qwen2(tmp_path_factory.mktemp("qwen"), qwen2_tokenizer_dir)
-
-
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory) -> Path:
-    return build_tiny_bert(tmp_path_factory.mktemp("bert"))
+def tiny(tmp_path_factory, qwen2_tokenizer_dir) -> dict[str, str]:
+    """The tiny chat-format (Qwen2) and pair (BERT) reward models, by name."""
+    root = tmp_path_factory.mktemp("tiny")
+    return {
+        "chat": str(build_tiny_qwen2(root / "qwen", qwen2_tokenizer_dir)),
+        "pair": str(build_tiny_bert(root / "bert")),
+    }
 
 
 def rendered(tokenizer, prompt: str, response: str) -> str:
@@ -36,17 +34,17 @@ def rendered(tokenizer, prompt: str, response: str) -> str:
 
 
 @pytest.mark.parametrize("budget", [512, 10**6])
-def test_chat_model_scores_the_rendered_text_as_the_item(qwen, monkeypatch, budget):
+def test_chat_model_scores_the_rendered_text_as_the_item(tiny, monkeypatch, budget):
     monkeypatch.setattr(hf, "CPU_BATCH_TOKENS", budget)  # one row per batch, and all rows in one batch
-    scorer = load_scorer(str(qwen), dtype="fp32")
+    scorer = load_scorer(tiny["chat"], dtype="fp32")
     texts = [rendered(scorer.tokenizer, p, r) for p, r in ITEMS]
     assert scorer.score_texts(texts) == pytest.approx(scorer.score(ITEMS), abs=1e-5)
     assert [scorer.score_texts([t])[0] for t in texts] == pytest.approx(scorer.score(ITEMS), abs=1e-5)
     assert scorer.score_texts([]) == []
 
 
-def test_chat_text_gets_no_special_tokens_and_is_cut_from_the_start(qwen):
-    scorer = load_scorer(str(qwen), max_length=32, dtype="fp32")
+def test_chat_text_gets_no_special_tokens_and_is_cut_from_the_start(tiny):
+    scorer = load_scorer(tiny["chat"], max_length=32, dtype="fp32")
     text = rendered(scorer.tokenizer, "很长的问题" * 100, "简短的回答。")
     (enc,) = scorer.encoder.encode_texts([text])
     full = scorer.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -59,21 +57,21 @@ def test_chat_text_gets_no_special_tokens_and_is_cut_from_the_start(qwen):
     assert not short.response_too_long and short.full_length == len(short.features[0])
 
 
-def test_pair_encoder_reads_a_text_as_one_segment_with_its_special_tokens(bert):
-    scorer = load_scorer(str(bert), dtype="fp32")
+def test_pair_encoder_reads_a_text_as_one_segment_with_its_special_tokens(tiny):
+    scorer = load_scorer(tiny["pair"], dtype="fp32")
     tok = scorer.tokenizer
     (enc,) = scorer.encoder.encode_texts(["中国的首都是北京。"])
     assert enc.features[0] == tok("中国的首都是北京。")["input_ids"]
     assert enc.features[1] == [0] * len(enc.features[0])
     assert enc.full_length == len(enc.features[0])
-    model = AutoModelForSequenceClassification.from_pretrained(bert).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(tiny["pair"]).eval()
     with torch.inference_mode():
         expected = model(**tok("中国的首都是北京。", return_tensors="pt")).logits[0, 0].item()
     assert scorer.score_texts(["中国的首都是北京。"]) == pytest.approx([expected], abs=1e-5)
 
 
-def test_pair_encoder_text_is_cut_from_its_start_keeping_cls(bert):
-    scorer = load_scorer(str(bert), max_length=16, dtype="fp32")
+def test_pair_encoder_text_is_cut_from_its_start_keeping_cls(tiny):
+    scorer = load_scorer(tiny["pair"], max_length=16, dtype="fp32")
     tok = scorer.tokenizer
     text = "问" * 40 + "答案是四十二。"
     (enc,) = scorer.encoder.encode_texts([text])

@@ -107,6 +107,29 @@ def bf16_wanted(setting: bool | str, device: str) -> bool:
     return compute_dtype(device, "auto") is torch.bfloat16
 
 
+def inference_precision(device: str, setting: str = "auto") -> "tuple[torch.dtype, torch.dtype | None]":
+    """(weights dtype, autocast dtype or None) to run a model for inference on ``device`` at ``setting``.
+
+    The compute dtype is :func:`compute_dtype`'s. The weights are held in it where the hardware computes it
+    natively: a GPU (under autocast, so softmax and norms stay fp32), and bf16 on a CPU with bf16 units, with no
+    autocast on top: its casts cost 30% of m3e-small's scoring time there and gave the very same scores, which stay
+    within 3e-3 of fp32's, well inside the ``batch_invariance`` tolerance (BENCHMARKS.md "Issue 33: scoring
+    throughput"). Elsewhere fp32 weights (fp16 on a CPU runs under autocast), since reduced-precision weights on a
+    CPU without its units crawl. Training keeps fp32 weights: this is for inference only.
+    """
+    import torch
+
+    amp = compute_dtype(device, setting)
+    kind = torch.device(device).type
+    if amp is None:
+        return torch.float32, None
+    if kind == "cuda":
+        return amp, amp
+    if kind == "cpu" and amp == torch.bfloat16 and cpu_has_native_bf16():
+        return amp, None
+    return torch.float32, amp
+
+
 def autocast(device: str, dtype: "torch.dtype | None") -> Any:
     """An autocast context for ``dtype`` on ``device`` (a no-op one for fp32)."""
     if dtype is None:

@@ -22,7 +22,8 @@ T = TypeVar("T")
 # 2: a leading system turn is its own paragraph in text-pair inputs (was a "system: ..." line).
 # 3: a folder recording mean pooling (cheems_pooling) is scored mean-pooled (was read at [CLS]).
 # 4: a text pair too long is cut from its start (the prompt's, then the response's), not from the end.
-SCORING_VERSION = 4
+# 5: on a CPU with bf16 units, bf16 scoring holds the weights in bf16 (was fp32 weights under autocast).
+SCORING_VERSION = 5
 
 
 @runtime_checkable

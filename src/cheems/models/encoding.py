@@ -233,19 +233,21 @@ def _keep_end(segment: Segment, n: int) -> Segment:
 
 
 def collate(rows: Sequence[Features], pad_id: int, device: str) -> dict[str, "torch.Tensor"]:
-    """Right-pad token ids (and token type ids) into tensors with an attention mask."""
+    """Right-pad token ids (and token type ids) into tensors with an attention mask.
+
+    Each tensor is built in one call from padded lists (no tensor per row) and moved to ``device`` once, from
+    pinned memory without waiting on a GPU.
+    """
     import torch
 
     width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    types = torch.zeros((len(rows), width), dtype=torch.long) if rows[0][1] is not None else None
-    for r, (ids, tt) in enumerate(rows):
-        input_ids[r, : len(ids)] = torch.tensor(ids)
-        mask[r, : len(ids)] = 1
-        if types is not None and tt is not None:
-            types[r, : len(tt)] = torch.tensor(tt)
-    batch = {"input_ids": input_ids, "attention_mask": mask}
-    if types is not None:
-        batch["token_type_ids"] = types
-    return {k: v.to(device) for k, v in batch.items()}
+    columns = {
+        "input_ids": [ids + [pad_id] * (width - len(ids)) for ids, _ in rows],
+        "attention_mask": [[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows],
+    }
+    if rows[0][1] is not None:
+        columns["token_type_ids"] = [(tt or []) + [0] * (width - len(tt or [])) for _, tt in rows]
+    batch = {k: torch.tensor(v, dtype=torch.long) for k, v in columns.items()}
+    if torch.device(device).type != "cuda":
+        return batch
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}

@@ -19,15 +19,17 @@ from cheems.models.pooling import model_pooling, reward_forward
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
-from cheems.runtime import autocast, compute_dtype, content_hash, pick_device
+from cheems.runtime import autocast, content_hash, inference_precision, pick_device
 
 if TYPE_CHECKING:
     import torch
 
-# Padded tokens per batch on a CPU. Measured on m3e-small: one sequence already runs the matmuls
-# at full speed there, and batches past ~512 tokens only spill the caches (2,350 tok/s at 256-512
-# tokens vs 1,900 at 4,096, one thread). GPUs want full batches: batch_size x max_length.
-CPU_BATCH_TOKENS = 512
+# Padded tokens per batch on a CPU (rows are capped by batch_size as well). Re-measured on m3e-small with
+# 2 threads and bf16 weights (issue 33, benchmarks/score_throughput.py --in-process --budgets): 1,024-2,048
+# tokens were the fastest (2.80 s for 120 responses, vs 2.94 at 512 and 3.12 at 4,096, a quiet machine), and
+# under load from other processes 512 fell further behind (1-2 rows a batch, each a sync point of the threads).
+# GPUs want full batches: batch_size x max_length.
+CPU_BATCH_TOKENS = 2048
 _warned_no_head: set[str] = set()
 
 
@@ -56,14 +58,18 @@ def batched_rewards(
     caller chooses the batches and the grad mode (``torch.inference_mode`` for a scorer,
     ``torch.no_grad`` for a model that trains on). Reports each batch to :func:`advance`.
     """
-    scores = [0.0] * len(rows)
+    import torch
+
+    done: list[torch.Tensor] = []
     for batch in batches:
         inputs = collate([rows[i] for i in batch], pad_id, device)
         with precision() if precision is not None else nullcontext():
-            values = forward(inputs)
-        for i, value in zip(batch, values.float().cpu().tolist()):
-            scores[i] = value
+            done.append(forward(inputs).float())
         advance(len(batch))
+    scores = [0.0] * len(rows)
+    if done:  # one copy to the host at the end: no wait on the device between batches
+        for i, value in zip((i for batch in batches for i in batch), torch.cat(done).cpu().tolist()):
+            scores[i] = value
     return scores
 
 
@@ -179,11 +185,8 @@ class HFRewardScorer:
         from transformers import AutoModelForSequenceClassification
 
         self._device = pick_device(self._device)
-        self._amp = compute_dtype(self._device, self.dtype)
-        # On a GPU keep the weights in the compute precision (half the memory); on a CPU keep fp32
-        # weights and let autocast run the matmuls in bf16. Explicit: transformers may default to
-        # the checkpoint's dtype, and bf16 weights on a CPU without bf16 units crawl.
-        weights = self._amp if (self._amp is not None and torch.device(self._device).type == "cuda") else torch.float32
+        # Explicit: transformers may default to the checkpoint's dtype (runtime.inference_precision is the rule).
+        weights, self._amp = inference_precision(self._device, self.dtype)
         kwargs: dict[str, Any] = {"revision": self.source.revision, "dtype": weights}
         if not self._trained_head:
             kwargs["num_labels"] = 1

@@ -86,18 +86,12 @@ class RewardModel(nn.Module):
         head = self._head()
         return [f"{name}.{weight}" for weight, _ in getattr(head, "original_module", head).named_parameters()]
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: Any,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        read_at: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: Any, **inputs: torch.Tensor | None) -> torch.Tensor:
         """Rewards ``[B]`` of padded rows; or, with ``read_at`` (``last``, or ``cls`` on a BERT-like layout), of a
         packed batch (:mod:`cheems.train.packing`): a prepared 4-D ``attention_mask``, its ``position_ids``, and
-        the (row, column) of each reward's token, giving ``[len(read_at)]`` rewards."""
-        return reward_forward(self.hf, self.pooling, input_ids, attention_mask, token_type_ids, position_ids, read_at)
+        the (row, column) of each reward's token, giving ``[len(read_at)]`` rewards. ``inputs``: the optional
+        ``token_type_ids``, ``position_ids`` and ``read_at`` of :func:`cheems.models.pooling.reward_forward`."""
+        return reward_forward(self.hf, self.pooling, input_ids, attention_mask, **inputs)
 
 
 def _last_input_token(tokenizer: Any) -> int | None:
