@@ -261,7 +261,8 @@ def test_verl_compute_score_over_cheems_serve_gives_the_models_own_score(served,
 
 def test_one_real_grpo_step_with_the_cheems_reward(encoder_rm, qwen2_tokenizer_dir, tmp_path):
     """TRL's GRPOTrainer, one step on the CPU with a tiny random Qwen2 policy: it calls the cheems reward with its
-    own keywords and logs the rewards it returned under the function's name."""
+    own keywords and logs the rewards it returned under the function's name; the same folder given to TRL as an
+    in-process RM (``reward_funcs="folder"``) logs the concatenated text's rewards (:func:`trl_in_process`)."""
     trl = pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
     policy = build_tiny_qwen2(tmp_path / "policy", qwen2_tokenizer_dir, causal_lm=True)
@@ -284,11 +285,12 @@ def test_one_real_grpo_step_with_the_cheems_reward(encoder_rm, qwen2_tokenizer_d
         use_cpu=True,
         save_strategy="no",
         seed=0,
+        bf16=False,  # fp32 throughout, so that the logged means compare to 1e-4 (TRL defaults to bf16)
     )
     dataset = datasets.Dataset.from_dict({"prompt": PROMPTS[:2], "category": ["历史", "对话"]})
     trainer = trl.GRPOTrainer(
         model=str(policy),
-        reward_funcs=[cheems_reward],
+        reward_funcs=[cheems_reward, str(encoder_rm)],
         args=config,
         train_dataset=dataset,
         processing_class=AutoTokenizer.from_pretrained(policy),
@@ -299,3 +301,6 @@ def test_one_real_grpo_step_with_the_cheems_reward(encoder_rm, qwen2_tokenizer_d
     logged = next(entry for entry in trainer.state.log_history if "rewards/cheems_reward/mean" in entry)
     own = own_scores(encoder_rm, list(zip(prompts, completions)))
     assert math.isclose(logged["rewards/cheems_reward/mean"], sum(own) / len(own), abs_tol=1e-4)
+    fed_by_trl = trl_in_process(encoder_rm, prompts, completions)
+    assert math.isclose(logged[f"rewards/{encoder_rm.name}/mean"], sum(fed_by_trl) / len(fed_by_trl), abs_tol=1e-4)
+    assert not close(fed_by_trl, own)
