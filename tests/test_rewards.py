@@ -226,7 +226,7 @@ def served(encoder_rm, chat_rm):
     """Both RMs behind real ``cheems serve`` processes on loopback (``--dtype fp32``)."""
     serve_server = pytest.importorskip("serve_server", reason="tests/serve_server.py comes with `cheems serve`")
     servers = {
-        name: serve_server.Server(folder).start() for name, folder in (("encoder", encoder_rm), ("chat", chat_rm))
+        name: serve_server.RewardServer(folder).start() for name, folder in (("encoder", encoder_rm), ("chat", chat_rm))
     }
     yield {name: server.url for name, server in servers.items()}
     for server in servers.values():
