@@ -9,6 +9,7 @@ import math
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerState
@@ -86,7 +87,7 @@ def test_trl_feeding_moves_an_encoder_rms_rewards_and_the_cheems_function_keeps_
     own = own_scores(encoder_rm, list(zip(PROMPTS, COMPLETIONS)))
     fed_by_trl = trl_in_process(encoder_rm, PROMPTS, COMPLETIONS)
     assert max(abs(a - b) for a, b in zip(own, fed_by_trl)) > 0.05, (own, fed_by_trl)
-    reward = trl_reward(str(encoder_rm), dtype="fp32")
+    reward = trl_reward(encoder_rm, dtype="fp32")  # a folder as a Path or a str
     got = reward(prompts=PROMPTS, completions=COMPLETIONS, **trl_keywords(len(PROMPTS)))
     assert close(got, own), (got, own)
     assert all(type(r) is float for r in got)
@@ -253,7 +254,9 @@ def test_verl_compute_score_over_cheems_serve_gives_the_models_own_score(served,
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPTS[0]}]
     fn = load_as_verl_does(cheems.rewards.verl_custom.__file__)({"url": served["encoder"], "prompt_key": "chat"})
     turns = [Message(role="system", content=SYSTEM), Message(role="user", content=PROMPTS[0])]
-    assert close([verl_call(fn, {"chat": messages})], own_scores(encoder_rm, [(turns, COMPLETIONS[0])]))
+    want = own_scores(encoder_rm, [(turns, COMPLETIONS[0])])
+    assert close([verl_call(fn, {"chat": messages})], want)
+    assert close([verl_call(fn, {"chat": np.array(messages, dtype=object)})], want)  # as a parquet column gives it
 
 
 # ------------------------------------------------------------------------------------------ a real GRPOTrainer

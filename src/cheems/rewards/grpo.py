@@ -10,7 +10,9 @@ the process or through a reward server.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from cheems.errors import InputError
@@ -20,14 +22,8 @@ from cheems.models.sharding import scoring_alone
 from cheems.rewards.reward_server import DEFAULT_TIMEOUT, is_server_url, server_reward_scorer
 from cheems.rewards.rl_inputs import score_items
 
-# load_scorer's options and their defaults: a server scores with its own, so none may be given with a URL
-LOCAL_DEFAULTS: dict[str, Any] = {
-    "batch_size": 16,
-    "max_length": None,
-    "device": None,
-    "dtype": "auto",
-    "shared_prefix": True,
-}
+# load_scorer's options: a server scores with its own, so none may be set (off its default) with a URL
+LOCAL_OPTIONS = ("batch_size", "max_length", "device", "dtype", "shared_prefix")
 
 
 class RewardFunction:
@@ -55,7 +51,7 @@ class RewardFunction:
 
 
 def trl_reward(
-    model: str,
+    model: str | Path,
     *,
     name: str = "cheems_reward",
     batch_size: int = 16,
@@ -78,19 +74,15 @@ def trl_reward(
     ``name`` is what TRL logs the rewards under. Weights load on the first call. Raises InputError for a bad
     option, and (when called) for a server that does not answer in time.
     """
+    model = str(model)
     if not is_server_url(model):
         scorer = load_scorer(
             model, batch_size=batch_size, max_length=max_length, device=device, dtype=dtype, shared_prefix=shared_prefix
         )
         return RewardFunction(scorer, name)
-    given = {
-        "batch_size": batch_size,
-        "max_length": max_length,
-        "device": device,
-        "dtype": dtype,
-        "shared_prefix": shared_prefix,
-    }
-    local = [k for k, v in given.items() if v != LOCAL_DEFAULTS[k]]
+    given = dict(zip(LOCAL_OPTIONS, (batch_size, max_length, device, dtype, shared_prefix)))
+    defaults = inspect.signature(trl_reward).parameters
+    local = [k for k in LOCAL_OPTIONS if given[k] != defaults[k].default]
     if local:
         raise InputError(
             f"{', '.join(local)} set the scoring of a local model; the server at {model} scores with its own",

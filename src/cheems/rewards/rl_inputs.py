@@ -9,7 +9,7 @@ the turns of its chat template) and the last assistant turn as the response, nev
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cheems.data.schema import Message
@@ -30,7 +30,8 @@ def _content(value: Any, where: str) -> str:
 
 def chat_turns(value: Any, where: str) -> list[Message]:
     """``value`` (a list of ``{"role", "content"}`` mappings) as chat turns; InputError naming ``where`` else."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+    # any iterable of messages: a list, or the numpy array a parquet column may hand verl
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise InputError(f"expected a list of chat messages, got {type(value).__name__}", field=where)
     turns = []
     for i, message in enumerate(value):
