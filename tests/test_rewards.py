@@ -154,6 +154,16 @@ def test_the_function_has_a_name_trl_logs_and_refuses_local_options_with_a_url(e
     assert e.value.field == "max_length"
     with pytest.raises(InputError, match="must be positive"):
         trl_reward("http://127.0.0.1:8766", timeout=0)
+    with pytest.raises(InputError, match="served_name names a model at a server") as e:
+        trl_reward(str(encoder_rm), served_name="rm")
+    assert e.value.field == "served_name"
+
+
+def test_a_server_spec_keeps_the_bound_on_its_wait(hanging_server):
+    """``trl_reward("vllm:URL#MODEL")`` (a load_scorer spec) waits no longer than ``timeout`` either."""
+    reward = trl_reward(f"vllm:{hanging_server}#rm", timeout=0.5)
+    with pytest.raises(InputError, match="no answer from the reward model server"):
+        reward(prompts=PROMPTS[:1], completions=COMPLETIONS[:1])
 
 
 # ------------------------------------------------------------------------------------------------------- verl

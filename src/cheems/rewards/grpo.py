@@ -19,7 +19,7 @@ from cheems.errors import InputError
 from cheems.models.base import Scorer
 from cheems.models.registry import load_scorer
 from cheems.models.sharding import scoring_alone
-from cheems.rewards.reward_server import DEFAULT_TIMEOUT, is_server_url, server_reward_scorer
+from cheems.rewards.reward_server import DEFAULT_TIMEOUT, bounded_connection, is_server_url, server_reward_scorer
 from cheems.rewards.rl_inputs import score_items
 
 # load_scorer's options: a server scores with its own, so none may be set (off its default) with a URL
@@ -66,7 +66,8 @@ def trl_reward(
     """A TRL GRPO reward function scoring with ``model``: ``GRPOTrainer(reward_funcs=[trl_reward("rm/")], ...)``.
 
     ``model``: a reward model folder or hub id (any spec :func:`cheems.load_scorer` takes; scored in this process
-    with ``batch_size``, ``max_length``, ``device``, ``dtype`` and ``shared_prefix`` as there), or the URL of a
+    with ``batch_size``, ``max_length``, ``device``, ``dtype`` and ``shared_prefix`` as there; ``timeout`` and
+    ``retries`` bound a ``vllm:URL#MODEL`` or ``openrlhf:URL`` spec's wait as a URL's), or the URL of a
     ``cheems serve`` / ``vllm serve`` reward server (``http://127.0.0.1:8766``; ``served_name``: its model's name,
     default its one model; ``timeout``: seconds without a reply before the call fails, ``retries`` on 5xx and
     resets). Either way each (prompt, completion) is scored in the model's own input format.
@@ -76,8 +77,18 @@ def trl_reward(
     """
     model = str(model)
     if not is_server_url(model):
+        if served_name is not None:
+            raise InputError(
+                f"served_name names a model at a server; {model} is no URL", field="served_name", hint="drop it"
+            )
         scorer = load_scorer(
-            model, batch_size=batch_size, max_length=max_length, device=device, dtype=dtype, shared_prefix=shared_prefix
+            model,
+            batch_size=batch_size,
+            max_length=max_length,
+            device=device,
+            dtype=dtype,
+            shared_prefix=shared_prefix,
+            connection=bounded_connection(timeout, retries),  # bounds a vllm:URL#MODEL or openrlhf:URL spec's wait
         )
         return RewardFunction(scorer, name)
     given = dict(zip(LOCAL_OPTIONS, (batch_size, max_length, device, dtype, shared_prefix)))

@@ -20,18 +20,18 @@ def is_server_url(model: str) -> bool:
     return model.strip().lower().startswith(("http://", "https://"))
 
 
+def bounded_connection(timeout: float, retries: int, concurrency: int = 32) -> ConnectionSettings:
+    """How a reward call reaches its server: ``timeout`` bounds the whole wait (the call fails once no reply came
+    for that long, however many of the ``retries`` on 5xx and resets are left); ``concurrency`` requests in flight,
+    which the server gathers into batches. InputError for a non-positive timeout."""
+    return ConnectionSettings(timeout=timeout, give_up_after=timeout, max_retries=retries, concurrency=concurrency)
+
+
 def server_reward_scorer(
     url: str, *, model: str | None = None, timeout: float = DEFAULT_TIMEOUT, retries: int = 2, concurrency: int = 32
 ) -> VLLMRewardScorer:
     """A scorer of the reward server at ``url`` (its root, ``…/v1`` or ``…/pooling``); ``model``: the served name
-    (None: the server's one model).
-
-    ``timeout`` bounds the whole wait: a call fails with an InputError once no reply came for that long, however
-    many of the ``retries`` (on 5xx, resets) are left. ``concurrency``: requests in flight, which the server gathers
-    into batches. InputError for a malformed URL or a non-positive timeout.
-    """
+    (None: the server's one model); the wait as :func:`bounded_connection` says. InputError for a malformed URL."""
     base = url.strip().rstrip("/").removesuffix("/pooling").removesuffix("/v1")
-    connection = ConnectionSettings(
-        timeout=timeout, give_up_after=timeout, max_retries=retries, concurrency=concurrency
-    )
+    connection = bounded_connection(timeout, retries, concurrency)
     return VLLMRewardScorer(base, model or "", default_settings(base, model or "", connection))
