@@ -272,21 +272,10 @@ def test_verl_compute_score_over_cheems_serve_gives_the_models_own_score(served,
 # ------------------------------------------------------------------------------------------ a real GRPOTrainer
 
 
-def test_one_real_grpo_step_with_the_cheems_reward(encoder_rm, qwen2_tokenizer_dir, tmp_path):
-    """TRL's GRPOTrainer, one step on the CPU with a tiny random Qwen2 policy: it calls the cheems reward with its
-    own keywords and logs the rewards it returned under the function's name; the same folder given to TRL as an
-    in-process RM (``reward_funcs="folder"``) logs the concatenated text's rewards (:func:`trl_in_process`)."""
+def grpo_step(policy: Path, reward_funcs: list, prompts: list, tmp_path: Path):
+    """One real GRPOTrainer step on the CPU (fp32: TRL defaults to bf16) over ``prompts``; the trainer."""
     trl = pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
-    policy = build_tiny_qwen2(tmp_path / "policy", qwen2_tokenizer_dir, causal_lm=True)
-    reward = trl_reward(str(encoder_rm), dtype="fp32")
-    seen: list[tuple[list, list]] = []
-
-    def cheems_reward(prompts, completions, **kwargs):
-        assert {"completion_ids", "trainer_state", "log_extra", "log_metric", "category"} <= set(kwargs)
-        seen.append((list(prompts), list(completions)))
-        return reward(prompts=prompts, completions=completions, **kwargs)
-
     config = trl.GRPOConfig(
         output_dir=str(tmp_path / "out"),
         max_steps=1,
@@ -298,22 +287,46 @@ def test_one_real_grpo_step_with_the_cheems_reward(encoder_rm, qwen2_tokenizer_d
         use_cpu=True,
         save_strategy="no",
         seed=0,
-        bf16=False,  # fp32 throughout, so that the logged means compare to 1e-4 (TRL defaults to bf16)
+        bf16=False,
     )
-    dataset = datasets.Dataset.from_dict({"prompt": PROMPTS[:2], "category": ["历史", "对话"]})
+    dataset = datasets.Dataset.from_dict({"prompt": prompts, "category": ["历史"] * len(prompts)})
+    tokenizer = AutoTokenizer.from_pretrained(policy)
     trainer = trl.GRPOTrainer(
-        model=str(policy),
-        reward_funcs=[cheems_reward, str(encoder_rm)],
-        args=config,
-        train_dataset=dataset,
-        processing_class=AutoTokenizer.from_pretrained(policy),
+        model=str(policy), reward_funcs=reward_funcs, args=config, train_dataset=dataset, processing_class=tokenizer
     )
     trainer.train()
+    return trainer
+
+
+@pytest.mark.parametrize("form", ["plain", "conversational"])
+def test_one_real_grpo_step_with_the_cheems_reward(form, encoder_rm, qwen2_tokenizer_dir, tmp_path):
+    """TRL's GRPOTrainer, one step on the CPU with a tiny random Qwen2 policy, in either form: it calls the cheems
+    reward with its own keywords and logs the rewards it returned (the model's own) under the function's name. The
+    same folder given to TRL as an in-process RM (``reward_funcs="folder"``, plain form: an encoder has no chat
+    template for the other) logs the concatenated text's rewards (:func:`trl_in_process`), not the model's."""
+    pytest.importorskip("trl")
+    policy = build_tiny_qwen2(tmp_path / "policy", qwen2_tokenizer_dir, causal_lm=True)
+    reward = trl_reward(str(encoder_rm), dtype="fp32")
+    seen: list[tuple[list, list]] = []
+
+    def cheems_reward(prompts, completions, **kwargs):
+        assert {"completion_ids", "trainer_state", "log_extra", "log_metric", "category"} <= set(kwargs)
+        seen.append((list(prompts), list(completions)))
+        return reward(prompts=prompts, completions=completions, **kwargs)
+
+    plain = form == "plain"
+    prompts = PROMPTS[:2] if plain else [[{"role": "user", "content": p}] for p in PROMPTS[:2]]
+    funcs = [cheems_reward, str(encoder_rm)] if plain else [cheems_reward]
+    trainer = grpo_step(policy, funcs, prompts, tmp_path)
     assert seen
     prompts, completions = seen[0]
+    if not plain:  # TRL's conversational form: message lists, the completion one assistant turn
+        assert all(len(c) == 1 and c[0]["role"] == "assistant" for c in completions)
+        prompts, completions = [p[-1]["content"] for p in prompts], [c[0]["content"] for c in completions]
     logged = next(entry for entry in trainer.state.log_history if "rewards/cheems_reward/mean" in entry)
     own = own_scores(encoder_rm, list(zip(prompts, completions)))
     assert math.isclose(logged["rewards/cheems_reward/mean"], sum(own) / len(own), abs_tol=1e-4)
-    fed_by_trl = trl_in_process(encoder_rm, prompts, completions)
-    assert math.isclose(logged[f"rewards/{encoder_rm.name}/mean"], sum(fed_by_trl) / len(fed_by_trl), abs_tol=1e-4)
-    assert not close(fed_by_trl, own)
+    if plain:
+        fed_by_trl = trl_in_process(encoder_rm, prompts, completions)
+        assert math.isclose(logged[f"rewards/{encoder_rm.name}/mean"], sum(fed_by_trl) / len(fed_by_trl), abs_tol=1e-4)
+        assert not close(fed_by_trl, own)
