@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -15,13 +14,7 @@ import httpx
 from cheems.annotate.people import People, Person, ProjectSettings
 from cheems.annotate.store import Project
 from cheems.data.schema import Record
-
-
-def free_port() -> int:
-    """A port nothing listens on now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from helpers import free_port, stop_process
 
 
 def team(annotators: int = 5, reviewers: int = 1, admins: int = 1, categories: dict | None = None) -> People:
@@ -90,12 +83,7 @@ class Server:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
     def client(self, token: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

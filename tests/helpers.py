@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+
 from cheems.data.schema import Record
 
 
@@ -37,7 +40,6 @@ def bench_row(pid: str, category: str, contents: list[str], rank: list[int], **m
 
 import json  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -109,3 +111,22 @@ def shown(group: dict, key: str, value: float) -> str:
     assert group[key] == pytest.approx(value)
     ci = group.get(f"{key}_ci")
     return f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """SIGTERM a server subprocess still running; SIGKILL when it has not exited 10 s later."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

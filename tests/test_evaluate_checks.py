@@ -239,7 +239,7 @@ def test_truncation_warns_when_responses_are_cut_and_is_quiet_when_they_fit(tiny
     found = by_subset(run_checks(model_context(long_rows, tiny_rm, 32), ["truncation"]), "truncation")["open"]
     assert found.level == "warning"
     assert found.value == {"share": 0.5, "truncated": 2, "responses": 4, "max_length": 32}
-    assert "their end is cut" in found.message
+    assert "their start is cut" in found.message  # a text pair keeps the end too, where the reward is read
     found = by_subset(run_checks(model_context(long_rows, tiny_rm, 512), ["truncation"]), "truncation")["open"]
     assert found.level == "ok" and found.value["truncated"] == 0
 

@@ -23,6 +23,7 @@ LAYERS = [
         "yamlfile",
         "outputs",
         "terminal",
+        "http_serving",
     },
     {"data"},
     {"ranking"},
@@ -31,6 +32,7 @@ LAYERS = [
     {"annotate"},  # the human annotation app
     {"curate"},
     {"models"},
+    {"serve"},  # cheems serve: the reward model over HTTP for RL trainers (reads models only)
     {"rewards"},  # reward functions for RL trainers (TRL, verl): a model or a reward server
     {"prompts"},  # the prompt pool: dedup, decontaminate, categorise (the classifier embeds with a model)
     {"metrics"},  # the numbers of judged pairs: a module per benchmark, the --compat rules, the bootstrap

@@ -75,6 +75,9 @@ if TYPE_CHECKING:  # what type checkers see: every name of _EXPORTS with its rea
     from cheems.ranking.resolve import resolve_file as resolve_file
     from cheems.ranking.resolve import resolve_file_records
     from cheems.ranking.resolve import resolve_record as resolve_record
+    from cheems.serve.reward_app import create_reward_app as create_reward_app
+    from cheems.serve.reward_app import serve_model as serve_model
+    from cheems.serve.serve_settings import ServeSettings as ServeSettings
     from cheems.train.config import TrainConfig as TrainConfig
     from cheems.train.trainer import train as train  # the package cheems.train, called
 
@@ -128,6 +131,9 @@ _EXPORTS = {
     "ScoreCache": "models.score_cache",
     "load_scorer": "models.registry",
     "ScoringSettings": "models.scoring",
+    "serve_model": "serve.reward_app",
+    "create_reward_app": "serve.reward_app",
+    "ServeSettings": "serve.serve_settings",
     "EvalReport": "evaluate.bench",
     "load_bench": "evaluate.bench",
     "score": "evaluate.evaluation",

@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from cheems.annotate.snapshot import StoredAnswer
+from cheems.http_serving import field_error
 
 KEYS = "ABCDEFGHIJ"
 SPAN_LABELS = ("factual", "harmful", "garbled", "off_topic", "other")
@@ -46,7 +47,6 @@ KEY_CHARS = 8
 # Characters of the letter categories that still show nothing (Hangul fillers, the blank Braille cell).
 BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-LOC_CHARS = 24  # a field name quoted in an error is cut here: an error never echoes what was sent
 
 
 class AnswerError(ValueError):
@@ -112,17 +112,6 @@ class Verdict(BaseModel):
 
 
 Sent = TypeVar("Sent", Answer, Verdict)
-
-
-def field_error(errors: Sequence[Mapping[str, Any]]) -> str:
-    """The first of pydantic's ``errors`` as one line ``where: what``; the field path is cut short and the
-    value sent is never quoted."""
-    if not errors:
-        return "body: invalid"
-    first = errors[0]
-    parts = [str(p) for p in first.get("loc", ()) if p != "body"]
-    where = ".".join(p if len(p) <= LOC_CHARS else p[:LOC_CHARS] + "…" for p in parts) or "body"
-    return f"{where}: {first['msg']}"
 
 
 def read_json(text: str | bytes) -> object:

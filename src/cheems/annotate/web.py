@@ -8,15 +8,13 @@ at once.
 
 Request handlers are plain ``def`` functions: FastAPI runs them on its thread pool, and the
 store's SQLite calls block. Every write is committed before its response is sent. A request body
-over :data:`MAX_BODY` bytes is refused (413) while it arrives, before anything parses it.
+over :data:`cheems.http_serving.MAX_BODY` bytes is refused (413) while it arrives, before anything parses it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -24,39 +22,12 @@ from typing import Annotated, Any, cast
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cheems.annotate.answer import Answer, AnswerError, Verdict, field_error, read_body
+from cheems.annotate.answer import Answer, AnswerError, Verdict, read_body
 from cheems.annotate.people import Person, ServeSettings
 from cheems.annotate.store import LOCK_NAME, Conflict, NotFound, NotYours, Project
 from cheems.errors import InputError
-
-MAX_BODY = 1 << 20  # bytes; a real answer is a few KB
-
-
-class BodyLimit:
-    """ASGI middleware: a request whose body grows past ``limit`` bytes gets 413 (never read further)."""
-
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                # raised where the route reads its body: the app answers it like any refusal
-                raise HTTPException(413, f"request body over {self.limit / (1 << 20):g} MiB — send a smaller answer")
-            return message
-
-        await self.app(scope, counted, send)
+from cheems.http_serving import BodyLimit, field_error, listening_socket
 
 
 async def raw_body(request: Request) -> bytes:
@@ -190,24 +161,6 @@ def serve_lock(folder: str | Path) -> contextlib.AbstractContextManager[None]:
         )
 
     return exclusive_lock(Path(folder) / LOCK_NAME, busy)
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (a one-line InputError when the address is taken or wrong)."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as e:
-        raise InputError(
-            f"cannot listen on {host}:{port}: {e.strerror or e}",
-            path="--port" if getattr(e, "errno", None) == errno.EADDRINUSE else "--host",
-            hint="choose another --port, or stop the program that uses it"
-            if getattr(e, "errno", None) == errno.EADDRINUSE
-            else "give an address of this machine, e.g. 127.0.0.1",
-        ) from None
-    return sock
 
 
 def serve(folder: str | Path, settings: ServeSettings | None = None, ready: Callable[[], None] | None = None) -> None:

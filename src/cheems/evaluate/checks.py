@@ -427,8 +427,8 @@ def score_items(record: Record) -> list[tuple[Any, str]]:
 @check("truncation", help="share of responses that do not fit in --max-length tokens (a model run)")
 def truncation(context: CheckContext) -> list[Check]:
     """Per subset: the share of responses too long to fit in ``max_length`` tokens by themselves, so that tokens
-    of the response itself are cut (with a text pair its end; a chat template keeps the last tokens, so its
-    start). Warns at :data:`TRUNCATION_WARN`: two cut responses often compare equal prefixes."""
+    of the response itself are cut: its start, for both formats (the encoding keeps the end, where the reward is
+    read). Warns at :data:`TRUNCATION_WARN`: two cut responses are scored on their endings alone."""
     encoder = getattr(context.scorer, "encoder", None)
     if encoder is None:
         why = "scores read from a file: needs the --model that scored (its tokenizer)"
@@ -437,7 +437,6 @@ def truncation(context: CheckContext) -> list[Check]:
         elif context.scorer is not None:
             why = f"measured for Hugging Face reward models, not '{context.scorer.name}'"
         return [Check("truncation", None, "ok", None, f"skipped: {why}")]
-    cut_part = "start" if encoder.chat else "end"
     found = []
     for subset, items in context.subsets(score_items):
         flat = [item for record_items in items for item in record_items]
@@ -445,8 +444,8 @@ def truncation(context: CheckContext) -> list[Check]:
         share = cut / len(flat) if flat else 0.0
         value = {"share": share, "truncated": cut, "responses": len(flat), "max_length": encoder.limit}
         message = (
-            f"{cut} of {len(flat)} responses ({share:.1%}) do not fit in {encoder.limit} tokens: their {cut_part} "
-            "is cut"
+            f"{cut} of {len(flat)} responses ({share:.1%}) do not fit in {encoder.limit} tokens: their start is cut "
+            "(the prompt is dropped, the end kept)"
         )
         found.append(
             Check("truncation", subset, "warning" if cut and share >= TRUNCATION_WARN else "ok", value, message)

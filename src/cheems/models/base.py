@@ -20,7 +20,9 @@ T = TypeVar("T")
 # Bumped when a change in this package changes the scores a given model gives, so old cache
 # entries stop matching (it is part of every model scorer's fingerprint).
 # 2: a leading system turn is its own paragraph in text-pair inputs (was a "system: ..." line).
-SCORING_VERSION = 2
+# 3: a folder recording mean pooling (cheems_pooling) is scored mean-pooled (was read at [CLS]).
+# 4: a text pair too long is cut from its start (the prompt's, then the response's), not from the end.
+SCORING_VERSION = 4
 
 
 @runtime_checkable

@@ -2,8 +2,9 @@
 
 :class:`RewardEncoder` holds the rule (a chat template when the tokenizer has one, written once
 with no special tokens on top; otherwise a text pair ``[CLS] prompt [SEP] response [SEP]``),
-the truncation (the prompt is cut first, so the response survives), and the untruncated length
-that training's truncation policy counts. :func:`collate` pads encoded rows into tensors.
+the truncation (always from the start: the prompt's first, then the response's when it alone is too
+long, so the last token, where the reward is read, survives), and the untruncated length that
+training's truncation policy counts. :func:`collate` pads encoded rows into tensors.
 
 torch is imported inside functions only; tokenizers are loaded through :func:`load_tokenizer`.
 """
@@ -28,6 +29,9 @@ DEFAULT_MAX_LENGTH = 512
 
 Features = tuple[list[int], "list[int] | None"]
 """Token ids and token type ids (text pairs; None with a chat template) of one (prompt, response)."""
+
+Segment = Any
+"""One text's tokens without special tokens: a ``tokenizers.Encoding`` (fast tokenizers) or a list of ids."""
 
 
 @dataclass
@@ -116,27 +120,60 @@ class RewardEncoder:
             return []
         if self.chat:
             return [(ids[-self.limit :], None) for ids in self._chat_ids(items)]
-        prompts, responses = [prompt_text(p) for p, _ in items], [r for _, r in items]
-        return self._pair_features(prompts, responses, self._lengths(responses))
+        return [e.features for e in self._pairs(items)]
 
     def encode(self, items: Sequence[ScoreItem]) -> list[Encoded]:
         """Each item's :meth:`features` with its untruncated length (for training's truncation policy)."""
         if not items:
             return []
-        responses = [r for _, r in items]
-        response_len = self._lengths(responses)
-        if self.chat:
-            return [
-                Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
-                for ids, n in zip(self._chat_ids(items), response_len)
-            ]
-        prompts = [prompt_text(p) for p, _ in items]
-        specials = self.tokenizer.num_special_tokens_to_add(pair=True)
-        features = self._pair_features(prompts, responses, response_len)
+        if not self.chat:
+            return self._pairs(items)
+        response_len = self._lengths([r for _, r in items])
         return [
-            Encoded(f, p + r + specials, r >= self.limit - specials)
-            for f, p, r in zip(features, self._lengths(prompts), response_len)
+            Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
+            for ids, n in zip(self._chat_ids(items), response_len)
         ]
+
+    def encode_texts(self, texts: Sequence[str]) -> list[Encoded]:
+        """Raw texts, already rendered by the caller (prompt and response in one string), as the model reads them.
+
+        The text is tokenised as given. A chat-format model gets no special tokens on top (the text is already
+        templated, as :meth:`features` writes it); a pair encoder reads it as one segment with its tokenizer's
+        special tokens (``[CLS] text [SEP]``). A text past ``limit`` loses tokens from its start and keeps its end,
+        where the reward is read (a pair encoder keeps its special tokens). With no prompt/response split known,
+        ``response_too_long`` is True for any text that was cut.
+        """
+        if not texts:
+            return []
+        segments = self._segments(texts)
+        specials = 0 if self.chat else self.tokenizer.num_special_tokens_to_add(pair=False)
+        room = self.limit - specials
+        encoded = []
+        for segment in segments:
+            n = _length(segment)
+            kept = _keep_end(segment, room)
+            features = (_ids(kept), None) if self.chat else self._with_specials(kept, None)
+            encoded.append(Encoded(features, n + specials, n > room))
+        return encoded
+
+    def _segments(self, texts: Sequence[str]) -> list[Segment]:
+        """Each text's tokens with no special tokens, untruncated (verbose=False: past the limit is no error)."""
+        enc = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)
+        return list(enc.encodings) if enc.encodings is not None else list(enc["input_ids"])
+
+    def _with_specials(self, first: Segment, second: Segment | None) -> Features:
+        """One segment or a pair of segments with the tokenizer's special tokens, as ``tokenizer(a, b)`` writes them.
+
+        Token type ids only where the model reads them (RoBERTa-like encoders do not).
+        """
+        tok = self.tokenizer
+        if isinstance(first, list):  # a Python tokenizer: no Encoding objects
+            ids = tok.build_inputs_with_special_tokens(first, second)
+            types = tok.create_token_type_ids_from_sequences(first, second)
+        else:
+            joined = tok.backend_tokenizer.post_process(first, second, add_special_tokens=True)
+            ids, types = joined.ids, joined.type_ids
+        return list(ids), (list(types) if "token_type_ids" in tok.model_input_names else None)
 
     def _lengths(self, texts: list[str]) -> list[int]:
         """Tokens of each text alone, untruncated (verbose=False: past the model's limit is no error here)."""
@@ -155,23 +192,44 @@ class RewardEncoder:
         ]
         return cast("list[list[int]]", tok(texts, add_special_tokens=False, verbose=False)["input_ids"])
 
-    def _pair_features(self, prompts: list[str], responses: list[str], response_len: list[int]) -> list[Features]:
-        """(prompt, response) as a text pair cut to ``limit``; the prompt is cut first so the response survives."""
-        tok = self.tokenizer
-        room = self.limit - tok.num_special_tokens_to_add(pair=True)
-        features: list[Features] = [([], None)] * len(prompts)
-        # only_first needs one prompt token left; a response too long even alone is cut too.
-        for strategy, keep in (("only_first", True), ("longest_first", False)):
-            idx = [i for i in range(len(prompts)) if (response_len[i] < room) == keep]
-            if not idx:
-                continue
-            enc = tok(
-                [prompts[i] for i in idx], [responses[i] for i in idx], truncation=strategy, max_length=self.limit
-            )
-            types = enc.get("token_type_ids")
-            for j, i in enumerate(idx):
-                features[i] = (enc["input_ids"][j], types[j] if types is not None else None)
-        return features
+    def _pairs(self, items: Sequence[ScoreItem]) -> list[Encoded]:
+        """(prompt, response) as a text pair ``[CLS] prompt [SEP] response [SEP]`` cut to ``limit`` from the start.
+
+        The prompt loses tokens from its start first, so the response survives whole; a response too long even
+        alone loses its start too (the prompt is then empty), keeping its end. The special tokens always stay.
+        """
+        prompts = self._segments([prompt_text(p) for p, _ in items])
+        responses = self._segments([r for _, r in items])
+        specials = self.tokenizer.num_special_tokens_to_add(pair=True)
+        room = self.limit - specials
+        encoded = []
+        for prompt, response in zip(prompts, responses):
+            full = _length(prompt) + _length(response) + specials
+            too_long = _length(response) >= room
+            response = _keep_end(response, room)
+            prompt = _keep_end(prompt, room - _length(response))
+            encoded.append(Encoded(self._with_specials(prompt, response), full, too_long))
+        return encoded
+
+
+def _length(segment: Segment) -> int:
+    """Tokens in a segment."""
+    return len(segment) if isinstance(segment, list) else len(segment.ids)
+
+
+def _ids(segment: Segment) -> list[int]:
+    """A segment's token ids."""
+    return segment if isinstance(segment, list) else list(segment.ids)
+
+
+def _keep_end(segment: Segment, n: int) -> Segment:
+    """The segment's last ``n`` tokens (all of it when it is no longer): the cut is always at the start."""
+    if _length(segment) <= n:
+        return segment
+    if isinstance(segment, list):
+        return segment[len(segment) - n :]
+    segment.truncate(n, direction="left")  # in place: each segment is tokenised for this one use
+    return segment
 
 
 def collate(rows: Sequence[Features], pad_id: int, device: str) -> dict[str, "torch.Tensor"]:

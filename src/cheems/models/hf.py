@@ -9,12 +9,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import ModelSource
 from cheems.models.base import SCORING_VERSION, ScoreItem, advance, length_batches, prompt_messages
 from cheems.models.encoding import Features, RewardEncoder, collate, scoring_max_length
+from cheems.models.pooling import model_pooling, reward_forward
 from cheems.models.prefix import PrefixGroup, plan_shared_prefix, prefix_rewards, supports_shared_prefix
 from cheems.models.quiet import load_pretrained, missing_weights_text
 from cheems.models.sharding import run_batch_share
@@ -107,8 +108,9 @@ def has_reward_head(source: ModelSource) -> bool:
 class HFRewardScorer:
     """A reward model: reward = the model's one logit for (prompt, response).
 
-    Causal LMs (a ``score`` head) are read at the last real token, found from the attention mask;
-    encoders (BERT-like) use their own pooling and classifier. With ``shared_prefix`` (the default)
+    The head reads the hidden state :mod:`cheems.models.pooling` names: causal LMs (a ``score`` head) the last
+    real token, found from the attention mask; encoders (BERT-like) their own pooler and classifier, or the mean
+    of the hidden states when the folder records mean pooling. With ``shared_prefix`` (the default)
     a causal model runs the tokens the responses of one prompt share once and scores each response
     from that KV cache (:mod:`cheems.models.prefix`): the same scores, so the fingerprint ignores it.
     """
@@ -211,17 +213,34 @@ class HFRewardScorer:
         """
         if not items:
             return []
+        encoded = self.encode(items)
+        groups, plain = self.prefix_plan(items, encoded)
+        return self._score_rows(encoded, plain, groups)
+
+    def score_texts(self, texts: Sequence[str]) -> list[float]:
+        """Rewards for raw texts already rendered by the caller (prompt and response in one string), in order.
+
+        Tokenised as :meth:`RewardEncoder.encode_texts` says (as given, cut from the start), then scored through
+        the same batches and forward as :meth:`score`. For a chat-format model the text the chat template writes
+        scores exactly as the (prompt, response) item does.
+        """
+        if not texts:
+            return []
+        rows = [e.features for e in self.encoder.encode_texts(texts)]
+        return self._score_rows(rows, list(range(len(rows))), [])
+
+    def _score_rows(self, encoded: Sequence[Features], plain: list[int], groups: list[PrefixGroup]) -> list[float]:
+        """Rewards of encoded rows: the ``plain`` rows in length batches, each prefix group from its KV cache."""
         import torch
 
         model = self.model
         dev = self._device
         assert dev is not None  # known once the model is loaded
-        encoded = self.encode(items)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        last_token_head = isinstance(getattr(model, "score", None), torch.nn.Module)
+        pooling = model_pooling(model)
 
         def forward(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-            return self._last_token_reward(model, inputs) if last_token_head else model(**inputs).logits[:, 0]
+            return reward_forward(model, pooling, **inputs)
 
         def run(batches: Sequence[Sequence[int]]) -> list[float]:
             with torch.inference_mode(), autocast(dev, self._amp):
@@ -232,15 +251,14 @@ class HFRewardScorer:
                 return scores
 
         budget = batch_token_budget(dev, self.batch_size, self.max_length)
-        groups, plain = self.prefix_plan(items, encoded)
         self.prefix_counts["plain"] += len(plain)
-        self.prefix_counts["shared"] += len(items) - len(plain)
+        self.prefix_counts["shared"] += len(encoded) - len(plain)
         # The units of work: the plain rows' batches, then each shared-prefix group (keyed by its first row).
         by_first = {group.rows[0]: group for group in groups}
         batches = [
             [plain[j] for j in b] for b in length_batches([len(encoded[i][0]) for i in plain], self.batch_size, budget)
         ] + [group.rows for group in groups]
-        return run_batch_share(batches, len(items), run)  # under a launcher: this process's share, then all
+        return run_batch_share(batches, len(encoded), run)  # under a launcher: this process's share, then all
 
     def prefix_plan(
         self, items: Sequence[ScoreItem], encoded: Sequence[Features]
@@ -253,20 +271,3 @@ class HFRewardScorer:
             return [], list(range(len(items)))
         keys = [content_hash(p if isinstance(p, str) else prompt_messages(p)) for p, _ in items]
         return plan_shared_prefix(encoded, keys, self.encoder.limit)
-
-    @staticmethod
-    def _last_token_reward(model: Any, inputs: dict[str, "torch.Tensor"]) -> "torch.Tensor":
-        """Run the backbone and apply the ``score`` head at each row's last real token.
-
-        We pad on the right, so for a causal model real tokens never attend to padding and keep
-        their positions, and the last real token sits at mask.sum - 1: no pad_token_id guessing
-        (which breaks when pad == eos and a text ends in eos).
-        """
-        import torch
-
-        mask = inputs["attention_mask"]
-        hidden = model.base_model(input_ids=inputs["input_ids"], attention_mask=mask).last_hidden_state
-        last = mask.sum(dim=1) - 1
-        return cast(
-            "torch.Tensor", model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])[:, 0]
-        )

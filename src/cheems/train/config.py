@@ -119,7 +119,7 @@ class TrainConfig(Settings):
         "left_prompt", description="left_prompt (cut the prompt's start) or drop (leave out over-long responses)."
     )
     """``left_prompt``: cut the prompt from the left, keep the response (cut the response's
-    end only when it alone is too long); ``drop``: leave out over-long responses (and their pairs)."""
+    start only when it alone is too long); ``drop``: leave out over-long responses (and their pairs)."""
     pooling: Annotated[Text, one_of(POOLING, "pooling")] = Field(
         "auto", description="auto, last (causal LMs), cls or mean (encoders)."
     )

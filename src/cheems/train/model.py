@@ -7,20 +7,12 @@ RewardBench without this package. A folder that already has a trained one-label 
 reward model such as Skywork-Reward-V2: ``*ForSequenceClassification``, ``score.weight``, one label)
 keeps it as it is, weights and reward scale, and trains on from it; a backbone without a head gets a
 new random one; a head of more labels (a classifier) is refused. :class:`RewardModel` only chooses
-which hidden state the head reads:
-
-* causal LMs (``last``): the last non-padding token, found from the attention mask, so left
-  and right padding give the same reward (position ids are derived from the mask too). The
-  standard ``*ForSequenceClassification`` class reads the same token (the last one that is
-  not ``pad_token_id``) whenever the padding token does not occur inside the text.
-* encoders (``cls``, default): the standard forward (first token -> pooler -> head), exactly
-  what ``BertForSequenceClassification`` computes anywhere else.
-* encoders (``mean``): the mask-weighted mean of the last hidden states -> dropout -> head.
-  No standard class pools this way: the checkpoint records ``"cheems_pooling": "mean"`` in
-  ``config.json`` and :func:`load_reward_model` honours it, but loaders other than cheems
-  (TRL, RewardBench, a plain ``AutoModelForSequenceClassification``) read the ``[CLS]``
-  token through the (untrained) pooler instead and score differently. Prefer ``cls`` for
-  checkpoints meant to leave cheems.
+which hidden state the head reads, by the rule in :mod:`cheems.models.pooling` that scoring shares:
+``last`` for causal LMs, ``cls`` (default) or ``mean`` for encoders. Mean pooling is recorded as
+``"cheems_pooling": "mean"`` in ``config.json``; cheems honours it when loading, but loaders other
+than cheems (TRL, RewardBench, a plain ``AutoModelForSequenceClassification``) read the ``[CLS]``
+token through the (untrained) pooler instead and score differently. Prefer ``cls`` for
+checkpoints meant to leave cheems.
 """
 
 from __future__ import annotations
@@ -35,30 +27,7 @@ from torch import nn
 from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import is_encoder_config
 from cheems.models.hf import names_reward_head
-from cheems.models.quiet import HEAD_MODULES
-
-POOLING_KEY = "cheems_pooling"
-
-
-def resolve_pooling(pooling: str, encoder: bool) -> str:
-    """``auto`` -> ``cls`` for encoders, ``last`` for causal LMs; reject combinations that cannot work."""
-    if pooling == "auto":
-        return "cls" if encoder else "last"
-    if pooling not in ("last", "cls", "mean"):
-        raise InputError(f"unknown pooling {pooling!r}", field="pooling", hint="use auto, last, cls or mean")
-    if not encoder and pooling != "last":
-        raise InputError(
-            f"pooling {pooling!r} is for encoders; a causal LM reads its last token",
-            field="pooling",
-            hint="use pooling: last (or auto)",
-        )
-    return pooling
-
-
-def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Index of the last position whose mask is 1, per row (left or right padding alike)."""
-    positions = torch.arange(attention_mask.shape[-1], device=attention_mask.device)
-    return (positions * attention_mask.long()).argmax(-1)
+from cheems.models.pooling import POOLING_KEY, backbone_of, head_name, recorded_pooling, resolve_pooling, reward_forward
 
 
 def _unwrap_peft(model: nn.Module) -> nn.Module:
@@ -101,14 +70,10 @@ class RewardModel(nn.Module):
         return self.hf.config
 
     def _backbone(self) -> nn.Module:
-        hf = self.hf
-        return cast("nn.Module", getattr(hf, hf.base_model_prefix))
+        return cast("nn.Module", backbone_of(self.hf))
 
     def _head_name(self) -> str:
-        for name in HEAD_MODULES:
-            if hasattr(self.hf, name):
-                return name
-        raise InputError(f"{type(self.hf).__name__} has no 'score' or 'classifier' head", field="model")
+        return head_name(self.hf)
 
     def _head(self) -> nn.Module:
         return cast("nn.Module", getattr(self.hf, self._head_name()))
@@ -130,38 +95,7 @@ class RewardModel(nn.Module):
         """Rewards ``[B]`` of padded rows; or, with ``read_at`` (``last``, or ``cls`` on a BERT-like layout), of a
         packed batch (:mod:`cheems.train.packing`): a prepared 4-D ``attention_mask``, its ``position_ids``, and
         the (row, column) of each reward's token, giving ``[len(read_at)]`` rewards."""
-        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        if self.pooling == "cls" and read_at is not None:  # packed whole sequences: BERT's pooler at each [CLS]
-            backbone: Any = self._backbone()  # a BERT-like model: packing_active checked its pooler
-            out = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **extra)
-            first = out[0][read_at[:, 0], read_at[:, 1]]
-            pooled = backbone.pooler(first[:, None])  # the pooler reads position 0 of what it is given
-            return cast("torch.Tensor", self._head()(self.hf.dropout(pooled))[:, 0].float())
-        if self.pooling == "cls":
-            out = self.hf(input_ids=input_ids, attention_mask=attention_mask, **extra)
-            return cast("torch.Tensor", out.logits[:, 0].float())
-        if self.pooling == "last":
-            if position_ids is None:
-                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-            out = self._backbone()(
-                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
-            )
-            hidden = out[0]
-            if read_at is not None:
-                pooled = hidden[read_at[:, 0], read_at[:, 1]]
-            else:
-                rows = torch.arange(hidden.shape[0], device=hidden.device)
-                pooled = hidden[rows, last_token_index(attention_mask)]
-            return cast("torch.Tensor", self._head()(pooled)[:, 0].float())
-        # mean
-        out = self._backbone()(input_ids=input_ids, attention_mask=attention_mask, **extra)
-        hidden = out[0]
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-        dropout = getattr(self.hf, "dropout", None)
-        if isinstance(dropout, nn.Module):
-            pooled = dropout(pooled)
-        return cast("torch.Tensor", self._head()(pooled)[:, 0].float())
+        return reward_forward(self.hf, self.pooling, input_ids, attention_mask, token_type_ids, position_ids, read_at)
 
 
 def _set_pad_token(model: Any, tokenizer: Any) -> None:
@@ -214,7 +148,7 @@ def load_reward_model(
         ) from None
     names_reward_head(path, list(config.architectures or ()), config.num_labels)
     if pooling == "auto":
-        pooling = getattr(config, POOLING_KEY, None) or "auto"
+        pooling = recorded_pooling(config)
     if tokenizer is None:
         with quiet_libraries():
             tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
