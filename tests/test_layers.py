@@ -33,6 +33,7 @@ LAYERS = [
     {"curate"},
     {"models"},
     {"serve"},  # cheems serve: the reward model over HTTP for RL trainers (reads models only)
+    {"rewards"},  # reward functions for RL trainers (TRL, verl): a model or a reward server
     {"prompts"},  # the prompt pool: dedup, decontaminate, categorise (the classifier embeds with a model)
     {"metrics"},  # the numbers of judged pairs: a module per benchmark, the --compat rules, the bootstrap
     {"evaluate"},  # the run: bench in, judged pairs, report, checks, suites

@@ -105,7 +105,7 @@ class RMServer:
 
     def rewards(self, path: str, body: dict) -> list[float]:
         if path == "/pooling":
-            assert body["model"] == MODEL and body["add_generation_prompt"] is False
+            assert body["model"] == MODEL and body["add_generation_prompt"] is False and body["use_activation"] is False
             return [float(len(body["messages"][-1]["content"]))]
         assert path == "/get_reward", path
         return [float(len(q)) for q in body["query"]]

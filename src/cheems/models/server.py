@@ -14,7 +14,9 @@ stored score.
 - ``vllm:URL#MODEL`` (:class:`VLLMRewardScorer`): ``vllm serve MODEL --runner pooling`` (older
   versions: ``--task reward`` or ``classify``). One ``POST URL/pooling`` per (prompt, response) with
   ``{"model", "messages": [...prompt turns, {"role": "assistant", "content": response}],
-  "add_generation_prompt": false}``: the server applies the model's own chat template. The reply is
+  "add_generation_prompt": false, "use_activation": false}``: the server applies the model's own chat template
+  (``cheems serve``: the model's own input format, a text pair for an encoder) and sends the raw logit, not vLLM's
+  default sigmoid of it (``"model"`` is left out when no name is given: the server's one model). The reply is
   ``{"data": [{"index": 0, "data": X}]}``; X is the reward (a number, ``[r]``, or one ``[r]`` per
   token from a ``reward``/``ALL`` pooler, whose last token is the sequence's reward). vLLM batches
   the concurrent requests itself (continuous batching).
@@ -45,7 +47,8 @@ from cheems.runtime import content_hash
 
 API_KEY_ENV = "CHEEMS_RM_API_KEY"
 # Bumped when what is sent for an item changes (the scores a server gives change with it).
-TEXT_FORMAT = {"vllm": "pooling-messages-v1", "openrlhf": "prompt-text-blank-line-response-v1"}
+# vllm v2: "use_activation": false (v1 got vLLM's default sigmoid of the reward from vLLM 0.10 on).
+TEXT_FORMAT = {"vllm": "pooling-messages-v2", "openrlhf": "prompt-text-blank-line-response-v1"}
 
 
 class RewardServerSettings(EndpointSettings):
@@ -159,13 +162,15 @@ class VLLMRewardScorer(_ServerScorer):
 
     def score(self, items: Sequence[ScoreItem]) -> list[float]:
         """The reward of each (prompt, response); vLLM applies the chat template and batches."""
+        named = {"model": self.settings.model} if self.settings.model else {}
         jobs = [
             (
                 [i],
                 {
-                    "model": self.settings.model,
+                    **named,
                     "messages": [*prompt_messages(prompt), {"role": "assistant", "content": response}],
                     "add_generation_prompt": False,
+                    "use_activation": False,  # the raw reward: vLLM applies a sigmoid unless told not to
                 },
             )
             for i, (prompt, response) in enumerate(items)

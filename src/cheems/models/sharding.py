@@ -10,12 +10,15 @@ alone (:func:`on_main`) and its scores are sent to the rest.
 Every collective carries each process's outcome: a user error (``InputError``) on any process is
 raised on all of them (rank 0 prints it, the others are quiet), a crash ends the others with exit 1,
 and no process waits for one that has stopped. Alone (no launcher) these helpers only call through.
-Under a launcher every process must make the same calls in the same order.
+Under a launcher every process must make the same calls in the same order, except inside
+:func:`scoring_alone` (a trainer's reward function: each process scores the items it was given).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 from cheems.errors import InputError
@@ -24,6 +27,22 @@ from cheems.runtime import join_process_group, process_rank
 
 T = TypeVar("T")
 Outcome = tuple[str, Any]  # ("ok", value) | ("input", InputError fields) | ("crash", "Type: text")
+_alone: ContextVar[bool] = ContextVar("cheems_scoring_alone", default=False)
+
+
+@contextmanager
+def scoring_alone() -> Iterator[None]:
+    """Inside this block a model scorer runs every batch of the items this process gave it, with no collective.
+
+    For callers whose processes each hold items of their own: an RL trainer under a launcher calls its reward
+    function with each process's completions, so splitting them across processes would score the wrong items
+    and wait for calls the others never make.
+    """
+    token = _alone.set(True)
+    try:
+        yield
+    finally:
+        _alone.reset(token)
 
 
 def shard(items: Sequence[T], rank: int, world: int) -> list[T]:
@@ -60,7 +79,7 @@ def run_batch_share(
     0's bar, which sees only its own share, estimates the whole run.
     """
     rank, world = process_rank()
-    if world == 1:
+    if world == 1 or _alone.get():
         return list(run(batches))
     mine = shard(batches, rank, world)
     own = sum(len(b) for b in mine)
