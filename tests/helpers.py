@@ -285,3 +285,74 @@ def stop_process(proc: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+# ------------------------------------------------------------------------ RL trainers, as they call reward functions
+
+import importlib.util  # noqa: E402
+
+
+def trl_keywords(n: int) -> dict:
+    """Everything TRL's GRPOTrainer passes a reward function besides prompts and completions (1.16's
+    ``_calculate_rewards``): the completions' ids, its state, its two logging hooks, the dataset's other columns."""
+    from transformers import TrainerState
+
+    return {
+        "completion_ids": [[1, 2, 3]] * n,
+        "trainer_state": TrainerState(),
+        "log_extra": lambda column, values: None,
+        "log_metric": lambda name, value: None,
+        "category": ["历史"] * n,
+        "id": [f"p{i}" for i in range(n)],
+    }
+
+
+def load_as_verl_does(path: str, name: str = "compute_score"):
+    """verl's ``get_custom_reward_fn``: the file at ``custom_reward_function.path`` executed as ``custom_module``,
+    its function ``name`` (``custom_reward_function.name``) wrapped so that ``reward_kwargs`` win over the call's
+    keywords."""
+    spec = importlib.util.spec_from_file_location("custom_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    raw = getattr(module, name)
+
+    def with_kwargs(reward_kwargs: dict):
+        return lambda *args, **kwargs: raw(*args, **{**kwargs, **reward_kwargs})
+
+    return with_kwargs
+
+
+def grpo_step(policy: Path, reward_funcs: list, columns: dict[str, list], tmp_path: Path, **config: object):
+    """One real GRPOTrainer step on the CPU (fp32: TRL defaults to bf16) over a dataset of ``columns`` (``prompt``
+    and any others, which TRL hands the reward functions); ``config``: GRPOConfig options over these. The trainer."""
+    import pytest
+
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    from transformers import AutoTokenizer
+
+    options: dict = {
+        "output_dir": str(tmp_path / "out"),
+        "max_steps": 1,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "logging_steps": 1,
+        "report_to": [],
+        "use_cpu": True,
+        "save_strategy": "no",
+        "seed": 0,
+        "bf16": False,
+    }
+    args = trl.GRPOConfig(**{**options, **config})
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    trainer = trl.GRPOTrainer(
+        model=str(policy),
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=datasets.Dataset.from_dict(columns),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    return trainer

@@ -4,7 +4,6 @@ and both its forms, verl's custom-reward keywords and its loading by path), give
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import socket
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerState
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import cheems.rewards.verl_custom
 from cheems.data.schema import Message
@@ -22,6 +21,7 @@ from cheems.models.backbones import locate_model
 from cheems.models.encoding import RewardEncoder
 from cheems.rewards import compute_score, trl_reward
 from cheems.train.model import load_reward_model, save_reward_model
+from helpers import grpo_step, load_as_verl_does, trl_keywords
 from tiny_models import RELEASED_HEAD, build_tiny_bert, build_tiny_qwen2
 
 PROMPTS = ["长城的历史是什么？", "你好，请问你是谁？", "这道数学题等于几？请一步一步地计算。"]
@@ -44,19 +44,6 @@ def encoder_rm(tmp_path_factory) -> Path:
 def chat_rm(tmp_path_factory, qwen2_tokenizer_dir) -> Path:
     """A tiny Qwen2 reward model with its chat template (a released RM's layout)."""
     return build_tiny_qwen2(tmp_path_factory.mktemp("qwen-rm"), qwen2_tokenizer_dir, head=RELEASED_HEAD)
-
-
-def trl_keywords(n: int) -> dict:
-    """Everything TRL's GRPOTrainer passes a reward function besides prompts and completions (1.16's
-    ``_calculate_rewards``): the completions' ids, its state, its two logging hooks, the dataset's other columns."""
-    return {
-        "completion_ids": [[1, 2, 3]] * n,
-        "trainer_state": TrainerState(),
-        "log_extra": lambda column, values: None,
-        "log_metric": lambda name, value: None,
-        "category": ["历史"] * n,
-        "id": [f"p{i}" for i in range(n)],
-    }
 
 
 def trl_in_process(folder: Path, prompts: list[str], completions: list[str]) -> list[float]:
@@ -169,21 +156,6 @@ def test_a_server_spec_keeps_the_bound_on_its_wait(hanging_server):
 # ------------------------------------------------------------------------------------------------------- verl
 
 
-def load_as_verl_does(path: str):
-    """verl's ``get_custom_reward_fn``: the file at ``custom_reward_function.path`` executed as ``custom_module``,
-    its ``compute_score`` wrapped so that ``reward_kwargs`` win over the call's keywords."""
-    spec = importlib.util.spec_from_file_location("custom_module", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    raw = module.compute_score
-
-    def with_kwargs(reward_kwargs: dict):
-        return lambda *args, **kwargs: raw(*args, **{**kwargs, **reward_kwargs})
-
-    return with_kwargs
-
-
 def verl_call(fn, extra_info: dict | None, solution: str = COMPLETIONS[0]) -> float:
     """As verl's naive reward manager (reward loop) calls it, with the router keywords it adds."""
     return fn(
@@ -272,32 +244,6 @@ def test_verl_compute_score_over_cheems_serve_gives_the_models_own_score(served,
 # ------------------------------------------------------------------------------------------ a real GRPOTrainer
 
 
-def grpo_step(policy: Path, reward_funcs: list, prompts: list, tmp_path: Path):
-    """One real GRPOTrainer step on the CPU (fp32: TRL defaults to bf16) over ``prompts``; the trainer."""
-    trl = pytest.importorskip("trl")
-    datasets = pytest.importorskip("datasets")
-    config = trl.GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        logging_steps=1,
-        report_to=[],
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
-        bf16=False,
-    )
-    dataset = datasets.Dataset.from_dict({"prompt": prompts, "category": ["历史"] * len(prompts)})
-    tokenizer = AutoTokenizer.from_pretrained(policy)
-    trainer = trl.GRPOTrainer(
-        model=str(policy), reward_funcs=reward_funcs, args=config, train_dataset=dataset, processing_class=tokenizer
-    )
-    trainer.train()
-    return trainer
-
-
 @pytest.mark.parametrize("form", ["plain", "conversational"])
 def test_one_real_grpo_step_with_the_cheems_reward(form, encoder_rm, qwen2_tokenizer_dir, tmp_path):
     """TRL's GRPOTrainer, one step on the CPU with a tiny random Qwen2 policy, in either form: it calls the cheems
@@ -317,7 +263,7 @@ def test_one_real_grpo_step_with_the_cheems_reward(form, encoder_rm, qwen2_token
     plain = form == "plain"
     prompts = PROMPTS[:2] if plain else [[{"role": "user", "content": p}] for p in PROMPTS[:2]]
     funcs = [cheems_reward, str(encoder_rm)] if plain else [cheems_reward]
-    trainer = grpo_step(policy, funcs, prompts, tmp_path)
+    trainer = grpo_step(policy, funcs, {"prompt": prompts, "category": ["历史"] * len(prompts)}, tmp_path)
     assert seen
     prompts, completions = seen[0]
     if not plain:  # TRL's conversational form: message lists, the completion one assistant turn

@@ -29,6 +29,7 @@ _EXPORTS = {
     "TEMPLATE_VERSION": "prompt",
     "Verdict": "verdict",
     "build_messages": "prompt",
+    "final_tag": "verdict",
     "judge_files": "judge_files",
     "judge_records": "judging",
     "load_criteria_map": "prompt",

@@ -351,6 +351,23 @@ def parse_verdict(reply: str | None, reasoning: bool = False) -> Verdict:
     return Verdict(label)
 
 
+# A verdict tag as judges trained on ``cheems export judge-sft`` rows write it (on NFKC text: ［［Ａ］］ is one too).
+_VERDICT_TAG = re.compile(r"\[\[([ABC])\]\]")
+
+
+def final_tag(reply: str | None) -> str | None:
+    """The label of the reply's last ``[[A]]``, ``[[B]]`` or ``[[C]]`` tag outside reasoning, or None.
+
+    The rule an RL reward needs, stricter and simpler than :func:`parse_verdict`: a policy learns whatever
+    a lenient reader lets through, so only the tag counts (``A更好`` or ``【A】`` is no verdict), and the
+    last one decides (a reply that writes ``[[A]]`` and then ``[[B]]`` answered B, never both). Reasoning is
+    removed first as for :func:`parse_verdict`, so a tag inside ``<think>…</think>`` is never the verdict.
+    """
+    answer, _ = strip_reasoning(unicodedata.normalize("NFKC", reply or ""))
+    tags = _VERDICT_TAG.findall(answer)
+    return tags[-1] if tags else None
+
+
 def _hedged(sentence: str) -> bool:
     return bool(
         _CONDITIONAL.search(sentence)
