@@ -13,6 +13,7 @@ import cheems.rewards.judge_rewards
 from cheems.errors import InputError
 from cheems.judge.verdict import final_tag, parse_verdict
 from cheems.rewards import trl_verdict_reward, verdict_score, verdict_scores
+from cheems.rewards.judge_rewards import verdict_rewards
 from helpers import grpo_step, load_as_verl_does, trl_keywords
 from tiny_models import build_tiny_qwen2
 
@@ -125,6 +126,9 @@ def test_a_pair_not_whole_in_the_call_or_a_missing_column_is_one_clear_error():
     with pytest.raises(InputError, match="unknown reward scheme 'pm1'") as e:
         trl_verdict_reward(scheme="pm1")
     assert "signed, binary" in (e.value.hint or "")
+    with pytest.raises(InputError, match="a pair's key and its order go together") as e:
+        verdict_rewards(["[[A]]"], ["A"], pairs=["p"])
+    assert e.value.field == "orders"
     assert trl_verdict_reward(label_column="label")(prompts=["x"], completions=["[[A]]"], label=["A"]) == [1.0]
 
 

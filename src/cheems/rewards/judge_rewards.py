@@ -100,10 +100,12 @@ def verdict_rewards(
     """One reward per reply: right when its final tag is the expected verdict (both orders right, given ``pairs``
     and ``orders``). InputError for a bad scheme or expected verdict, or a pair not whole in the call."""
     right_value, wrong_value = scheme_values(scheme)
+    if (pairs is None) != (orders is None):
+        raise InputError("a pair's key and its order go together", field="orders" if orders is None else "pairs")
     labels = [expected_label(value, f"expected[{i}]") for i, value in enumerate(expected)]
     right = [final_tag(reply) == label for reply, label in zip(replies, labels, strict=True)]
-    if pairs is not None:
-        right = both_orders_right(right, pairs, orders if orders is not None else [None] * len(right))
+    if pairs is not None and orders is not None:
+        right = both_orders_right(right, pairs, orders)
     return [right_value if r else wrong_value for r in right]
 
 
