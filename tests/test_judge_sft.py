@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -176,3 +177,20 @@ def test_real_preferences_balanced(tmp_path: Path, shared_data) -> None:
     written = rows(out)
     assert result.records == 289 and result.labels["A"] == result.labels["B"] == len(written) // 2 >= 289
     assert all(parse_verdict(r["messages"][-1]["content"]).label == r["label"] for r in written)
+
+
+def test_the_docs_examples_are_what_the_export_writes_and_reads(tmp_path: Path) -> None:
+    """docs/formats.md, *Judge SFT rows*: the row example has the keys and verdict a real row has, and the critique
+    example is a critique the export takes (and keeps: it agrees with the ranking)."""
+    text = (Path(__file__).parents[1] / "docs" / "formats.md").read_text(encoding="utf-8")
+    section = text.partition("## Judge SFT rows")[2].partition("\n## ")[0]
+    row_example, critique_example = (json.loads(b) for b in re.findall(r"```json\n(.*?)```", section, re.S))
+    teacher = write_jsonl(tmp_path / "critiques.jsonl", [critique_example])
+    out, result = export(tmp_path, RECORDS[1:2], critiques=teacher)
+    row = next(r for r in out if (r["response_a"], r["response_b"]) == ("b", "a"))
+    assert set(row) == set(row_example) | {"critique"} and result.critiques_kept == 1
+    assert {k: row[k] for k in ("prompt_id", "response_a", "response_b", "label")} == {
+        k: row_example[k] for k in ("prompt_id", "response_a", "response_b", "label")
+    }
+    assert [m["role"] for m in row["messages"]] == [m["role"] for m in row_example["messages"]]
+    assert row["messages"][-1]["content"] == critique_example["critique"]
