@@ -194,3 +194,21 @@ def test_the_docs_examples_are_what_the_export_writes_and_reads(tmp_path: Path) 
     }
     assert [m["role"] for m in row["messages"]] == [m["role"] for m in row_example["messages"]]
     assert row["messages"][-1]["content"] == critique_example["critique"]
+
+
+@pytest.mark.parametrize(
+    ("row", "what"),
+    [
+        ({"prompt_id": "sum", "response_a": "b", "response_b": "a"}, "field 'critique': is missing"),
+        ([1, 2], "must be a JSON object"),
+        ({"prompt_id": "sum", "response_a": "b", "response_b": "a", "critique": "[[A]]"}, "a second critique"),
+    ],
+)
+def test_a_bad_critique_row_is_refused_at_its_line(tmp_path: Path, row: object, what: str) -> None:
+    first = {"prompt_id": "sum", "response_a": "b", "response_b": "a", "critique": "[[A]]"}
+    teacher = write_jsonl(tmp_path / "critiques.jsonl", [first, row])
+    source = write_jsonl(tmp_path / "ranked.jsonl", RECORDS[1:2])
+    with pytest.raises(InputError) as e:
+        export_judge_sft([source], tmp_path / "out.jsonl", critiques=teacher)
+    assert f"{teacher}:2" in str(e.value) and what in str(e.value)
+    assert not (tmp_path / "out.jsonl").exists()

@@ -64,8 +64,9 @@ class JudgeSftSettings(DecontaminateSettings):
     ties: Annotated[bool, Cli(flag=True)] = Field(
         False, description="Also write a [[C]] row (both orders) for two responses of the same rank."
     )
-    criteria: str | Path | None = JudgeSettings.model_fields["criteria"]
-    template: str | Path | None = JudgeSettings.model_fields["template"]
+    # the judge's own files, as `cheems judge` reads them
+    criteria: str | Path | None = Field(None, description=JudgeSettings.model_fields["criteria"].description)
+    template: str | Path | None = Field(None, description=JudgeSettings.model_fields["template"].description)
 
 
 @dataclass
@@ -97,22 +98,31 @@ def read_critiques(path: str | Path) -> dict[CritiqueKey, Critique]:
     order the teacher was shown), the critique ending with its verdict (``[[A]]``)."""
     found: dict[CritiqueKey, Critique] = {}
     for n, row in iter_rows(path):
-        where = {"path": str(path), "line": n}
-        if not isinstance(row, dict):
-            raise InputError("a critique row must be a JSON object", **where, hint=_CRITIQUE_HINT)
-        values = [row.get(k) for k in ("prompt_id", "response_a", "response_b", "critique")]
-        for name, value in zip(("prompt_id", "response_a", "response_b", "critique"), values):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError("is missing or not a non-empty string", **where, field=name, hint=_CRITIQUE_HINT)
-        key = (values[0], values[1], values[2])
-        if key in found:
+        pid, a, b, text = _critique_fields(row, str(path), n)
+        if (pid, a, b) in found:
             raise InputError(
-                f"a second critique of prompt '{key[0]}' with {key[1]} shown first (first at line {found[key].line})",
-                **where,
+                f"a second critique of prompt '{pid}' with {a} shown first (first at line {found[pid, a, b].line})",
+                path=str(path),
+                line=n,
                 hint="give one critique per pair and order",
             )
-        found[key] = Critique(values[3], parse_verdict(values[3]).label, n)
+        found[pid, a, b] = Critique(text, parse_verdict(text).label, n)
     return found
+
+
+CRITIQUE_FIELDS = ("prompt_id", "response_a", "response_b", "critique")
+
+
+def _critique_fields(row: Any, path: str, n: int) -> tuple[str, str, str, str]:
+    """A critique row's four strings, or an ``InputError`` at its line."""
+    if not isinstance(row, dict):
+        raise InputError("a critique row must be a JSON object", path=path, line=n, hint=_CRITIQUE_HINT)
+    for name in CRITIQUE_FIELDS:
+        value = row.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise InputError("is missing or not a non-empty string", path=path, line=n, field=name, hint=_CRITIQUE_HINT)
+    pid, a, b, text = (str(row[name]) for name in CRITIQUE_FIELDS)
+    return pid, a, b, text
 
 
 _CRITIQUE_HINT = 'each line: {"prompt_id": ..., "response_a": ..., "response_b": ..., "critique": "...[[A]]"}'
@@ -188,11 +198,11 @@ def export_judge_sft(
     its line. The output is the same for any ``workers``.
     """
     settings = settings or JudgeSftSettings()
-    sources, bench = [str(s) for s in sources], [str(b) for b in bench]
+    files, bench_files = [str(s) for s in sources], [str(b) for b in bench]
     claim_outputs(
         inputs=[
-            *(("RANKED", s) for s in sources),
-            *(("--bench", b) for b in bench),
+            *(("RANKED", s) for s in files),
+            *(("--bench", b) for b in bench_files),
             ("--critiques", critiques),
             ("--criteria", settings.criteria),
             ("--template", settings.template),
@@ -202,14 +212,14 @@ def export_judge_sft(
     criteria = load_criteria_map(settings.criteria)
     template = load_template(settings.template, JUDGE_TEMPLATE)
     teacher = read_critiques(critiques) if critiques is not None else {}
-    index = bench_index(bench, settings, workers=workers) if bench else None
+    index = bench_index(bench_files, settings, workers=workers) if bench_files else None
     result = JudgeSftResult(critiques=len(teacher))
     used: set[CritiqueKey] = set()
     fn = functools.partial(record_rows, criteria, template, settings.ties, settings.shingle)
 
     def lines() -> Iterator[str]:
         ids = PromptIds()
-        for source in sources:
+        for source in files:
             records = stream_records(
                 source, fn, skip_invalid=skip_invalid, issues=result.issues, workers=workers, ids=ids
             )
