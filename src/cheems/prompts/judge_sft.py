@@ -33,15 +33,9 @@ from cheems.data.io import ReadResult, iter_rows, json_line, write_lines
 from cheems.data.schema import Record
 from cheems.data.stream import PromptIds, stream_records
 from cheems.errors import InputError
+from cheems.judge import prompt as judge_prompt
 from cheems.judge.judge_settings import JudgeSettings
-from cheems.judge.prompt import (
-    JUDGE_TEMPLATE,
-    CriteriaMap,
-    PromptTemplate,
-    build_messages,
-    load_criteria_map,
-    load_template,
-)
+from cheems.judge.prompt import JUDGE_TEMPLATE, CriteriaMap, PromptTemplate, build_messages
 from cheems.judge.verdict import parse_verdict
 from cheems.outputs import claim_outputs
 from cheems.prompts.decontaminate import DecontaminateSettings, bench_index
@@ -209,8 +203,8 @@ def export_judge_sft(
         ],
         files=[("--output", output)],
     )
-    criteria = load_criteria_map(settings.criteria)
-    template = load_template(settings.template, JUDGE_TEMPLATE)
+    criteria = judge_prompt.load_criteria_map(settings.criteria)
+    template = judge_prompt.load_template(settings.template, JUDGE_TEMPLATE)
     teacher = read_critiques(critiques) if critiques is not None else {}
     index = bench_index(bench_files, settings, workers=workers) if bench_files else None
     result = JudgeSftResult(critiques=len(teacher))
