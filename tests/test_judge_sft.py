@@ -14,7 +14,7 @@ from cheems.data.importers import import_file
 from cheems.data.io import write_records
 from cheems.data.schema import Record
 from cheems.errors import InputError
-from cheems.judge.prompt import JUDGE_TEMPLATE, CriteriaMap, build_messages
+from cheems.judge.prompt import EVAL_TEMPLATE, JUDGE_TEMPLATE, CriteriaMap, build_messages
 from cheems.judge.verdict import parse_verdict
 from cheems.prompts.judge_sft import JudgeSftSettings, export_judge_sft
 from helpers import assert_user_error, run_main, write_jsonl
@@ -212,3 +212,18 @@ def test_a_bad_critique_row_is_refused_at_its_line(tmp_path: Path, row: object, 
         export_judge_sft([source], tmp_path / "out.jsonl", critiques=teacher)
     assert f"{teacher}:2" in str(e.value) and what in str(e.value)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_eval_prompt_is_the_one_cheems_eval_sends(tmp_path: Path, monkeypatch, capsys) -> None:
+    out, _ = export(tmp_path, RECORDS[1:2], settings=JudgeSftSettings(eval_prompt=True))
+    record = Record.model_validate(RECORDS[1])
+    byid = {r.id: r for r in record.responses}
+    row = next(r for r in out if r["response_a"] == "a")
+    assert row["messages"][:-1] == build_messages(record, byid["a"], byid["b"], CriteriaMap(), EVAL_TEMPLATE)
+    source = tmp_path / "ranked.jsonl"
+    proc = run_main(
+        "export", "judge-sft", source, "-o", tmp_path / "o.jsonl", "--eval-prompt", "--ties",
+        monkeypatch=monkeypatch, capsys=capsys,
+    )  # fmt: skip
+    assert_user_error(proc, "--ties", "A or B only")
+    assert not (tmp_path / "o.jsonl").exists()

@@ -20,7 +20,7 @@ SHOWN_IDS = 20  # bench overlaps named on the warning line; the count is always 
 @export_app.command("judge-sft")
 @settings_options(
     JudgeSftSettings,
-    *"output bench ties critiques criteria template ngram threshold shingle skip_invalid workers".split(),
+    *"output bench ties eval_prompt critiques criteria template ngram threshold shingle skip_invalid workers".split(),
     show_defaults=True,
 )
 def judge_sft(

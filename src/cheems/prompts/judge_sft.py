@@ -3,7 +3,8 @@
 Every pair a record trains on (:func:`cheems.ranking.training_pairs`, the pairs ``cheems train`` uses) becomes two
 chat rows, one per order, so that a judge trained on them sees as many ``[[A]]`` as ``[[B]]`` verdicts (position
 balance). The user turn is the judge prompt ``cheems judge`` sends (:func:`cheems.judge.prompt.build_messages`:
-the category's criteria, the reference when there is one, the fenced answers); the assistant turn is the verdict
+the category's criteria, the reference when there is one, the fenced answers; with ``eval_prompt`` the one
+``cheems eval --judge-model`` sends, which asks for A or B only); the assistant turn is the verdict
 the ranking implies, a tag :func:`cheems.judge.verdict.parse_verdict` reads back. With ``ties`` two responses of
 the same rank give ``[[C]]`` (both orders too).
 
@@ -35,7 +36,7 @@ from cheems.data.stream import PromptIds, stream_records
 from cheems.errors import InputError
 from cheems.judge import prompt as judge_prompt
 from cheems.judge.judge_settings import JudgeSettings
-from cheems.judge.prompt import JUDGE_TEMPLATE, CriteriaMap, PromptTemplate, build_messages
+from cheems.judge.prompt import EVAL_TEMPLATE, JUDGE_TEMPLATE, CriteriaMap, PromptTemplate, build_messages
 from cheems.judge.verdict import parse_verdict
 from cheems.outputs import claim_outputs
 from cheems.prompts.decontaminate import DecontaminateSettings, bench_index
@@ -57,6 +58,11 @@ class JudgeSftSettings(DecontaminateSettings):
 
     ties: Annotated[bool, Cli(flag=True)] = Field(
         False, description="Also write a [[C]] row (both orders) for two responses of the same rank."
+    )
+    eval_prompt: Annotated[bool, Cli(flag=True)] = Field(
+        False,
+        description="Ask as `cheems eval --judge-model` does (pick A or B) rather than as `cheems judge` (A, B or C); "
+        "not with --ties.",
     )
     # the judge's own files, as `cheems judge` reads them
     criteria: str | Path | None = Field(None, description=JudgeSettings.model_fields["criteria"].description)
@@ -203,8 +209,14 @@ def export_judge_sft(
         ],
         files=[("--output", output)],
     )
+    if settings.eval_prompt and settings.ties:
+        raise InputError(
+            "--eval-prompt asks for A or B only, so a tie has no verdict there",
+            path="--ties",
+            hint="leave out --ties or --eval-prompt",
+        )
     criteria = judge_prompt.load_criteria_map(settings.criteria)
-    template = judge_prompt.load_template(settings.template, JUDGE_TEMPLATE)
+    template = judge_prompt.load_template(settings.template, EVAL_TEMPLATE if settings.eval_prompt else JUDGE_TEMPLATE)
     teacher = read_critiques(critiques) if critiques is not None else {}
     index = bench_index(bench_files, settings, workers=workers) if bench_files else None
     result = JudgeSftResult(critiques=len(teacher))
