@@ -12,7 +12,9 @@ from cheems.cli.options import SkipInvalid, Workers, settings_options
 from cheems.prompts.judge_sft import JudgeSftSettings
 from cheems.settings import settings_of
 
-export_app = typer.Typer(help="Export preference data for other trainers (a generative judge's SFT rows).")
+export_app = typer.Typer(
+    help="Export preference data for other trainers (a generative judge's SFT rows).", no_args_is_help=True
+)
 
 SHOWN_IDS = 20  # bench overlaps named on the warning line; the count is always given
 
