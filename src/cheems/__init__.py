@@ -71,6 +71,8 @@ if TYPE_CHECKING:  # what type checkers see: every name of _EXPORTS with its rea
     from cheems.models.registry import load_scorer as load_scorer
     from cheems.models.score_cache import ScoreCache as ScoreCache
     from cheems.models.scoring import ScoringSettings as ScoringSettings
+    from cheems.prompts.judge_sft import JudgeSftSettings as JudgeSftSettings
+    from cheems.prompts.judge_sft import export_judge_sft as export_judge_sft
     from cheems.ranking.pairs import training_pairs as training_pairs
     from cheems.ranking.resolve import resolve_file as resolve_file
     from cheems.ranking.resolve import resolve_file_records
@@ -153,6 +155,8 @@ _EXPORTS = {
     "suite_files": "evaluate.suite",
     # training
     "TrainConfig": "train.config",
+    "export_judge_sft": "prompts.judge_sft",
+    "JudgeSftSettings": "prompts.judge_sft",
     "train": "train:",  # the package, callable: cheems.train(...) is trainer.train(...)
 }
 __all__ = sorted(_EXPORTS)

@@ -273,7 +273,7 @@ def demo(
 MODULES = (
     "prompts:dedup prompts:decontaminate categorize:categorize_app train:train_command judge bon suite compare generate"
 )
-MODULES += " leaderboard correlate doctor curate:curate_app annotate:annotate_app serve"
+MODULES += " leaderboard correlate doctor curate:curate_app annotate:annotate_app serve export:export_app"
 for _module, _, _attr in (m.partition(":") for m in (*MODULES.split(), "analyze:analyze_app", "winrate")):
     _command = getattr(importlib.import_module(f"cheems.cli.{_module}"), _attr or _module)
     _name = _attr.removesuffix("_command").removesuffix("_app") or _module
