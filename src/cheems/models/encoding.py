@@ -35,12 +35,24 @@ Segment = Any
 
 
 @dataclass
-class Encoded:
-    """One (prompt, response) as the model sees it, and how long it was before truncation."""
+class Counted:
+    """One input as the model sees it, and how long it was before truncation."""
 
     features: Features
     full_length: int
     """Tokens before truncation."""
+
+    @property
+    def truncated(self) -> bool:
+        """Whether tokens were cut from the start to fit the limit."""
+        return self.full_length > len(self.features[0])
+
+
+@dataclass
+class Encoded(Counted):
+    """One (prompt, response) as the model sees it, its length before truncation, and whether its response alone
+    was too long (what training's truncation policy reads)."""
+
     response_too_long: bool
     """The response alone does not fit: truncation cuts tokens of its own, not only the prompt."""
 
@@ -116,23 +128,26 @@ class RewardEncoder:
 
     def features(self, items: Sequence[ScoreItem]) -> list[Features]:
         """Token ids (and token type ids for text pairs) of each item, truncated: what the model reads."""
+        return [c.features for c in self.counted(items)]
+
+    def counted(self, items: Sequence[ScoreItem]) -> list[Counted]:
+        """Each item's :meth:`features` with its length before truncation, from one tokenisation of each text (a
+        caller that reports token counts, ``cheems serve``, scores these same features: no second encoding)."""
         if not items:
             return []
         if self.chat:
-            return [(ids[-self.limit :], None) for ids in self._chat_ids(items)]
-        return [e.features for e in self._pairs(items)]
+            return [Counted((ids[-self.limit :], None), len(ids)) for ids in self._chat_ids(items)]
+        return list(self._pairs(items))
 
     def encode(self, items: Sequence[ScoreItem]) -> list[Encoded]:
-        """Each item's :meth:`features` with its untruncated length (for training's truncation policy)."""
+        """Each item's :meth:`counted` with whether its response alone is too long (for training's truncation
+        policy: a chat-format model tokenises each response alone once more for it)."""
         if not items:
             return []
         if not self.chat:
             return self._pairs(items)
         response_len = self._lengths([r for _, r in items])
-        return [
-            Encoded((ids[-self.limit :], None), len(ids), n >= self.limit)
-            for ids, n in zip(self._chat_ids(items), response_len)
-        ]
+        return [Encoded(c.features, c.full_length, n >= self.limit) for c, n in zip(self.counted(items), response_len)]
 
     def encode_texts(self, texts: Sequence[str]) -> list[Encoded]:
         """Raw texts, already rendered by the caller (prompt and response in one string), as the model reads them.

@@ -216,9 +216,7 @@ class HFRewardScorer:
         """
         if not items:
             return []
-        encoded = self.encode(items)
-        groups, plain = self.prefix_plan(items, encoded)
-        return self._score_rows(encoded, plain, groups)
+        return self.score_encoded(self.encode(items), items)
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """Rewards for raw texts already rendered by the caller (prompt and response in one string), in order.
@@ -229,8 +227,21 @@ class HFRewardScorer:
         """
         if not texts:
             return []
-        rows = [e.features for e in self.encoder.encode_texts(texts)]
-        return self._score_rows(rows, list(range(len(rows))), [])
+        return self.score_encoded([e.features for e in self.encoder.encode_texts(texts)])
+
+    def score_encoded(self, rows: Sequence[Features], items: Sequence[ScoreItem] | None = None) -> list[float]:
+        """Rewards of rows this scorer's :attr:`encoder` made, in order: the scoring step under :meth:`score` and
+        :meth:`score_texts`, for a caller that reads the encoding too (``cheems serve`` counts tokens and refuses
+        long inputs from :meth:`RewardEncoder.counted` / :meth:`RewardEncoder.encode_texts`), so that each input
+        is tokenised once.
+
+        ``items`` are the (prompt, response) the rows encode, in the same order: a causal model then runs the
+        prompt the rows share once (:meth:`prefix_plan`). None (rendered texts) runs every row whole.
+        """
+        if not rows:
+            return []
+        groups, plain = self.prefix_plan(items, rows) if items is not None else ([], list(range(len(rows))))
+        return self._score_rows(rows, plain, groups)
 
     def _score_rows(self, encoded: Sequence[Features], plain: list[int], groups: list[PrefixGroup]) -> list[float]:
         """Rewards of encoded rows: the ``plain`` rows in length batches, each prefix group from its KV cache."""

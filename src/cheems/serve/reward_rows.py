@@ -60,41 +60,29 @@ def score_samples(scorer: Scorer, samples: Sequence[Sample], refuse_long: bool) 
 
 
 def _score_kind(scorer: Scorer, samples: list[Sample], kind: str, refuse_long: bool) -> list[Scored | ValueError]:
-    """Score samples of one kind: token counts first (refusing the long ones when asked), then one model call."""
+    """Score samples of one kind: encode once, refuse the long ones when asked, score the rest's features."""
     if not isinstance(scorer, HFRewardScorer):  # a scorer without tokens (length, a remote RM): nothing to count
         if kind == "text":
             why = f"model '{scorer.name}' scores (prompt, response) pairs only: send prompts (OpenRLHF) or messages"
             return [TextsUnsupported(why)] * len(samples)
         return [Scored(r, 0, False) for r in scorer.score([item_of(s) for s in samples])]
-    lengths = _lengths(scorer, samples, kind)
+    items = [item_of(s) for s in samples] if kind == "pair" else None
+    # The one encoding: the counts in the reply and the features the model reads come from it.
+    encoded = (
+        scorer.encoder.counted(items) if items is not None else scorer.encoder.encode_texts([s.text for s in samples])
+    )
     limit = scorer.encoder.limit
     results: list[Scored | ValueError] = [
-        TooLong(f"input has {full} tokens, over this server's limit of {limit} (--max-length)")
-        if refuse_long and full > limit
-        else Scored(0.0, read, full > read)
-        for read, full in lengths
+        TooLong(f"input has {e.full_length} tokens, over this server's limit of {limit} (--max-length)")
+        if refuse_long and e.full_length > limit
+        else Scored(0.0, len(e.features[0]), e.truncated)
+        for e in encoded
     ]
     keep = [i for i, r in enumerate(results) if isinstance(r, Scored)]
-    rewards = _rewards(scorer, [samples[i] for i in keep], kind)
+    kept_items = [items[i] for i in keep] if items is not None else None
+    rewards = scorer.score_encoded([encoded[i].features for i in keep], kept_items)
     for i, reward in zip(keep, rewards):
         done = results[i]
         assert isinstance(done, Scored)
         results[i] = Scored(reward, done.tokens, done.truncated)
     return results
-
-
-def _lengths(scorer: HFRewardScorer, samples: list[Sample], kind: str) -> list[tuple[int, int]]:
-    """(tokens read, tokens before truncation) of each sample, by the encoder's own rule."""
-    if kind == "pair":
-        encoded = scorer.encoder.encode([item_of(s) for s in samples])
-    else:
-        encoded = scorer.encoder.encode_texts([s.text for s in samples])
-    return [(len(e.features[0]), e.full_length) for e in encoded]
-
-
-def _rewards(scorer: HFRewardScorer, samples: list[Sample], kind: str) -> list[float]:
-    if not samples:
-        return []
-    if kind == "pair":
-        return scorer.score([item_of(s) for s in samples])
-    return scorer.score_texts([s.text for s in samples])
