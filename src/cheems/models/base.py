@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from cheems.data.schema import Message, prompt_messages
 from cheems.runtime import content_hash
@@ -67,6 +67,50 @@ def item_digest(item: ScoreItem) -> str:
     """The content hash of (prompt, response): the item's half of a score-cache key."""
     prompt, response = item
     return content_hash([prompt if isinstance(prompt, str) else prompt_messages(prompt), response])
+
+
+class ChatTurn(Protocol):
+    """One message of a chat, as any parser of one gives it (a :class:`Message`, a request's turn)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+
+class ChatError(ValueError):
+    """A chat that is no (prompt, response); ``part`` names the argument of :func:`chat_item` at fault (``turns``,
+    or ``prompt``: it has no user turn), for the caller's message."""
+
+    def __init__(self, message: str, part: Literal["prompt", "turns"]) -> None:
+        super().__init__(message)
+        self.part = part
+
+
+def chat_item(turns: Sequence[ChatTurn], prompt: Prompt | None = None) -> ScoreItem:
+    """The (prompt, response) a chat is scored as: its last turn, the assistant's, is the response, and the turns
+    before it are the prompt, after ``prompt`` when the chat's start comes apart (TRL's prompt and completion; a
+    string prompt is one user turn, and stays a string when no turn follows it).
+
+    :class:`ChatError` when there is no turn, the last is not the assistant's, a content is not text, or no user
+    turn comes before the response. Other roles pass as they are (a tool turn, any role the template knows).
+    """
+    if not turns:
+        raise ChatError("no turns: a chat to score must end with the assistant's turn", "turns")
+    *before, last = turns
+    if last.role != "assistant":
+        raise ChatError(f"the last turn is '{last.role}': a chat to score must end with the assistant's turn", "turns")
+    for i, turn in enumerate(turns):
+        if not isinstance(turn.content, str):  # a parser let it through: the template would fail or print its repr
+            raise ChatError(f"turn {i}'s content is {type(turn.content).__name__}, not text", "turns")
+    if isinstance(prompt, str) and not before:
+        return prompt, last.content
+    head = [Message(role="user", content=prompt)] if isinstance(prompt, str) else list(prompt or [])
+    context = [*head, *(Message(role=t.role, content=t.content) for t in before)]
+    if not any(m.role == "user" for m in context):
+        raise ChatError("no user turn before the assistant's: send the prompt as a user turn", "prompt")
+    return context, last.content
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:

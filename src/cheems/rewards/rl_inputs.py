@@ -14,7 +14,7 @@ from typing import Any
 
 from cheems.data.schema import Message
 from cheems.errors import InputError
-from cheems.models.base import Prompt, ScoreItem
+from cheems.models.base import ChatError, Prompt, ScoreItem, chat_item
 
 
 def _content(value: Any, where: str) -> str:
@@ -52,17 +52,16 @@ def score_item(prompt: Any, completion: Any, where: str) -> ScoreItem:
     if isinstance(completion, str):
         return as_prompt(prompt, f"prompts[{where}]"), completion
     turns = chat_turns(completion, f"completions[{where}]")
-    if not turns or turns[-1].role != "assistant":
+    try:
+        return chat_item(turns, as_prompt(prompt, f"prompts[{where}]"))
+    except ChatError as e:
+        if e.part == "prompt":
+            raise InputError(
+                str(e), field=f"prompts[{where}]", hint="a prompt is a string or has a user turn"
+            ) from None
         raise InputError(
-            "a conversational completion must end with the assistant's turn",
-            field=f"completions[{where}]",
-            hint='TRL\'s form: [{"role": "assistant", "content": "..."}]',
-        )
-    before = as_prompt(prompt, f"prompts[{where}]")
-    if not turns[:-1]:
-        return before, turns[-1].content
-    head = [Message(role="user", content=before)] if isinstance(before, str) else before
-    return [*head, *turns[:-1]], turns[-1].content
+            str(e), field=f"completions[{where}]", hint='TRL\'s form: [{"role": "assistant", "content": "..."}]'
+        ) from None
 
 
 def score_items(prompts: Sequence[Any], completions: Sequence[Any]) -> list[ScoreItem]:

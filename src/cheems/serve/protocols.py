@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from cheems.data.schema import Message
-from cheems.models.base import Prompt
+from cheems.models.base import ChatError, Prompt, chat_item
 from cheems.serve.reward_rows import Sample, Scored
 
 # End-of-text markers a policy's decoded query ends with (OpenRLHF decodes with skip_special_tokens=False).
@@ -126,13 +126,13 @@ class PoolingRequest(BaseModel):
 
 
 def chat_sample(turns: list[Turn]) -> Sample:
-    """(prompt turns, response) of a chat whose last turn is the assistant's, after at least one user turn."""
-    *prompt, last = turns
-    if last.role != "assistant":
-        raise RequestError(f"messages: the last turn is '{last.role}'; end with the assistant's turn to be scored")
-    if not any(t.role == "user" for t in prompt):
-        raise RequestError("messages: no user turn before the assistant's; send the prompt as a user turn")
-    return Sample([Message(role=t.role, content=t.content) for t in prompt], last.content)
+    """(prompt turns, response) of a chat whose last turn is the assistant's, after at least one user turn
+    (:func:`~cheems.models.base.chat_item`'s rule); a 422 naming ``messages`` else."""
+    try:
+        prompt, response = chat_item(turns)
+    except ChatError as e:
+        raise RequestError(f"messages: {e}") from None
+    return Sample(prompt, response)
 
 
 # ---------------------------------------------------------------- OpenRLHF
