@@ -237,7 +237,7 @@ def test_joint_training_logs_the_lm_loss_and_it_falls(causal_lm, tmp_path, packi
 
 @pytest.mark.parametrize("lm_weight", [0.2, 0.0])
 def test_keep_lm_head_saves_a_causal_lm_beside_the_reward_model(causal_lm, tmp_path, lm_weight):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     data = write_records(tmp_path / "train.jsonl", critiques=True, copies=1)
     out = tmp_path / "rm"
@@ -247,6 +247,8 @@ def test_keep_lm_head_saves_a_causal_lm_beside_the_reward_model(causal_lm, tmp_p
     folder = out / LM_FOLDER
     lm, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))
+    _, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys"))  # the RM: no LM head
     assert AutoTokenizer.from_pretrained(folder).chat_template
     ids = torch.tensor([encoder(causal_lm).features([("你好", "你好")])[0][0]])
     rm = result.model
@@ -307,3 +309,17 @@ def test_cheems_train_lm_weight_on_an_encoder_is_one_line(tmp_path):
     proc = run_cheems("train", "-d", data, "-o", tmp_path / "rm", "-m", bert, "--lm-weight", "0.01", "--cpu")
     assert_user_error(proc, "--lm-weight needs a causal language model")
     assert not (tmp_path / "rm").exists()
+
+
+def test_a_run_resumed_from_before_the_lm_loss_column_keeps_its_csv_header(tmp_path):
+    import csv
+
+    from cheems.train.logs import LOG_FIELDS, TrainLogger
+
+    old = [f for f in LOG_FIELDS if f != "lm_loss"]
+    path = tmp_path / "train_log.csv"
+    path.write_text(",".join(old) + "\n" + ",".join("1" for _ in old) + "\n", encoding="utf-8")
+    logger = TrainLogger(tmp_path, ["csv"], True, None, resume_step=1)
+    logger.step(dict.fromkeys(LOG_FIELDS, 2) | {"step": 2, "lm_loss": None})
+    rows = list(csv.reader(path.open(encoding="utf-8")))
+    assert rows[0] == old and [len(r) for r in rows] == [len(old)] * 3

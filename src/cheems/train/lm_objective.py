@@ -169,7 +169,7 @@ def _critique_rows(
             hint=f"add a '{CRITIQUE_KEY}' string to the responses (docs/formats.md), or use --lm-target chosen",
         )
     encoded = tokenizer(list(found.values()), add_special_tokens=False, verbose=False)["input_ids"]
-    rows = {}
+    rows: dict[Item, tuple[Features, int]] = {}
     for item, critique in zip(found, encoded):
         critique = list(critique) + eos
         ids = (features[item][0] + critique)[-encoder.limit :]

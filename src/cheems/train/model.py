@@ -131,13 +131,13 @@ class RewardModel(nn.Module):
 
     def own_lm_head(self) -> torch.Tensor | None:
         """The attached LM head's own weight; None when it is tied to the input embeddings."""
-        return None if self.lm_tied else cast("torch.Tensor", self.lm_head.weight)
+        return None if self.lm_tied else self.lm_head.weight
 
     def lm_weight_matrix(self) -> torch.Tensor:
         """The LM head's weight: its own, or the input embeddings it is tied to."""
         if self.lm_tied:
             return cast("torch.Tensor", self._backbone().get_input_embeddings().weight)  # type: ignore[operator]
-        return cast("torch.Tensor", self.lm_head.weight)
+        return self.lm_head.weight
 
     def _lm_nll(self, hidden: torch.Tensor, at: torch.Tensor, labels: Any) -> torch.Tensor:
         """Summed cross-entropy of ``labels`` from the logits at ``at`` only, in fp32 (never ``[rows x width,
