@@ -107,7 +107,7 @@ def reward_forward(
         out = model(input_ids=input_ids, attention_mask=attention_mask, **extra)
         return cast("torch.Tensor", out.logits[:, 0].float())
     if pooling == "last":
-        return _last_token_reward(model, head, input_ids, attention_mask, position_ids, read_at)
+        return last_token_outputs(model, head, input_ids, attention_mask, position_ids, read_at)[0]
     hidden = backbone_of(model)(input_ids=input_ids, attention_mask=attention_mask, **extra)[0]
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
@@ -115,19 +115,6 @@ def reward_forward(
     if callable(dropout):
         pooled = dropout(pooled)
     return cast("torch.Tensor", head(pooled)[:, 0].float())
-
-
-def _last_token_reward(
-    model: Any,
-    head: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    position_ids: torch.Tensor | None,
-    read_at: torch.Tensor | None,
-) -> torch.Tensor:
-    """The head at each row's last real token (found from the mask: no pad_token_id guessing, which breaks when
-    pad == eos and a text ends in eos), or at ``read_at`` in a packed batch."""
-    return last_token_outputs(model, head, input_ids, attention_mask, position_ids, read_at)[0]
 
 
 def last_token_outputs(
@@ -138,8 +125,10 @@ def last_token_outputs(
     position_ids: torch.Tensor | None,
     read_at: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rewards of :func:`reward_forward`'s ``last`` pooling and the backbone's last hidden states
-    ``[rows, width, hidden]`` they were read from (a joint language-model loss reads its token logits there)."""
+    """The head at each row's last real token (found from the mask: no pad_token_id guessing, which breaks when
+    pad == eos and a text ends in eos), or at ``read_at`` in a packed batch: the rewards of :func:`reward_forward`'s
+    ``last`` pooling, and the backbone's last hidden states ``[rows, width, hidden]`` they were read from (a joint
+    language-model loss reads its token logits there)."""
     import torch
 
     if position_ids is None:
