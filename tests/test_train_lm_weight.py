@@ -23,7 +23,7 @@ from cheems.train.logs import step_row
 from cheems.train.model import load_reward_model
 from cheems.train.packing import packed_rewards_lm
 from cheems.train.trainer import train_reward_model
-from helpers import assert_user_error, run_cheems, run_main, write_jsonl
+from helpers import assert_user_error, run_main, write_jsonl
 
 tiny_models = pytest.importorskip("tiny_models")
 
@@ -303,12 +303,20 @@ def test_bad_lm_settings_are_one_line_and_write_nothing(tmp_path, args, said, mo
     assert not (tmp_path / "rm").exists() and not (tmp_path / "rm.partial").exists()
 
 
-def test_cheems_train_lm_weight_on_an_encoder_is_one_line(tmp_path):
-    bert = tiny_models.build_tiny_bert(tmp_path / "bert")
+def test_cheems_train_lm_weight_end_to_end_and_on_an_encoder(causal_lm, tmp_path, monkeypatch, capsys):
     data = write_records(tmp_path / "train.jsonl", copies=1)
-    proc = run_cheems("train", "-d", data, "-o", tmp_path / "rm", "-m", bert, "--lm-weight", "0.01", "--cpu")
+    common = ("--epochs", "1", "--cpu", "--no-bf16", "--no-progress", "--max-length", "512")
+    out = tmp_path / "rm"
+    args = ("train", "-d", data, "-o", out, "-m", causal_lm, "--lm-weight", "0.01", "--keep-lm-head", *common)
+    done = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    assert done.returncode == 0, done.stderr
+    assert "joint objective: (1-0.01)*BT + 0.01*LM, the next-token loss on the 5 best-ranked responses" in done.stderr
+    assert (out / "model.safetensors").is_file() and (out / LM_FOLDER / "model.safetensors").is_file()
+    bert = tiny_models.build_tiny_bert(tmp_path / "bert")
+    args = ("train", "-d", data, "-o", tmp_path / "rm2", "-m", bert, "--lm-weight", "0.01", *common)
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
     assert_user_error(proc, "--lm-weight needs a causal language model")
-    assert not (tmp_path / "rm").exists()
+    assert not (tmp_path / "rm2").exists()
 
 
 def test_a_run_resumed_from_before_the_lm_loss_column_keeps_its_csv_header(tmp_path):
