@@ -51,6 +51,7 @@ KINDS = {
     "causal-lora-merged": ("qwen", {"packing": "none", "lora": {"enabled": True, "r": 4, "alpha": 8}}),
     "released-rm-trained-further": ("released", {"packing": "auto"}),
     "causal-eos-ends-the-turn": ("eos-ends", {"packing": "none"}),
+    "causal-lm-weight": ("causal-lm", {"packing": "auto", "lm_weight": 0.1, "keep_lm_head": True}),
 }
 
 
@@ -90,6 +91,7 @@ def bases(tmp_path_factory, qwen2_tokenizer_dir) -> dict[str, Path]:
         "eos-ends": tiny_models.build_tiny_qwen2(root / "eos-ends", eos_tokenizer),
         "bert": tiny_models.build_tiny_bert(root / "bert"),
         "qwen": tiny_models.build_tiny_qwen2(root / "qwen", qwen2_tokenizer_dir),
+        "causal-lm": tiny_models.build_tiny_qwen2(root / "causal-lm", qwen2_tokenizer_dir, causal_lm=True),
         "released": tiny_models.build_tiny_qwen2(
             root / "released", qwen2_tokenizer_dir, head=tiny_models.RELEASED_HEAD
         ),

@@ -15,7 +15,7 @@ from cheems.train.config import TrainConfig, check_run, load_config
 # the options in the order --help shows them: TrainConfig's fields and the command's own config and no_progress
 TRAIN_OPTIONS = """data output model config epochs max_length lr batch_size grad_accum warmup_ratio reg_coef truncation
 pooling packing preset eval_bench allow_overlap eval_every save_every seed bf16 lora.enabled gradient_checkpointing cpu
-length_head no_progress resume force overwrite""".split()
+length_head lm_weight lm_target keep_lm_head no_progress resume force overwrite""".split()
 
 
 @settings_options(TrainConfig, *TRAIN_OPTIONS)

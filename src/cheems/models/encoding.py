@@ -149,6 +149,17 @@ class RewardEncoder:
         response_len = self._lengths([r for _, r in items])
         return [Encoded(c.features, c.full_length, n >= self.limit) for c, n in zip(self.counted(items), response_len)]
 
+    def untruncated_ids(self, items: Sequence[ScoreItem]) -> list[list[int]]:
+        """Each item's token ids before any cut to ``limit`` (:meth:`features` keeps their end): a training
+        objective that needs to know where the response starts compares them with those of an empty response."""
+        if not items:
+            return []
+        if self.chat:
+            return self._chat_ids(items)
+        prompts = self._segments([prompt_text(p) for p, _ in items])
+        responses = self._segments([r for _, r in items])
+        return [self._with_specials(p, r)[0] for p, r in zip(prompts, responses)]
+
     def encode_texts(self, texts: Sequence[str]) -> list[Encoded]:
         """Raw texts, already rendered by the caller (prompt and response in one string), as the model reads them.
 

@@ -107,7 +107,7 @@ def reward_forward(
         out = model(input_ids=input_ids, attention_mask=attention_mask, **extra)
         return cast("torch.Tensor", out.logits[:, 0].float())
     if pooling == "last":
-        return _last_token_reward(model, head, input_ids, attention_mask, position_ids, read_at)
+        return last_token_outputs(model, head, input_ids, attention_mask, position_ids, read_at)[0]
     hidden = backbone_of(model)(input_ids=input_ids, attention_mask=attention_mask, **extra)[0]
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
@@ -117,16 +117,18 @@ def reward_forward(
     return cast("torch.Tensor", head(pooled)[:, 0].float())
 
 
-def _last_token_reward(
+def last_token_outputs(
     model: Any,
     head: Any,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     position_ids: torch.Tensor | None,
     read_at: torch.Tensor | None,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The head at each row's last real token (found from the mask: no pad_token_id guessing, which breaks when
-    pad == eos and a text ends in eos), or at ``read_at`` in a packed batch."""
+    pad == eos and a text ends in eos), or at ``read_at`` in a packed batch: the rewards of :func:`reward_forward`'s
+    ``last`` pooling, and the backbone's last hidden states ``[rows, width, hidden]`` they were read from (a joint
+    language-model loss reads its token logits there)."""
     import torch
 
     if position_ids is None:
@@ -138,4 +140,4 @@ def _last_token_reward(
         pooled = hidden[read_at[:, 0], read_at[:, 1]]
     else:
         pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last_token_index(attention_mask)]
-    return cast("torch.Tensor", head(pooled)[:, 0].float())
+    return cast("torch.Tensor", head(pooled)[:, 0].float()), hidden

@@ -50,6 +50,8 @@ TRAJECTORY_KEYS = (
     "length_corr_weight",
     "quality_corr_weight",
     "orthogonal_weight",
+    "lm_weight",
+    "lm_target",
 )
 REFUSED_KEYS = ("model", "data")
 
@@ -158,6 +160,14 @@ def changed_settings(checkpoint: Path, settings: dict[str, Any]) -> list[str]:
     return [k for k in TRAJECTORY_KEYS if k in old and old[k] != settings.get(k)]
 
 
+def _saved(checkpoint: Path, key: str) -> Any:
+    """A setting as the checkpoint's config recorded it (None when it did not)."""
+    import yaml
+
+    saved = checkpoint / CONFIG_FILE
+    return (yaml.safe_load(saved.read_text(encoding="utf-8")) or {}).get(key) if saved.exists() else None
+
+
 def save_checkpoint(
     accelerator: Any, output: Path, position: Position, config: Any, metrics: dict[str, Any], data: str
 ) -> None:
@@ -213,6 +223,12 @@ def resume(accelerator: Any, output: Path, config: Any, data: str, say: Callable
             f"was trained {'without' if config.length_head else 'with'} --length-head: its state does not fit",
             path=str(checkpoint),
             hint="resume with the run's own --length-head setting",
+        )
+    if "lm_weight" in changed and bool(_saved(checkpoint, "lm_weight")) != bool(config.lm_weight):
+        raise InputError(  # the saved state has (or lacks) the LM head's weights and their optimizer state
+            f"was trained {'without' if config.lm_weight else 'with'} --lm-weight: its state does not fit",
+            path=str(checkpoint),
+            hint="resume with the run's own --lm-weight setting",
         )
     try:
         accelerator.load_state(str(checkpoint))

@@ -26,6 +26,7 @@ from cheems.yamlfile import located_validation_error, read_yaml_mapping, validat
 TRUNCATION = ("left_prompt", "drop")
 POOLING = ("auto", "last", "cls", "mean")
 PACKING = ("auto", "none")
+LM_TARGETS = ("chosen", "critique")  # --lm-target: cheems.train.lm_objective
 LOGGERS = ("csv", "tensorboard")
 PRESETS = ("auto", "paper", "small")
 RUN_FLAGS = ("resume", "force", "overwrite")  # about this run's folders, not the model: never saved with it
@@ -165,6 +166,27 @@ class TrainConfig(Settings):
     """With ``length_head``: weight of ``|rho(reward head, response length)|``."""
     orthogonal_weight: Annotated[Number, at_least(0)] = 1.0
     """With ``length_head``: weight of ``|cos|`` of the two heads' weight vectors."""
+    lm_weight: Annotated[Number, rule(lambda x: 0 <= x < 1, "must be in [0, 1), got {value}", "GRM uses 0.01")] = Field(
+        0.0,
+        description="Weight W of a next-token loss on the same backbone: (1-W)*BT + W*LM (GRM: 0.01; causal LMs; "
+        "0: off).",
+    )
+    """``(1 - W) * (BT + reg_coef * prior) + W * LM``, LM the mean next-token loss of ``lm_target``'s tokens, in
+    the same (packed or padded) forward (:mod:`cheems.train.lm_objective`). Needs a causal LM with its LM head
+    (or tied embeddings). 0: the run is exactly the plain one."""
+    lm_target: Annotated[Text, one_of(LM_TARGETS, "LM target")] = Field(
+        "chosen",
+        description="With --lm-weight: chosen (each prompt's best-ranked responses, GRM) or critique (each "
+        "response's 'critique' field, CLoud).",
+    )
+    keep_lm_head: Annotated[Flag, Cli(flag=True)] = Field(
+        False,
+        description="Also save the backbone with its language-model head as a causal LM in OUTPUT/lm "
+        "(causal LMs only).",
+    )
+    """The reward model's folder stays a plain sequence-classification one; ``OUTPUT/lm`` loads with
+    ``AutoModelForCausalLM``: the trained backbone and the LM head (trained with ``lm_weight`` > 0, else the
+    checkpoint's own)."""
     lora: LoraSettings = Field(default_factory=LoraSettings)
     """A mapping of :class:`LoraSettings`, or ``true``/``false`` for ``{enabled: ...}``."""
     seed: Annotated[Whole, rule(lambda n: 0 <= n < 2**32, "must be between 0 and 2**32 - 1, got {value}")] = Field(
@@ -197,6 +219,15 @@ class TrainConfig(Settings):
         False, description="Replace the model already in --output (only once the new one is saved)."
     )
     cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
+
+    @model_validator(mode="after")
+    def _lm_settings(self) -> TrainConfig:
+        """``lm_target`` means something only with an LM loss; the length head's model forwards no LM head."""
+        if self.lm_target != "chosen" and not self.lm_weight:
+            raise invalid(f"lm_target {self.lm_target!r} needs lm_weight > 0", "give --lm-weight, e.g. 0.01")
+        if self.lm_weight and self.length_head:
+            raise invalid("lm_weight and length_head cannot be combined", "train with one of them")
+        return self
 
     @field_validator("lora", mode="before")
     @classmethod

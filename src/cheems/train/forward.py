@@ -47,6 +47,35 @@ def forward_rewards(
     return rewards[torch.argsort(order)]
 
 
+def forward_rewards_lm(
+    model: Any,
+    rows: list[Features],
+    starts: list[int | None],
+    pad_id: int,
+    device: torch.device | str,
+    chunk_tokens: int,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """:func:`forward_rewards` with a language-model loss (``--lm-weight``) in the same forwards: the rewards, the
+    summed next-token loss of each row's tokens from ``starts[i]`` on (None: none of its tokens) and their count.
+
+    The rows and their chunks are those :func:`forward_rewards` forwards; each chunk's labels go with it.
+    """
+    from cheems.train.lm_objective import label_positions, lm_inputs
+
+    chunks = length_batches([len(ids) for ids, _ in rows], len(rows), chunk_tokens) if chunk_tokens else []
+    chunks = chunks or [list(range(len(rows)))]
+    rewards, nll, tokens = [], [], 0
+    for chunk in chunks:
+        picked = [rows[i] for i in chunk]
+        at, labels = label_positions(picked, [starts[i] for i in chunk], lambda i, j: (i, j))
+        chunk_rewards, chunk_nll = model(**collate(picked, pad_id, str(device)), **lm_inputs(at, labels, device))
+        rewards.append(chunk_rewards)
+        nll.append(chunk_nll)
+        tokens += len(labels)
+    order = torch.tensor([i for chunk in chunks for i in chunk], device=rewards[0].device)
+    return torch.cat(rewards)[torch.argsort(order)], torch.stack(nll).sum(), tokens
+
+
 @torch.no_grad()  # not inference_mode: ZeRO-3 gathers parameters here that training uses afterwards
 def score_in_memory(
     model: RewardModel,

@@ -18,6 +18,7 @@ LOG_FIELDS = [
     "loss",
     "bt_loss",
     "prior",
+    "lm_loss",
     "accuracy",
     "pairs",
     "responses",
@@ -79,8 +80,11 @@ class TrainLogger:
 
     def _append(self, path: Path, row: dict[str, Any], fields: list[str]) -> None:
         new = not path.exists()
+        if not new and path == self.csv_path:  # a run resumed from before a column was added keeps its header
+            with path.open(newline="", encoding="utf-8") as f:
+                fields = next(csv.reader(f), fields)
         with path.open("a", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=fields)
+            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
             if new:
                 w.writeheader()
             w.writerow(row)
@@ -92,7 +96,7 @@ class TrainLogger:
         if self.use_csv:
             self._append(self.csv_path, row, LOG_FIELDS)
         if self.tb is not None:
-            for key in ("loss", "bt_loss", "prior", "accuracy", "lr", "grad_norm"):
+            for key in ("loss", "bt_loss", "prior", "lm_loss", "accuracy", "lr", "grad_norm"):
                 if row.get(key) is not None:
                     self.tb.add_scalar(f"train/{key}", row[key], row["step"])
 
@@ -120,7 +124,8 @@ class TrainLogger:
 def step_row(
     window: list[dict[str, float]], accelerator: Any, step: int, epoch: float, lr: float, grad_norm: Any, seconds: float
 ) -> dict[str, Any]:
-    """One log row: the step's batches (all processes) pooled; pair-weighted BT loss and accuracy."""
+    """One log row: the step's batches (all processes) pooled; pair-weighted BT loss and accuracy, token-weighted
+    ``lm_loss`` (``--lm-weight``; None without it or when the step had no LM token)."""
     sums = torch.tensor(
         [
             sum(w["loss"] * w["n"] for w in window),
@@ -130,18 +135,21 @@ def step_row(
             sum(w["pairs"] for w in window),
             sum(w["n"] for w in window),
             sum(w["tokens"] for w in window),
+            sum(w.get("lm_loss", 0.0) * w.get("lm_tokens", 0) for w in window),
+            sum(w.get("lm_tokens", 0) for w in window),
         ],
         dtype=torch.float64,
     )
     if accelerator.num_processes > 1:
         sums = accelerator.reduce(sums.to(accelerator.device), reduction="sum").cpu()
-    loss, bt, prior, correct, pairs, n, tokens = sums.tolist()
+    loss, bt, prior, correct, pairs, n, tokens, lm, lm_tokens = sums.tolist()
     return {
         "step": step,
         "epoch": round(epoch, 4),
         "loss": loss / n if n else float("nan"),
         "bt_loss": bt / pairs if pairs else 0.0,
         "prior": prior / n if n else float("nan"),
+        "lm_loss": lm / lm_tokens if lm_tokens else None,
         "accuracy": correct / pairs if pairs else 0.0,
         "pairs": int(pairs),
         "responses": int(n),

@@ -28,7 +28,15 @@ from cheems.errors import CheemsWarning, InputError
 from cheems.models.backbones import FORMAT_KEY, MAX_LENGTH_KEY, is_encoder_config
 from cheems.models.encoding import DEFAULT_MAX_LENGTH, effective_max_length
 from cheems.models.hf import names_reward_head
-from cheems.models.pooling import POOLING_KEY, backbone_of, head_name, recorded_pooling, resolve_pooling, reward_forward
+from cheems.models.pooling import (
+    POOLING_KEY,
+    backbone_of,
+    head_name,
+    last_token_outputs,
+    recorded_pooling,
+    resolve_pooling,
+    reward_forward,
+)
 from cheems.train.model_card import TrainingFacts, check_card_free, model_card, write_model_card
 
 
@@ -48,6 +56,7 @@ class RewardModel(nn.Module):
         super().__init__()
         self.model = model
         self.new_head = new_head  # the head started random (the checkpoint had none): the usual start of training
+        self.lm_tied = False  # attach_lm_head: the LM head is the input embeddings
         self.encoder = is_encoder_config(self.hf.config)
         self.pooling = resolve_pooling(pooling, self.encoder)
         if self.pooling in ("last", "mean"):
@@ -86,12 +95,60 @@ class RewardModel(nn.Module):
         head = self._head()
         return [f"{name}.{weight}" for weight, _ in getattr(head, "original_module", head).named_parameters()]
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: Any, **inputs: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: Any,
+        lm_at: torch.Tensor | None = None,
+        lm_labels: torch.Tensor | None = None,
+        **inputs: torch.Tensor | None,
+    ) -> Any:
         """Rewards ``[B]`` of padded rows; or, with ``read_at`` (``last``, or ``cls`` on a BERT-like layout), of a
         packed batch (:mod:`cheems.train.packing`): a prepared 4-D ``attention_mask``, its ``position_ids``, and
         the (row, column) of each reward's token, giving ``[len(read_at)]`` rewards. ``inputs``: the optional
-        ``token_type_ids``, ``position_ids`` and ``read_at`` of :func:`cheems.models.pooling.reward_forward`."""
-        return reward_forward(self.hf, self.pooling, input_ids, attention_mask, **inputs)
+        ``token_type_ids``, ``position_ids`` and ``read_at`` of :func:`cheems.models.pooling.reward_forward`.
+
+        With ``lm_at`` ([N, 2] (row, column) of hidden states) and ``lm_labels`` ([N] token ids) — a model with
+        an LM head (:meth:`attach_lm_head`, ``--lm-weight``) — returns ``(rewards, nll)``: the summed next-token
+        loss of the labels predicted from those hidden states, of the same forward."""
+        if lm_at is None:
+            return reward_forward(self.hf, self.pooling, input_ids, attention_mask, **inputs)
+        head = getattr(self.hf, head_name(self.hf))
+        position_ids, read_at = inputs.get("position_ids"), inputs.get("read_at")
+        rewards, hidden = last_token_outputs(self.hf, head, input_ids, attention_mask, position_ids, read_at)
+        return rewards, self._lm_nll(hidden, lm_at, lm_labels)
+
+    def attach_lm_head(self, weight: torch.Tensor | None, trainable: bool = True) -> None:
+        """Give the model the language-model head ``weight`` (``[vocab, hidden]``; None: the input embeddings,
+        for a model that ties them), trained with the backbone when ``trainable``. Only ``--lm-weight`` calls it:
+        without it the model's parameters and state are exactly the reward model's."""
+        self.lm_tied = weight is None
+        if weight is not None:
+            self.lm_head = nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=weight.dtype)
+            with torch.no_grad():
+                self.lm_head.weight.copy_(weight)
+            self.lm_head.requires_grad_(trainable)
+
+    def own_lm_head(self) -> torch.Tensor | None:
+        """The attached LM head's own weight; None when it is tied to the input embeddings."""
+        return None if self.lm_tied else self.lm_head.weight
+
+    def lm_weight_matrix(self) -> torch.Tensor:
+        """The LM head's weight: its own, or the input embeddings it is tied to."""
+        if self.lm_tied:
+            return cast("torch.Tensor", self._backbone().get_input_embeddings().weight)  # type: ignore[operator]
+        return self.lm_head.weight
+
+    def _lm_nll(self, hidden: torch.Tensor, at: torch.Tensor, labels: Any) -> torch.Tensor:
+        """Summed cross-entropy of ``labels`` from the logits at ``at`` only, in fp32 (never ``[rows x width,
+        vocab]``). No label: a zero that still depends on the head (every process touches the same weights)."""
+        weight = self.lm_weight_matrix()
+        picked = hidden[at[:, 0], at[:, 1]] if at.numel() else hidden[:1, 0]
+        with torch.autocast(hidden.device.type, enabled=False):  # bf16 logits lose the small probabilities
+            logits = nn.functional.linear(picked.float(), weight.float())
+        if not at.numel():
+            return logits.sum() * 0.0
+        return nn.functional.cross_entropy(logits, labels, reduction="sum")
 
 
 def _last_input_token(tokenizer: Any) -> int | None:

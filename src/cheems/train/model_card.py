@@ -60,6 +60,14 @@ def training_facts(config: Any, summary: Any, steps: int) -> TrainingFacts:
         notes.append(f"LoRA (r={config.lora.r}, alpha={config.lora.alpha}), merged into the saved weights")
     if config.length_head:
         notes.append("length head (ODIN) trained beside the reward head and left out of the saved model")
+    if config.lm_weight:
+        target = "each prompt's best-ranked responses" if config.lm_target == "chosen" else "supplied critiques"
+        notes.append(
+            f"joint objective (1 − {config.lm_weight:g})·Bradley–Terry + {config.lm_weight:g}·next-token loss on "
+            f"{target}, on the same backbone"
+        )
+    if config.keep_lm_head:
+        notes.append("the backbone with its language-model head is saved as a causal LM in `lm/`")
     return TrainingFacts(
         base_model=config.model,
         output=config.output,

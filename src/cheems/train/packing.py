@@ -31,7 +31,7 @@ torch is imported inside functions only.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from cheems.models.encoding import Features
@@ -69,6 +69,14 @@ class PackedLayout:
     """Per batch row (in the batch's order), the (packed row, column) of its reward token: its last
     (causal) or its first, ``[CLS]`` (encoders)."""
     causal: bool
+    spans: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """Per batch row, (packed row, column of its unit's shared part, shared tokens, column of its own tokens):
+    where each of its tokens sits (:meth:`place`)."""
+
+    def place(self, row: int, token: int) -> tuple[int, int]:
+        """The (packed row, column) of token ``token`` of batch row ``row``."""
+        packed, head, shared, tail = self.spans[row]
+        return (packed, head + token) if token < shared else (packed, tail + token - shared)
 
     @property
     def width(self) -> int:
@@ -144,6 +152,7 @@ def pack_layout(rows: Sequence[Features], keys: Sequence[Hashable], budget: int,
     positions: list[list[int]] = []
     types: list[list[int]] = []
     read_at: list[tuple[int, int]] = [(0, 0)] * len(rows)
+    spans: list[tuple[int, int, int, int]] = [(0, 0, 0, 0)] * len(rows)
     for r, members in enumerate(placed):
         ids: list[int] = []
         us: list[int] = []
@@ -153,12 +162,14 @@ def pack_layout(rows: Sequence[Features], keys: Sequence[Hashable], budget: int,
         for n in members:
             u = units[n]
             head = rows[u.rows[0]][0][: u.shared]
+            head_at = len(ids)
             ids += head
             us += [n] * u.shared
             segs += [0] * u.shared
             pos += range(u.shared)
             for j, i in enumerate(u.rows):
                 tail = rows[i][0][u.shared :]
+                spans[i] = (r, head_at, u.shared, len(ids))
                 ids += tail
                 us += [n] * len(tail)
                 segs += [j + 1] * len(tail)
@@ -171,7 +182,7 @@ def pack_layout(rows: Sequence[Features], keys: Sequence[Hashable], budget: int,
         positions.append(pos)
         types.append(tts)
     has_types = bool(rows) and rows[0][1] is not None
-    return PackedLayout(tokens, unit_of, segment, positions, types if has_types else None, read_at, causal)
+    return PackedLayout(tokens, unit_of, segment, positions, types if has_types else None, read_at, causal, spans)
 
 
 def packed_inputs(layout: PackedLayout, pad_id: int, device: torch.device | str, attention: str) -> dict[str, Any]:
@@ -278,6 +289,30 @@ def packed_rewards(
     """
     layout = pack_layout(rows, keys, budget, causal)
     return cast("torch.Tensor", model(**packed_inputs(layout, pad_id, device, attention)))
+
+
+def packed_rewards_lm(
+    model: Any,
+    rows: list[Features],
+    keys: Sequence[Hashable],
+    starts: list[int | None],
+    pad_id: int,
+    device: torch.device | str,
+    budget: int,
+    attention: str,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """:func:`packed_rewards` (causal) with a language-model loss in the same forward (``--lm-weight``): the
+    rewards, the summed next-token loss of each row's tokens from ``starts[i]`` on and their count.
+
+    A labelled token is predicted from the hidden state of the token before it in its own row, which the
+    block-causal mask makes the padded row's, wherever packing placed it.
+    """
+    from cheems.train.lm_objective import label_positions, lm_inputs
+
+    layout = pack_layout(rows, keys, budget, True)
+    at, labels = label_positions(rows, starts, layout.place)
+    rewards, nll = model(**packed_inputs(layout, pad_id, device, attention), **lm_inputs(at, labels, device))
+    return rewards, nll, len(labels)
 
 
 def packing_counts(rows: Sequence[Features], keys: Sequence[Hashable], budget: int) -> dict[str, int]:

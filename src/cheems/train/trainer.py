@@ -59,13 +59,14 @@ from cheems.train.data import (
     read_training_records,
     training_digest,
 )
-from cheems.train.forward import chunk_budget, forward_rewards, score_in_memory
+from cheems.train.forward import chunk_budget, forward_rewards, forward_rewards_lm, score_in_memory
 from cheems.train.length_head import disentangled_loss, quality_model, response_lengths, with_length_head
+from cheems.train.lm_objective import LM_FOLDER, LmTargets, joint_loss, lm_targets, load_lm_head, save_causal_lm
 from cheems.train.logs import TrainLogger, describe_eval, step_row
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
 from cheems.train.model_card import MEAN_NOT_PORTABLE, check_card_free, training_facts
-from cheems.train.packing import pack_budget, packed_rewards, packing_active, use_flex_attention
+from cheems.train.packing import pack_budget, packed_rewards, packed_rewards_lm, packing_active, use_flex_attention
 from cheems.train.schedule import MicroStep, micro_steps, optimizer_steps
 
 
@@ -204,7 +205,7 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
             _after_optimizer_step(run, inputs, model, row, step, bar, caught)
     if inputs.bench is not None and config.eval_every and _last_step_unevaluated(run):
         _evaluate(run, model, inputs.encoder, inputs.bench, float(config.epochs))
-    _save_model(run, model, inputs.tokenizer, inputs.encoder)
+    _save_model(run, model, inputs.tokenizer, inputs.encoder, inputs.lm_head)
     return run.result
 
 
@@ -220,6 +221,10 @@ class _Inputs:
     bench: Any
     lengths: dict[Item, int]
     """Each response's length in characters, for ``--length-head``; empty without it."""
+    lm: LmTargets | None = None
+    """The tokens of the LM loss (``--lm-weight`` > 0); None without it."""
+    lm_head: torch.Tensor | None = None
+    """``--keep-lm-head`` with ``--lm-weight 0``: the checkpoint's LM head, saved untouched (None: tied)."""
 
 
 def _load_inputs(run: _Run, ddp: Any) -> _Inputs:
@@ -231,7 +236,7 @@ def _load_inputs(run: _Run, ddp: Any) -> _Inputs:
     digest = training_digest(records)
     if note := describe_merge(merged):
         run.say(note)
-    encoder, reward_model, tokenizer = _load_model(run)
+    encoder, reward_model, tokenizer, lm_head = _load_model(run)
     ddp.find_unused_parameters = reward_model.pooling == "mean"  # mean pooling leaves the pooler unused
     model: torch.nn.Module = with_length_head(reward_model, run.deepspeed) if config.length_head else reward_model
     data = build_training_set(records, encoder, config.truncation)
@@ -241,7 +246,11 @@ def _load_inputs(run: _Run, ddp: Any) -> _Inputs:
     lengths = response_lengths(records, list(data.features)) if config.length_head else {}
     if config.length_head:
         run.say("length head (ODIN) trained beside the reward head; the saved model keeps the reward head only")
-    return _Inputs(digest, encoder, tokenizer, model, data, bench, lengths)
+    lm = None
+    if config.lm_weight:
+        lm = lm_targets(records, data.groups, data.features, encoder, config.lm_target)
+        run.say(_describe_lm(config, lm))
+    return _Inputs(digest, encoder, tokenizer, model, data, bench, lengths, lm, lm_head)
 
 
 @dataclass
@@ -259,6 +268,8 @@ class _ForwardPass:
 
     def loss(self, step: MicroStep) -> tuple[torch.Tensor, dict[str, float], list[Features]]:
         """The step's loss, its statistics and the rows it forwarded."""
+        if self.inputs.lm is not None:
+            return self._joint_loss(step, self.inputs.lm)
         run, config, device = self.run, self.run.config, self.run.accelerator.device
         rows = [self.inputs.data.features[item] for item in step.items]
         pad = self.inputs.tokenizer.pad_token_id
@@ -274,6 +285,25 @@ class _ForwardPass:
             loss, stats = _disentangled_loss(run, self.model, rewards, pairs, lengths)
         else:
             loss, stats = listwise_bt_loss(rewards, pairs, config.reg_coef)
+        return loss, stats, rows
+
+    def _joint_loss(self, step: MicroStep, lm: LmTargets) -> tuple[torch.Tensor, dict[str, float], list[Features]]:
+        """``--lm-weight``: the Bradley–Terry loss and the LM loss of one forward (with the step's critique rows,
+        whose rewards are not used), combined by :func:`~cheems.train.lm_objective.joint_loss`."""
+        run, config, device = self.run, self.run.config, self.run.accelerator.device
+        rows = [self.inputs.data.features[item] for item in step.items]
+        forwarded, starts = lm.step_rows(step.items, rows)
+        pad = self.inputs.tokenizer.pad_token_id
+        with run.accelerator.autocast():
+            if self.attention is None:
+                out = forward_rewards_lm(self.model, forwarded, starts, pad, device, self.chunk_tokens)
+            else:
+                keys = lm.step_keys(step.items)
+                out = packed_rewards_lm(self.model, forwarded, keys, starts, pad, device, self.budget, self.attention)
+        rewards, nll, tokens = out
+        pairs = torch.tensor(step.pairs, dtype=torch.long, device=device).reshape(-1, 2)
+        bt, stats = listwise_bt_loss(rewards[: len(rows)], pairs, config.reg_coef)
+        loss, stats = joint_loss(bt, stats, nll, tokens, config.lm_weight)
         return loss, stats, rows
 
 
@@ -417,8 +447,9 @@ def _configure_deepspeed(accelerator: Any, config: TrainConfig) -> None:
     accelerator.gradient_accumulation_steps = config.grad_accum
 
 
-def _load_model(run: _Run) -> tuple[RewardEncoder, RewardModel, Any]:
-    """The encoder (the scorer's encoding, so training and ``cheems eval`` see the same input), model, tokenizer."""
+def _load_model(run: _Run) -> tuple[RewardEncoder, RewardModel, Any, torch.Tensor | None]:
+    """The encoder (the scorer's encoding, so training and ``cheems eval`` see the same input), model, tokenizer,
+    and the LM head that ``--keep-lm-head`` saves untouched (with ``--lm-weight`` > 0 the model holds it)."""
     from cheems.models.backbones import locate_model
 
     config = run.config
@@ -438,7 +469,19 @@ def _load_model(run: _Run) -> tuple[RewardEncoder, RewardModel, Any]:
         run.say(f"new reward head initialised on {config.model}")
     else:  # a released reward model trains on from its own head, reward scale and all
         run.say(f"keeping the trained reward head of {config.model} ({', '.join(model.head_weights())})")
-    return encoder, model, tokenizer
+    lm_head = None
+    if config.lm_weight or config.keep_lm_head:
+        option = "--lm-weight" if config.lm_weight else "--keep-lm-head"
+        if run.deepspeed:
+            raise InputError(
+                f"{option} with DeepSpeed ZeRO-3 is not supported", field=option[2:].replace("-", "_"),
+                hint="use the DDP config (configs/accelerate_ddp.yaml)",
+            )  # fmt: skip
+        lm_head = load_lm_head(source.location, source.revision, model, config.model, option)
+        if config.lm_weight:  # the LM head trains with the backbone (frozen beside LoRA adapters)
+            model.attach_lm_head(lm_head, trainable=not config.lora.enabled)
+            lm_head = None
+    return encoder, model, tokenizer, lm_head
 
 
 def _packed_attention(run: _Run, model: RewardModel, device: torch.device) -> str | None:
@@ -599,6 +642,16 @@ def _disentangled_loss(
     )
 
 
+def _describe_lm(config: TrainConfig, lm: LmTargets) -> str:
+    """The line the trainer says about ``--lm-weight`` once the targets are known."""
+    w = config.lm_weight
+    if config.lm_target == "critique":
+        what = f"the critiques of {len(lm.critiques)} responses"
+    else:
+        what = f"the {len(lm.starts)} best-ranked responses"
+    return f"joint objective: (1-{w:g})*BT + {w:g}*LM, the next-token loss on {what}"
+
+
 def _eval_due(every: int, step: int, epoch_end: bool) -> bool:
     """Evaluate after this optimizer step: every ``every`` steps, or (``every`` 0) at the end of each epoch."""
     return step % every == 0 if every else epoch_end
@@ -641,7 +694,9 @@ def _last_step_unevaluated(run: _Run) -> bool:
     return missing[0]
 
 
-def _save_model(run: _Run, model: Any, tokenizer: Any, encoder: RewardEncoder) -> None:
+def _save_model(
+    run: _Run, model: Any, tokenizer: Any, encoder: RewardEncoder, lm_head: torch.Tensor | None = None
+) -> None:
     """Write the trained model as a Hugging Face folder with its config and metrics into the work folder,
     move that onto ``config.output`` (an old model there goes only now); end the run.
 
@@ -663,6 +718,9 @@ def _save_model(run: _Run, model: Any, tokenizer: Any, encoder: RewardEncoder) -
                 save_reward_model(
                     unwrapped, tokenizer, work, state_dict=state_dict, recorded=encoder.recorded(), training=facts
                 )
+                if run.config.keep_lm_head:  # the trained head (--lm-weight), else the checkpoint's untouched
+                    kept = unwrapped.own_lm_head() if run.config.lm_weight else lm_head
+                    save_causal_lm(unwrapped, kept, tokenizer, work / LM_FOLDER)
                 run.config.save_yaml(work / CONFIG_FILE)
                 write_json(work / METRICS_FILE, run.result.metrics())
         except BaseException:  # a half-saved model must not load as one: no config.json, no weights
