@@ -16,7 +16,15 @@ from safetensors.torch import load_file
 from cheems.errors import InputError
 from cheems.prompts.judge_sft import JudgeSftSettings, export_judge_sft
 from cheems.train.judge_config import load_judge_config
-from cheems.train.judge_data import IGNORE, encode_row, encode_rows, packed_batch, padded_batch, read_judge_rows
+from cheems.train.judge_data import (
+    IGNORE,
+    encode_row,
+    encode_rows,
+    packed_batch,
+    padded_batch,
+    read_judge_rows,
+    trained_positions,
+)
 from cheems.train.judge_data import token_loss as judge_token_loss
 from cheems.train.judge_trainer import train_judge_model
 from helpers import assert_user_error, run_main, write_jsonl
@@ -166,11 +174,17 @@ def test_packed_rows_give_the_padded_rows_loss(chat_lm, judge_rows):
     budget = sum(len(r.ids) for r in rows) // 2 + 1  # two packed sequences for eight rows
     packed = packed_batch(rows, tokenizer.pad_token_id, "cpu", budget, "sdpa")
     assert packed["input_ids"].shape[0] == 2 and padded["input_ids"].shape[0] == 8
+    losses = []
     with torch.no_grad():
-        losses = [
-            judge_token_loss(model(**{k: v for k, v in b.items() if k != "labels"}).logits, b["labels"])
-            for b in (padded, packed)
-        ]
+        for batch in (padded, packed):
+            inputs = {k: v for k, v in batch.items() if k != "labels"}
+            full = judge_token_loss(model(**inputs).logits, batch["labels"])
+            # the trainer's way: the vocabulary's logits only where the loss reads them
+            at = trained_positions(batch["labels"])
+            kept = judge_token_loss(model(**inputs, logits_to_keep=at).logits, batch["labels"], at)
+            assert kept[1] == full[1] and float(kept[0]) == pytest.approx(float(full[0]), abs=1e-6)
+            assert len(at) < batch["input_ids"].shape[1] / 4
+            losses.append(full)
     (loss_padded, n_padded), (loss_packed, n_packed) = losses
     assert n_padded == n_packed == sum(r.targets for r in rows)
     assert float(loss_packed) == pytest.approx(float(loss_padded), abs=1e-5)

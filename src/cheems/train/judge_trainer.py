@@ -41,6 +41,7 @@ from cheems.train.judge_data import (
     plan_judge_epoch,
     read_judge_rows,
     token_loss,
+    trained_positions,
 )
 from cheems.train.logs import TrainLogger
 from cheems.train.model_card import CARD_MARK, check_card_free, write_model_card
@@ -164,6 +165,7 @@ def train_judge_model(config: JudgeTrainConfig, *, console: Any = None) -> Judge
     pos = resumed or Position()
     _start_outputs(run, summary, pos, fresh=resumed is None)
     attention = _packed_attention(run, accelerator.unwrap_model(model))
+    keep = keeps_logits(accelerator.unwrap_model(model))
 
     bar = ProgressBar(
         total_steps, "training", enabled=run.main and config.progress, completed=pos.global_step, console=run.console
@@ -180,7 +182,7 @@ def train_judge_model(config: JudgeTrainConfig, *, console: Any = None) -> Judge
                 accelerator.sync_gradients = step.sync
             batch = [encoded[i] for i, _ in step.items]
             with nullcontext() if step.sync or run.deepspeed else accelerator.no_sync(model):
-                loss, targets = batch_loss(model, batch, tokenizer.pad_token_id, accelerator, attention, config)
+                loss, targets = batch_loss(model, batch, tokenizer.pad_token_id, accelerator, attention, config, keep)
                 accelerator.backward(loss * step.weight)
             if step.real:
                 tokens = sum(len(r.ids) for r in batch)
@@ -272,6 +274,16 @@ def packing_supported(model: Any) -> bool:
     )
 
 
+def keeps_logits(model: Any) -> bool:
+    """Whether the causal LM (inside PEFT when LoRA is on) computes logits at chosen positions (``logits_to_keep``,
+    transformers >= 4.50 for most models)."""
+    import inspect
+
+    get_base = getattr(model, "get_base_model", None)
+    base = get_base() if callable(get_base) else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
+
+
 def _packed_attention(run: _JudgeRun, model: Any) -> str | None:
     """The attention implementation packed batches run with, or None when batches are padded (``--packing``)."""
     if run.config.packing != "auto" or not packing_supported(model):
@@ -285,19 +297,29 @@ def _packed_attention(run: _JudgeRun, model: Any) -> str | None:
 
 
 def batch_loss(
-    model: Any, rows: list[EncodedRow], pad_id: int, accelerator: Any, attention: str | None, config: JudgeTrainConfig
+    model: Any,
+    rows: list[EncodedRow],
+    pad_id: int,
+    accelerator: Any,
+    attention: str | None,
+    config: JudgeTrainConfig,
+    keeps_logits: bool = True,
 ) -> tuple[torch.Tensor, int]:
     """The mean next-token loss over a micro-batch's trained tokens, and their count: padded rows when ``attention``
-    is None, else packed (:func:`~cheems.train.judge_data.packed_batch`)."""
+    is None, else packed (:func:`~cheems.train.judge_data.packed_batch`); with ``keeps_logits`` (the model takes
+    ``logits_to_keep``) the vocabulary's logits only where the loss reads them
+    (:func:`~cheems.train.judge_data.trained_positions`)."""
     device = accelerator.device
     if attention is None:
         inputs = padded_batch(rows, pad_id, device)
     else:
         inputs = packed_batch(rows, pad_id, device, pack_budget(config.pack_tokens, device), attention)
     labels = inputs.pop("labels")
+    positions = trained_positions(labels) if keeps_logits else None
+    kept = {} if positions is None else {"logits_to_keep": positions}
     with accelerator.autocast():
-        logits = model(**inputs, use_cache=False).logits
-    return token_loss(logits, labels)
+        logits = model(**inputs, use_cache=False, **kept).logits
+    return token_loss(logits, labels, positions)
 
 
 # ---------------------------------------------------------------------- the loop's steps
