@@ -92,7 +92,33 @@ def lora_value(value: Any) -> Any:
     return value
 
 
-class TrainConfig(Settings):
+R = TypeVar("R", bound="RunConfig")
+
+
+class RunConfig(Settings):
+    """The base of a trainer's settings (``cheems train``'s, ``cheems train-judge``'s): how they are saved with the
+    model as ``train_config.yaml`` and checked again after a change."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting, in field order (the keys of ``train_config.yaml``)."""
+        return self.model_dump()
+
+    def save_yaml(self, path: str | Path) -> None:
+        """Write the settings as YAML (readable back with ``--config``), atomically.
+
+        :data:`RUN_FLAGS` are left out: they say what to do with one run's folders, and a config fed
+        back must never replace a model or mix runs by itself.
+        """
+        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
+        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
+
+    def validate(self: R, source: str | None = None) -> R:  # type: ignore[override]
+        """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
+        validate_config(self.to_dict(), type(self), source)
+        return self
+
+
+class TrainConfig(RunConfig):
     """Reward-model training settings. Defaults are the paper's (Table 9) for large causal LMs.
 
     ``batch_size`` counts *responses* per optimizer micro-step per process (greedy
@@ -224,25 +250,6 @@ class TrainConfig(Settings):
     def for_backbone(cls, model: str = "m3e-small", preset: str = "auto") -> TrainConfig:
         """Defaults for ``model``: the paper's for causal LMs, :data:`SMALL_PRESET` for encoders (``auto``)."""
         return validate_config({**preset_values(model, preset), "model": model, "preset": preset}, cls)
-
-    # ------------------------------------------------------------------ I/O
-    def to_dict(self) -> dict[str, Any]:
-        """Every setting, in field order (the keys of ``train_config.yaml``)."""
-        return self.model_dump()
-
-    def save_yaml(self, path: str | Path) -> None:
-        """Write the settings as YAML (readable back with ``--config``), atomically.
-
-        :data:`RUN_FLAGS` are left out: they say what to do with one run's folders, and a config fed
-        back must never replace a model or mix runs by itself.
-        """
-        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
-        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
-
-    def validate(self, source: str | None = None) -> TrainConfig:  # type: ignore[override]
-        """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
-        validate_config(self.to_dict(), type(self), source)
-        return self
 
 
 def _is_encoder(model: str) -> bool:

@@ -13,29 +13,26 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from cheems.data.io import write_text
 from cheems.errors import InputError
-from cheems.settings import Cli, Flag, Number, Settings, Text, TextList, Whole, one_of, rule
+from cheems.settings import Cli, Flag, Number, Text, TextList, Whole, one_of, rule
 from cheems.train.config import (
     PACKING,
-    RUN_FLAGS,
     TRUNCATION,
     LoraSettings,
+    RunConfig,
     _auto_or_flag,
     _known_loggers,
     at_least,
     load_settings,
     lora_value,
 )
-from cheems.yamlfile import validate_config
 
 MAX_EPOCHS = 100
 
 
-class JudgeTrainConfig(Settings):
+class JudgeTrainConfig(RunConfig):
     """Settings of ``cheems train-judge``: the data, the chat model, the run. ``batch_size`` counts rows (one judge
     conversation each) per micro-step per process; the global batch is ``batch_size * grad_accum * processes``."""
 
@@ -108,21 +105,6 @@ class JudgeTrainConfig(Settings):
         False, description="Replace the model already in --output (only once the new one is saved)."
     )
     cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every setting, in field order (the keys of ``train_config.yaml``)."""
-        return self.model_dump()
-
-    def save_yaml(self, path: str | Path) -> None:
-        """Write the settings as YAML (readable back with ``--config``), atomically, without the
-        :data:`~cheems.train.config.RUN_FLAGS` (a config fed back must never replace a model by itself)."""
-        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
-        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
-
-    def validate(self, source: str | None = None) -> JudgeTrainConfig:  # type: ignore[override]
-        """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
-        validate_config(self.to_dict(), type(self), source)
-        return self
 
 
 def load_judge_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JudgeTrainConfig:

@@ -51,6 +51,7 @@ from cheems.train.run_setup import (
     is_deepspeed,
     make_accelerator,
     make_optimizer,
+    optimizer_update,
     signals_noted,
     stop_asked,
     stop_run,
@@ -379,14 +380,8 @@ def _optimizer_step(
     started: float,
 ) -> dict[str, Any]:
     """Clip, step the optimizer and the schedule, count the step; return its log row."""
-    config, accelerator = run.config, run.accelerator
-    grad_norm = None
-    if config.max_grad_norm or run.deepspeed:  # DeepSpeed clipped in backward; this reads the norm
-        grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-    lr = scheduler.get_last_lr()[0]
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
+    accelerator = run.accelerator
+    lr, grad_norm = optimizer_update(accelerator, model, optimizer, scheduler, run.config.max_grad_norm, run.deepspeed)
     run.result.global_step += 1
     return judge_step_row(window, accelerator, run.result.global_step, epoch, lr, grad_norm, time.time() - started)
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from cheems.train.judge_config import JudgeTrainConfig
     from cheems.train.logs import TrainLogger
 
-    RunConfig = TrainConfig | JudgeTrainConfig
+    AnyRun = TrainConfig | JudgeTrainConfig  # both have the fields these functions read
 
 
 class RunState(Protocol):
@@ -102,7 +102,7 @@ def stop_run(run: RunState, signum: int, position: Position) -> None:
 
 
 # ---------------------------------------------------------------------- setup
-def work_folder_for(config: RunConfig) -> Path:
+def work_folder_for(config: AnyRun) -> Path:
     """Where to build the run, after checking there is data and that nothing in ``config.output`` or an
     unfinished run's checkpoints would be lost (:func:`~cheems.train.checkpoint.check_output`)."""
     if not config.data:
@@ -112,7 +112,7 @@ def work_folder_for(config: RunConfig) -> Path:
     return check_output(config.output, overwrite=config.overwrite, resume=config.resume)
 
 
-def make_accelerator(config: RunConfig) -> tuple[Any, Any]:
+def make_accelerator(config: AnyRun) -> tuple[Any, Any]:
     """The accelerator (precision from ``config.bf16``) and its DDP settings, completed once the model is known."""
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
@@ -142,7 +142,7 @@ def is_deepspeed(accelerator: Any) -> bool:
     return cast("bool", accelerator.distributed_type == DistributedType.DEEPSPEED)
 
 
-def configure_deepspeed(accelerator: Any, config: RunConfig) -> None:
+def configure_deepspeed(accelerator: Any, config: AnyRun) -> None:
     """Write the batch, accumulation and clipping settings into the DeepSpeed config (LoRA is refused)."""
     if config.lora.enabled:
         raise InputError(
@@ -158,7 +158,7 @@ def configure_deepspeed(accelerator: Any, config: RunConfig) -> None:
     accelerator.gradient_accumulation_steps = config.grad_accum
 
 
-def make_optimizer(model: torch.nn.Module, config: RunConfig, total_steps: int, deepspeed: bool) -> tuple[Any, Any]:
+def make_optimizer(model: torch.nn.Module, config: AnyRun, total_steps: int, deepspeed: bool) -> tuple[Any, Any]:
     """AdamW (no weight decay on biases and norms) and linear warm-up then cosine decay over ``total_steps``."""
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
@@ -174,6 +174,21 @@ def make_optimizer(model: torch.nn.Module, config: RunConfig, total_steps: int, 
     )
     warmup = math.ceil(config.warmup_ratio * total_steps)
     return optimizer, cosine_schedule_with_warmup(optimizer, warmup, total_steps)
+
+
+def optimizer_update(
+    accelerator: Any, model: Any, optimizer: Any, scheduler: Any, max_grad_norm: float, deepspeed: bool
+) -> tuple[float, Any]:
+    """One optimizer step: clip (``max_grad_norm`` 0: not), step the optimizer and the schedule, clear the gradients;
+    return the learning rate the step used and the gradient norm (None when not clipped)."""
+    grad_norm = None
+    if max_grad_norm or deepspeed:  # DeepSpeed clipped in backward; this reads the norm
+        grad_norm = accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
+    lr = scheduler.get_last_lr()[0]
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return lr, grad_norm
 
 
 def cosine_schedule_with_warmup(

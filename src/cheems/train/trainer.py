@@ -65,6 +65,7 @@ from cheems.train.run_setup import configure_deepspeed as _configure_deepspeed
 from cheems.train.run_setup import is_deepspeed as _is_deepspeed
 from cheems.train.run_setup import make_accelerator as _accelerator
 from cheems.train.run_setup import make_optimizer as _optimizer
+from cheems.train.run_setup import optimizer_update
 from cheems.train.run_setup import signals_noted as _signals_noted
 from cheems.train.run_setup import stop_asked as _stop_asked
 from cheems.train.run_setup import stop_run as _stop
@@ -427,14 +428,8 @@ def _optimizer_step(
     run: _Run, model: Any, optimizer: Any, scheduler: Any, window: list[dict[str, float]], epoch: float, started: float
 ) -> dict[str, Any]:
     """Clip, step the optimizer and the schedule, count the step; return its log row (all processes pooled)."""
-    config, accelerator = run.config, run.accelerator
-    grad_norm = None
-    if config.max_grad_norm or run.deepspeed:  # DeepSpeed clipped in backward; this reads the norm
-        grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-    lr = scheduler.get_last_lr()[0]
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
+    accelerator = run.accelerator
+    lr, grad_norm = optimizer_update(accelerator, model, optimizer, scheduler, run.config.max_grad_norm, run.deepspeed)
     run.result.global_step += 1
     return step_row(window, accelerator, run.result.global_step, epoch, lr, grad_norm, time.time() - started)
 
