@@ -241,6 +241,21 @@ def test_resume_from_a_checkpoint_gives_the_same_weights(root, chat_lm, judge_ro
     assert [r for r in log_rows(root / "judge") if int(r["step"]) > 20] == log_rows(tmp_path / "b")
 
 
+def test_lora_adapters_are_merged_into_a_plain_chat_model(chat_lm, judge_rows, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "lora"
+    proc = run_main(
+        *train_args(chat_lm, judge_rows, out, "--lora", "--lr", "1e-2", "--warmup-ratio", "0", "--batch-size", "4"),
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
+    assert proc.returncode == 0, proc.stderr
+    base, merged = load_file(str(chat_lm / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert merged.keys() == base.keys()  # no adapter weights: a plain Qwen2ForCausalLM
+    changed = {k for k in base if not torch.equal(base[k], merged[k])}
+    assert "model.layers.0.self_attn.q_proj.weight" in changed and "model.embed_tokens.weight" not in changed
+    assert "lm_head.weight" not in changed  # all-linear leaves the output layer alone
+
+
 # ---------------------------------------------------------------- judging with it
 def test_the_trained_folder_judges_a_bench_through_cheems_eval(root, trained, template, tmp_path, monkeypatch, capsys):
     """``cheems eval --judge-model DIR --backend hf``: the local judge loads the folder (its chat template, its stop
