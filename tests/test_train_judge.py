@@ -396,3 +396,16 @@ def test_the_command_needs_data_and_a_model(tmp_path, judge_rows, monkeypatch, c
         capsys=capsys,
     )
     assert_user_error(proc, "--truncation: field 'truncation': unknown policy 'middle'")
+
+
+def test_the_config_file_holds_the_options(chat_lm, judge_rows, tmp_path, monkeypatch, capsys):
+    """``--config`` takes the same settings (a bad key at its line); options override it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochs: 1\nlearnig_rate: 0.1\n", encoding="utf-8")
+    args = ["train-judge", "--config", bad, "--data", judge_rows, "--model", chat_lm, "--output", tmp_path / "o"]
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, f"{bad}:2", "learnig_rate")
+    good = tmp_path / "good.yaml"
+    good.write_text(f"data: [{judge_rows}]\nmodel: {chat_lm}\nepochs: 3\nlora: {{r: 4}}\n", encoding="utf-8")
+    config = load_judge_config(good, {"epochs": 1, "lora": {"enabled": True}})
+    assert config.epochs == 1 and config.lora.r == 4 and config.lora.enabled and config.data == [str(judge_rows)]
