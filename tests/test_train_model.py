@@ -261,7 +261,7 @@ def test_saved_config_loads_back_identical(tmp_path, tiny_bert):
 def test_schedule_is_transformers_cosine_with_warmup():
     from transformers import get_cosine_schedule_with_warmup
 
-    from cheems.train.trainer import cosine_schedule_with_warmup
+    from cheems.train.run_setup import cosine_schedule_with_warmup
 
     def lrs(make):
         opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)

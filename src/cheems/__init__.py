@@ -81,6 +81,8 @@ if TYPE_CHECKING:  # what type checkers see: every name of _EXPORTS with its rea
     from cheems.serve.reward_app import serve_model as serve_model
     from cheems.serve.serve_settings import ServeSettings as ServeSettings
     from cheems.train.config import TrainConfig as TrainConfig
+    from cheems.train.judge_config import JudgeTrainConfig as JudgeTrainConfig
+    from cheems.train.judge_trainer import train_judge as train_judge
     from cheems.train.trainer import train as train  # the package cheems.train, called
 
     # public under another name than their module's (an ``import x as y`` would not re-export them to pyright)
@@ -158,6 +160,8 @@ _EXPORTS = {
     "export_judge_sft": "prompts.judge_sft",
     "JudgeSftSettings": "prompts.judge_sft",
     "train": "train:",  # the package, callable: cheems.train(...) is trainer.train(...)
+    "JudgeTrainConfig": "train.judge_config",
+    "train_judge": "train.judge_trainer",
 }
 __all__ = sorted(_EXPORTS)
 _exported = lazy_exports(__name__, _EXPORTS)

@@ -270,13 +270,15 @@ def demo(
 
 # the commands and sub-apps living in their own modules, in --help's order: cheems.cli.MODULE[:its name there];
 # the command is named as the module, or as its name there less _command or _app when a module holds several
+# (an underscore is a dash: train_judge_command is train-judge)
 MODULES = (
     "prompts:dedup prompts:decontaminate categorize:categorize_app train:train_command judge bon suite compare generate"
 )
+MODULES += " train_judge:train_judge_command"
 MODULES += " leaderboard correlate doctor curate:curate_app annotate:annotate_app serve export:export_app"
 for _module, _, _attr in (m.partition(":") for m in (*MODULES.split(), "analyze:analyze_app", "winrate")):
     _command = getattr(importlib.import_module(f"cheems.cli.{_module}"), _attr or _module)
-    _name = _attr.removesuffix("_command").removesuffix("_app") or _module
+    _name = (_attr.removesuffix("_command").removesuffix("_app") or _module).replace("_", "-")
     if isinstance(_command, typer.Typer):
         app.add_typer(_command, name=_name)
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
@@ -78,7 +78,48 @@ class LoraSettings(Settings):
         return self
 
 
-class TrainConfig(Settings):
+def lora_value(value: Any) -> Any:
+    """A ``lora`` setting as :class:`LoraSettings` reads it: ``true`` is ``{enabled: true}``; an unknown key is named
+    ``lora.<key>``. The validator of every trainer's ``lora`` field."""
+    if isinstance(value, bool):
+        return {"enabled": value}
+    if isinstance(value, dict):
+        known = list(LoraSettings.model_fields)
+        for key in value:
+            if key not in known:
+                raise invalid(f"unknown key 'lora.{key}'", f"known: {', '.join(known)}", at=key)
+    elif not isinstance(value, LoraSettings):
+        raise invalid(f"expected a mapping of LoRA settings ({', '.join(LoraSettings.model_fields)}), got {value!r}")
+    return value
+
+
+R = TypeVar("R", bound="RunConfig")
+
+
+class RunConfig(Settings):
+    """The base of a trainer's settings (``cheems train``'s, ``cheems train-judge``'s): how they are saved with the
+    model as ``train_config.yaml`` and checked again after a change."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting, in field order (the keys of ``train_config.yaml``)."""
+        return self.model_dump()
+
+    def save_yaml(self, path: str | Path) -> None:
+        """Write the settings as YAML (readable back with ``--config``), atomically.
+
+        :data:`RUN_FLAGS` are left out: they say what to do with one run's folders, and a config fed
+        back must never replace a model or mix runs by itself.
+        """
+        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
+        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
+
+    def validate(self: R, source: str | None = None) -> R:  # type: ignore[override]
+        """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
+        validate_config(self.to_dict(), type(self), source)
+        return self
+
+
+class TrainConfig(RunConfig):
     """Reward-model training settings. Defaults are the paper's (Table 9) for large causal LMs.
 
     ``batch_size`` counts *responses* per optimizer micro-step per process (greedy
@@ -233,43 +274,13 @@ class TrainConfig(Settings):
     @classmethod
     def _lora_mapping(cls, value: Any) -> Any:
         """``lora: true`` is ``lora: {enabled: true}``; an unknown key is named ``lora.<key>``."""
-        if isinstance(value, bool):
-            return {"enabled": value}
-        if isinstance(value, dict):
-            known = list(LoraSettings.model_fields)
-            for key in value:
-                if key not in known:
-                    raise invalid(f"unknown key 'lora.{key}'", f"known: {', '.join(known)}", at=key)
-        elif not isinstance(value, LoraSettings):
-            raise invalid(
-                f"expected a mapping of LoRA settings ({', '.join(LoraSettings.model_fields)}), got {value!r}"
-            )
-        return value
+        return lora_value(value)
 
     # ------------------------------------------------------------------ presets
     @classmethod
     def for_backbone(cls, model: str = "m3e-small", preset: str = "auto") -> TrainConfig:
         """Defaults for ``model``: the paper's for causal LMs, :data:`SMALL_PRESET` for encoders (``auto``)."""
         return validate_config({**preset_values(model, preset), "model": model, "preset": preset}, cls)
-
-    # ------------------------------------------------------------------ I/O
-    def to_dict(self) -> dict[str, Any]:
-        """Every setting, in field order (the keys of ``train_config.yaml``)."""
-        return self.model_dump()
-
-    def save_yaml(self, path: str | Path) -> None:
-        """Write the settings as YAML (readable back with ``--config``), atomically.
-
-        :data:`RUN_FLAGS` are left out: they say what to do with one run's folders, and a config fed
-        back must never replace a model or mix runs by itself.
-        """
-        settings = {key: value for key, value in self.to_dict().items() if key not in RUN_FLAGS}
-        write_text(path, yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
-
-    def validate(self, source: str | None = None) -> TrainConfig:  # type: ignore[override]
-        """Raise InputError on a value that cannot work (a setting changed after loading); return self."""
-        validate_config(self.to_dict(), type(self), source)
-        return self
 
 
 def _is_encoder(model: str) -> bool:
@@ -292,7 +303,22 @@ def preset_values(model: Any, preset: Any) -> dict[str, Any]:
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Defaults < backbone preset < YAML file ``path`` < ``overrides`` (None values are ignored), merged first
-    and validated once.
+    and validated once (:func:`load_settings`)."""
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    raw = read_yaml_mapping(path, "config")[0] if path is not None else {}
+    fields = TrainConfig.model_fields
+    model, preset = (given.get(k, raw.get(k, fields[k].default)) for k in ("model", "preset"))
+    return load_settings(TrainConfig, path, given, preset_values(model, preset))
+
+
+S = TypeVar("S", bound=Settings)
+
+
+def load_settings(
+    cls: type[S], path: str | Path | None, overrides: dict[str, Any] | None, defaults: dict[str, Any] | None = None
+) -> S:
+    """A trainer's settings ``cls``: field defaults < ``defaults`` < YAML file ``path`` < ``overrides`` (None values
+    are ignored), merged first and validated once.
 
     A bad value in the file is an error at its line even when an override replaces it. When the merged
     settings are wrong, the error is the overrides' own (named by its key) if they have one, else the file's
@@ -301,17 +327,15 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     raw, lines = read_yaml_mapping(path, "config") if path is not None else ({}, {})
     source = None if path is None else str(path)
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
-    fields = TrainConfig.model_fields
-    model, preset = (given.get(k, raw.get(k, fields[k].default)) for k in ("model", "preset"))
     try:
-        config = TrainConfig.model_validate(merged(preset_values(model, preset), raw, given))
+        config = cls.model_validate(merged(defaults or {}, raw, given))
     except ValidationError as e:
-        validate_config(given, TrainConfig)  # where the error was given: an override first, then the file
-        validate_config(raw, TrainConfig, source, lines)
-        raise located_validation_error(e, TrainConfig, None, {}) from None
+        validate_config(given, cls)  # where the error was given: an override first, then the file
+        validate_config(raw, cls, source, lines)
+        raise located_validation_error(e, cls, None, {}) from None
     replaced = {key: value for key, value in raw.items() if key in given}
     if replaced:  # the merged settings do not hold these file values: checked on their own
-        validate_config(replaced, TrainConfig, source, lines)
+        validate_config(replaced, cls, source, lines)
     return config
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,17 @@ LOG_FIELDS = [
 class TrainLogger:
     """CSV rows (and TensorBoard scalars when asked and installed); main process only."""
 
-    def __init__(self, output: Path, kinds: list[str], active: bool, console: Any, resume_step: int) -> None:
+    def __init__(
+        self,
+        output: Path,
+        kinds: list[str],
+        active: bool,
+        console: Any,
+        resume_step: int,
+        fields: Sequence[str] = LOG_FIELDS,
+    ) -> None:
         self.active = active
+        self.fields = list(fields)  # the columns of train_log.csv: another trainer's step rows have their own
         self.csv_path = output / LOG_FILE
         self.eval_path = output / EVAL_FILE
         self.use_csv = "csv" in kinds
@@ -94,7 +104,7 @@ class TrainLogger:
         if not self.active:
             return
         if self.use_csv:
-            self._append(self.csv_path, row, LOG_FIELDS)
+            self._append(self.csv_path, row, self.fields)
         if self.tb is not None:
             for key in ("loss", "bt_loss", "prior", "lm_loss", "accuracy", "lr", "grad_norm"):
                 if row.get(key) is not None:

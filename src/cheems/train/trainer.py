@@ -19,13 +19,8 @@ This module holds the loop (:func:`train`) and its setup; the rooms around it:
 
 from __future__ import annotations
 
-import math
-import os
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -36,16 +31,14 @@ from cheems.data.io import write_json
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.encoding import Features, RewardEncoder
-from cheems.outputs import SIGNALS, Interrupted, disk_errors, replace_folder
-from cheems.runtime import ProgressBar, bf16_wanted, pick_device
+from cheems.outputs import disk_errors, replace_folder
+from cheems.runtime import ProgressBar
 from cheems.train.batching import EpochPlan, Item, plan_epoch
 from cheems.train.checkpoint import (
-    CHECKPOINTS,
     CONFIG_FILE,
     METRICS_FILE,
     MODEL_FILE,
     Position,
-    check_output,
     resume,
     save_checkpoint,
 )
@@ -67,6 +60,17 @@ from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
 from cheems.train.model_card import MEAN_NOT_PORTABLE, check_card_free, training_facts
 from cheems.train.packing import pack_budget, packed_rewards, packed_rewards_lm, packing_active, use_flex_attention
+
+# the setup every trainer shares, under the names this loop has always called it by
+from cheems.train.run_setup import configure_deepspeed as _configure_deepspeed
+from cheems.train.run_setup import is_deepspeed as _is_deepspeed
+from cheems.train.run_setup import make_accelerator as _accelerator
+from cheems.train.run_setup import make_optimizer as _optimizer
+from cheems.train.run_setup import optimizer_update
+from cheems.train.run_setup import signals_noted as _signals_noted
+from cheems.train.run_setup import stop_asked as _stop_asked
+from cheems.train.run_setup import stop_run as _stop
+from cheems.train.run_setup import work_folder_for as _work_folder
 from cheems.train.schedule import MicroStep, micro_steps, optimizer_steps
 
 
@@ -336,117 +340,7 @@ def _after_optimizer_step(
             _stop(run, caught[0], position)
 
 
-# ---------------------------------------------------------------------- stopping on a signal
-@contextmanager
-def _signals_noted() -> Iterator[list[int]]:
-    """Within the block SIGINT and SIGTERM are noted in the list it yields, not acted on: the loop finishes its
-    step, saves a checkpoint and stops (:func:`_stop`). A second signal stops at once, as before the block.
-
-    Only the main thread can set handlers; elsewhere (a notebook's worker thread) signals stay as they are.
-    """
-    caught: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield caught
-        return
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-
-    def note(signum: int, frame: Any) -> None:
-        if caught:  # asked twice: stop now, with what the run had before (the CLI's clean interrupt)
-            handler = previous[signal.Signals(signum)]
-            if not callable(handler):
-                raise Interrupted(signum)
-            handler(signum, frame)
-            return
-        caught.append(signum)
-
-    for s in SIGNALS:
-        signal.signal(s, note)
-    try:
-        yield caught
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def _stop_asked(run: _Run, caught: list[int]) -> bool:
-    """Whether any process was sent SIGINT/SIGTERM (all then stop after the same step); notes it in ``caught``."""
-    if run.accelerator.num_processes > 1:
-        flag = torch.tensor([caught[0] if caught else 0], device=run.accelerator.device)
-        signum = int(run.accelerator.reduce(flag, "max").item())
-        if signum and not caught:
-            caught.append(signum)
-    return bool(caught)
-
-
-def _stop(run: _Run, signum: int, position: Position) -> None:
-    """End a run that was asked to stop, once its checkpoint at ``position`` is saved: one line saying where it is and
-    how to go on (the interrupt's line under the CLI), exit 128 + ``signum``."""
-    checkpoint = run.work / CHECKPOINTS / f"step-{position.global_step:07d}"
-    run.logger.close()
-    run.accelerator.wait_for_everyone()
-    raise Interrupted(
-        signum,
-        note=f"saved a resumable checkpoint at step {position.global_step} in {checkpoint} — "
-        "run the same command with --resume to continue",
-    )
-
-
 # ---------------------------------------------------------------------- setup
-def _work_folder(config: TrainConfig) -> Path:
-    """Where to build the run, after checking there is data and that nothing in ``config.output`` or an
-    unfinished run's checkpoints would be lost (:func:`~cheems.train.checkpoint.check_output`)."""
-    if not config.data:
-        raise InputError(
-            "no training data", field="data", hint="give --data FILE (JSONL records with rank or comparisons)"
-        )
-    return check_output(config.output, overwrite=config.overwrite, resume=config.resume)
-
-
-def _accelerator(config: TrainConfig) -> tuple[Any, Any]:
-    """The accelerator (precision from ``config.bf16``) and its DDP settings, completed once the model is known."""
-    from accelerate import Accelerator, DistributedDataParallelKwargs
-
-    bf16 = bf16_wanted(config.bf16, pick_device(cpu=config.cpu))
-    # several processes and no GPU: accelerate runs them as a CPU group (gloo) only when told cpu=True
-    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if not launched:
-        # accelerate keeps one state per process and refuses another precision later: a notebook (or a test
-        # session) that trains twice, in bf16 then in fp32, starts each run afresh
-        from accelerate.state import AcceleratorState
-
-        AcceleratorState._reset_state(reset_partial_state=True)
-    ddp = DistributedDataParallelKwargs()  # find_unused_parameters is set once the pooling is known
-    accelerator = Accelerator(
-        cpu=config.cpu or (launched and not torch.cuda.is_available()),
-        mixed_precision="bf16" if bf16 else "no",
-        step_scheduler_with_optimizer=False,
-        kwargs_handlers=[ddp],
-    )
-    return accelerator, ddp
-
-
-def _is_deepspeed(accelerator: Any) -> bool:
-    from accelerate.utils import DistributedType
-
-    return cast("bool", accelerator.distributed_type == DistributedType.DEEPSPEED)
-
-
-def _configure_deepspeed(accelerator: Any, config: TrainConfig) -> None:
-    """Write the batch, accumulation and clipping settings into the DeepSpeed config (LoRA is refused)."""
-    if config.lora.enabled:
-        raise InputError(
-            "LoRA with DeepSpeed ZeRO-3 is not supported",
-            field="lora",
-            hint="use the DDP config (configs/accelerate_ddp.yaml) for LoRA",
-        )
-    ds = accelerator.state.deepspeed_plugin.deepspeed_config
-    ds["train_micro_batch_size_per_gpu"] = config.batch_size
-    ds["gradient_accumulation_steps"] = config.grad_accum
-    ds["train_batch_size"] = config.batch_size * config.grad_accum * accelerator.num_processes
-    ds["gradient_clipping"] = config.max_grad_norm  # 0: no clipping
-    accelerator.gradient_accumulation_steps = config.grad_accum
-
-
 def _load_model(run: _Run) -> tuple[RewardEncoder, RewardModel, Any, torch.Tensor | None]:
     """The encoder (the scorer's encoding, so training and ``cheems eval`` see the same input), model, tokenizer,
     and the LM head that ``--keep-lm-head`` saves untouched (with ``--lm-weight`` > 0 the model holds it)."""
@@ -524,42 +418,6 @@ def _load_bench(paths: list[str]) -> Any:
     return load_bench(paths)
 
 
-def _optimizer(model: torch.nn.Module, config: TrainConfig, total_steps: int, deepspeed: bool) -> tuple[Any, Any]:
-    """AdamW (no weight decay on biases and norms) and linear warm-up then cosine decay over ``total_steps``."""
-    decay: list[torch.nn.Parameter] = []
-    no_decay: list[torch.nn.Parameter] = []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (no_decay if p.ndim < 2 or "norm" in name.lower() else decay).append(p)
-    # fused AdamW: one kernel for all parameters (20x faster than the default on a CPU)
-    fused: dict[str, Any] = {} if deepspeed else {"fused": True}
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-        **fused,
-    )
-    warmup = math.ceil(config.warmup_ratio * total_steps)
-    return optimizer, cosine_schedule_with_warmup(optimizer, warmup, total_steps)
-
-
-def cosine_schedule_with_warmup(
-    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
-) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up from 0, then cosine decay to 0: ``transformers.get_cosine_schedule_with_warmup``.
-
-    The same formula, written here because importing it from transformers also imports
-    ``transformers.trainer_utils`` and, where installed, peft (seconds per process).
-    """
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return step / max(1, warmup_steps)
-        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
 def _start_outputs(run: _Run, summary: DataSummary, plans: list[EpochPlan], pos: Position, fresh: bool) -> None:
     """The work folder with the resolved config, the logger, and the result (a resumed run keeps its evals).
 
@@ -613,14 +471,8 @@ def _optimizer_step(
     run: _Run, model: Any, optimizer: Any, scheduler: Any, window: list[dict[str, float]], epoch: float, started: float
 ) -> dict[str, Any]:
     """Clip, step the optimizer and the schedule, count the step; return its log row (all processes pooled)."""
-    config, accelerator = run.config, run.accelerator
-    grad_norm = None
-    if config.max_grad_norm or run.deepspeed:  # DeepSpeed clipped in backward; this reads the norm
-        grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-    lr = scheduler.get_last_lr()[0]
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
+    accelerator = run.accelerator
+    lr, grad_norm = optimizer_update(accelerator, model, optimizer, scheduler, run.config.max_grad_norm, run.deepspeed)
     run.result.global_step += 1
     return step_row(window, accelerator, run.result.global_step, epoch, lr, grad_norm, time.time() - started)
 
