@@ -1,6 +1,10 @@
 """The figures of the GPU check: a short ``cheems train`` and ``cheems score`` in bf16 on a random Qwen2 of
 Qwen2-0.5B's shapes (hidden 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864, 151,936 vocabulary rows:
-494M parameters), with tokens/s and peak GPU memory, then a summary block to paste into BENCHMARKS.md.
+494M parameters), with tokens/s and peak GPU memory; then a generative judge from the same rankings (``cheems
+export judge-sft``, ``cheems train-judge`` on a random Qwen2 causal LM of the same shapes, ``cheems eval
+--judge-model DIR --backend hf --both-orders``) and the joint objective (``cheems train --lm-weight 0.01`` from
+that causal LM); then a summary block to paste into BENCHMARKS.md. A failed judge or joint step is reported in the
+summary (and the exit status) without losing the other figures.
 
     python benchmarks/gpu_check.py --out gpu-check [--tests gpu-check/tests.xml]
 
@@ -27,7 +31,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -48,6 +52,10 @@ SMOKE = {**QWEN2_05B, "hidden_size": 64, "intermediate_size": 128, "num_hidden_l
 # that loading the model is not most of the command's time)
 GPU_SIZES = {"train": 192, "score": 256, "responses": 4, "prompt": 256, "response": (100, 250)}
 SMOKE_SIZES = {"train": 6, "score": 4, "responses": 3, "prompt": 24, "response": (8, 16)}
+# The judge's records (each gives its ranked pairs in both orders: 48 x 5 x 2 = 480 rows of ~800 tokens) and the
+# bench it is evaluated on (16 prompts, both orders, replies of at most 8 tokens: a random model never stops)
+JUDGE_SIZES = {"train": 48, "bench": 16}
+SMOKE_JUDGE_SIZES = {"train": 3, "bench": 2}
 BATCH_SIZE = 16
 MAX_LENGTH = 1024
 
@@ -92,10 +100,11 @@ def build_tokenizer(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(build_tiny_tokenizer(folder), model_max_length=MAX_LENGTH)
 
 
-def build_model(folder: Path, tokenizer: Any, shapes: dict[str, int], device: str) -> int:
-    """A random Qwen2ForSequenceClassification (one label) of ``shapes`` for ``tokenizer``, saved in ``folder``;
-    returns its parameter count. Built on ``device`` (seconds on a GPU), saved in bf16 there (fp32 on a CPU)."""
-    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+def build_model(folder: Path, tokenizer: Any, shapes: dict[str, int], device: str, causal: bool = False) -> int:
+    """A random Qwen2ForSequenceClassification (one label; ``causal``: a Qwen2ForCausalLM, its head tied to the
+    embeddings) of ``shapes`` for ``tokenizer``, saved in ``folder``; returns its parameter count. Built on
+    ``device`` (seconds on a GPU), saved in bf16 there (fp32 on a CPU)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
 
     from cheems.models.quiet import quiet_libraries
 
@@ -108,7 +117,7 @@ def build_model(folder: Path, tokenizer: Any, shapes: dict[str, int], device: st
     )
     torch.manual_seed(0)
     with torch.device(device):
-        model = Qwen2ForSequenceClassification(config)
+        model = (Qwen2ForCausalLM if causal else Qwen2ForSequenceClassification)(config)
     params = sum(p.numel() for p in model.parameters())
     with quiet_libraries():  # no progress bar for one file
         model.to(torch.bfloat16 if device == "cuda" else torch.float32).save_pretrained(folder)
@@ -219,6 +228,86 @@ def environment() -> list[str]:
     return lines
 
 
+def attempt(name: str, failures: list[str], run: Any) -> list[str]:
+    """The summary lines of ``run()``, or one line saying it failed (noted in ``failures``): a failed step loses
+    no other step's figures."""
+    try:
+        return cast("list[str]", run())
+    except (SystemExit, Exception) as e:  # any failure of the step is its result
+        failures.append(f"{name}: {e}")
+        return [f"- {name}: FAILED: {e}"]
+
+
+def log_rows(folder: Path) -> list[dict[str, str]]:
+    """The rows of a run's ``train_log.csv``."""
+    with (folder / "train_log.csv").open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def judge_steps(
+    work: Path, shapes: dict[str, int], sizes: dict[str, Any], judge_sizes: dict[str, int], device_args: list[str]
+) -> list[str]:
+    """A generative judge from rankings (export, train-judge, eval as a judge) and the joint BT + LM objective, on
+    a random Qwen2 causal LM of ``shapes``: their summary lines."""
+    gpu = DEVICE == "cuda"
+    memory = (lambda gib: f", peak memory {gib:.1f} GiB") if gpu else (lambda gib: "")
+    lm = work / "qwen2-causal"
+    tokenizer = build_tokenizer(lm)
+    build_model(lm, tokenizer, shapes, DEVICE, causal=True)
+    records, bench = work / "judge-records.jsonl", work / "judge-bench.jsonl"
+    write_records(records, tokenizer, judge_sizes["train"], sizes, seed=3)
+    write_records(bench, tokenizer, judge_sizes["bench"], sizes, seed=4)
+
+    rows, judge = work / "judge-sft.jsonl", work / "judge"
+    cheems("export", "judge-sft", records, "-o", rows, "--eval-prompt")
+    n_rows = sum(1 for _ in rows.open(encoding="utf-8"))
+    train = ["train-judge", "--model", lm, "--data", rows, "--output", judge, "--epochs", 1, "--lr", "1e-5"]
+    train += [*f"--batch-size 8 --max-length {2 * MAX_LENGTH} --overwrite --no-progress".split(), *device_args]
+    judge_wall, judge_peak = measured(lambda: cheems(*train))
+    log = log_rows(judge)
+    tokens, trained = sum(int(r["tokens"]) for r in log), sum(int(r["targets"]) for r in log)
+    judge_seconds = float(log[-1]["seconds"])
+
+    report = work / "judge-eval.json"
+    ask = ["eval", "--bench", bench, "--judge-model", judge, "--backend", "hf", "--device", DEVICE, "--both-orders"]
+    ask += [
+        "--max-tokens",
+        8,
+        "--max-retries",
+        0,
+        "--cache",
+        work / "judge.sqlite",
+        "--output-json",
+        report,
+        "--no-progress",
+    ]
+    eval_wall, eval_peak = measured(lambda: cheems(*ask))
+    verdicts = json.loads(report.read_text(encoding="utf-8"))["judge"]
+
+    joint = work / "rm-joint"
+    train_joint = ["train", "--model", lm, "--data", records, "--output", joint, "--lm-weight", "0.01"]
+    train_joint += [*f"--batch-size {BATCH_SIZE} --max-length {MAX_LENGTH} --epochs 1 --lr 1e-5".split(), *device_args]
+    train_joint += "--overwrite --save-every 0 --no-progress".split()
+    joint_wall, joint_peak = measured(lambda: cheems(*train_joint))
+    joint_log = log_rows(joint)
+    joint_tokens = sum(int(r["tokens"]) for r in joint_log)
+    lm_losses = [float(r["lm_loss"]) for r in joint_log if r["lm_loss"]]
+    precision = "bf16 autocast over fp32 weights" if gpu else "fp32, CPU"
+    return [
+        f"- `cheems train-judge` ({precision}, random causal Qwen2 of the same shapes, {n_rows} rows of "
+        f"`export judge-sft --eval-prompt` from {judge_sizes['train']} records, 1 epoch, loss "
+        f"{float(log[0]['loss']):.4f} -> {float(log[-1]['loss']):.4f}): {tokens / judge_seconds:,.0f} tokens/s in "
+        f"the loop ({tokens:,} tokens, {trained:,} of them trained; {judge_seconds:.1f} s, {judge_wall:.1f} s with "
+        f"loading){memory(judge_peak)}",
+        f"- `cheems eval --judge-model DIR --backend hf --both-orders` ({judge_sizes['bench']} prompts, "
+        f"{verdicts['questions']} questions, {verdicts['requests']} replies of at most 8 tokens; a random model's: "
+        f"{verdicts['parse_failures']} unparseable): {eval_wall:.1f} s with loading{memory(eval_peak)}",
+        f"- `cheems train --lm-weight 0.01` from the causal LM ({precision}, {joint_tokens:,} tokens, LM loss "
+        f"{lm_losses[0]:.3f} -> {lm_losses[-1]:.3f}): {joint_tokens / float(joint_log[-1]['seconds']):,.0f} tokens/s "
+        f"in the loop ({joint_wall:.1f} s with loading){memory(joint_peak)}",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu-check"), help="Folder for the run (replaced).")
@@ -256,6 +345,10 @@ def main() -> None:
     score = ["score", "--model", rm, "--bench", bench, "--output", scores, "--device", DEVICE, *options]
     score_wall, score_peak = measured(lambda: cheems(*score, "--no-cache"))
     n_scores = sum(1 for _ in scores.open(encoding="utf-8"))
+
+    judge_sizes = JUDGE_SIZES if gpu else SMOKE_JUDGE_SIZES
+    failures: list[str] = []
+    judge_lines = attempt("judge", failures, lambda: judge_steps(work, shapes, sizes, judge_sizes, device_args))
     total = time.perf_counter() - started
 
     memory = (lambda gib: f", peak memory {gib:.1f} GiB") if gpu else (lambda gib: "")
@@ -282,11 +375,14 @@ def main() -> None:
         f"- `cheems score` ({'bf16 weights' if gpu else 'fp32, CPU'}, shared prompt prefix, {n_scores} responses, "
         f"{score_tokens:,} tokens): {score_tokens / score_wall:,.0f} tokens/s over the whole command "
         f"({score_wall:.1f} s, loading included){memory(score_peak)}",
+        *judge_lines,
         f"- the whole check: {total:.0f} s after the tests",
     ]
     summary = "\n".join(lines)
     (args.out / "summary.md").write_text(summary + "\n", encoding="utf-8")
     print("\n" + summary)
+    if failures:
+        raise SystemExit(f"gpu_check.py: failed: {'; '.join(failures)}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@
 #    along; without ./wheels the packages already there must do), then cheems itself with --no-deps;
 # 3. runs the gpu tests (pytest -m gpu tests/test_gpu.py) against the installed cheems;
 # 4. runs benchmarks/gpu_check.py: `cheems train` and `cheems score` on a random Qwen2 of Qwen2-0.5B's shapes
-#    in bf16 (tokens/s, peak memory), then prints the summary for BENCHMARKS.md (also gpu-check/summary.md).
+#    in bf16 (tokens/s, peak memory), a generative judge (`cheems export judge-sft`, `cheems train-judge`, `cheems
+#    eval --judge-model DIR --backend hf`) and `cheems train --lm-weight` on a causal Qwen2 of the same shapes,
+#    then prints the summary for BENCHMARKS.md (also gpu-check/summary.md).
 # Exits non-zero when a step fails. Each step has a time limit: on an H100 the whole check takes minutes.
 #
 # CHEEMS_GPU_CHECK_DEVICE=cpu runs steps 2-4 on the CPU with a 2-layer model: a smoke run of this script
@@ -54,7 +56,7 @@ mkdir -p "$OUT"
 # from the repository root, whose src/ is not on the path: the tests import the installed cheems
 timeout 240 "$PY" -m pytest -m gpu tests/test_gpu.py -p no:cacheprovider -q -rs --junitxml="$OUT/tests.xml"
 tests=$?
-timeout 300 "$PY" benchmarks/gpu_check.py --out "$OUT" --tests "$OUT/tests.xml"
+timeout 360 "$PY" benchmarks/gpu_check.py --out "$OUT" --tests "$OUT/tests.xml"
 bench=$?
 if ((tests != 0 || bench != 0)); then
     fail "failed: gpu tests exit $tests, train/score exit $bench (124: over its time limit); see above"

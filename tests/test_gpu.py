@@ -272,6 +272,89 @@ def ddp_step_matches_one_process(folder: Path, device: str, tmp_path: Path) -> N
         torch.testing.assert_close(torch.load(tmp_path / f"grads-{rank}.pt"), want, **FP32_TOL)
 
 
+# ---------------------------------------------------------------- issue 34: the judge's and the joint LM loss, packed
+JUDGE_CHATS = [
+    [
+        {"role": "system", "content": "你是一位公正的评审。"},
+        {"role": "user", "content": f"问题：{q}\n回答A：{a}\n回答B：{b}\n哪个更好？"},
+        {"role": "assistant", "content": verdict},
+    ]
+    for q, a, b, verdict in [
+        ("长城有多长？", "两万多公里。", "不知道。", "[[A]]"),
+        ("故宫建于哪个朝代？", "清朝。", "明朝永乐年间。", "[[B]]"),
+        ("北京的秋天怎么样？", "天高气爽，很适合旅行。", "冷。", "[[A]]"),
+        ("一加一等于几？", "三。", "二。", "[[B]]"),
+    ]
+]
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("attn", ["sdpa", "flex_attention"])
+def test_packed_judge_rows_give_the_padded_loss(tmp_path, qwen2_tokenizer_dir, attn, precision):
+    """``cheems train-judge``'s packed batch (rows side by side, each attending to itself, positions restarting)
+    gives the loss of the padded batch on the device, with each attention the packed path may use."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cheems.train.judge_data import encode_rows, packed_batch, padded_batch, read_judge_rows, token_loss
+    from tiny_models import build_tiny_qwen2
+
+    if reason := backend_available(attn):
+        pytest.skip(reason)
+    folder = build_tiny_qwen2(tmp_path / "lm", qwen2_tokenizer_dir, causal_lm=True)
+    data = tmp_path / "judge.jsonl"
+    data.write_text("".join(json.dumps({"messages": m}, ensure_ascii=False) + "\n" for m in JUDGE_CHATS), "utf-8")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn).to(DEVICE).eval()
+    rows, _ = encode_rows(tokenizer, read_judge_rows([str(data)]), 4096, "drop")
+    budget = sum(len(r.ids) for r in rows) // 2 + 1  # two packed sequences for four rows
+    losses = []
+    with torch.no_grad():
+        for batch in (padded_batch(rows, tokenizer.pad_token_id, DEVICE),
+                      packed_batch(rows, tokenizer.pad_token_id, DEVICE, budget, attn)):  # fmt: skip
+            inputs = {k: v for k, v in batch.items() if k != "labels"}
+            losses.append(token_loss(model(**inputs).logits, batch["labels"]))
+    (padded, n_padded), (packed, n_packed) = losses
+    assert n_padded == n_packed == sum(r.targets for r in rows)
+    tol = LOSS_TOL if precision == "bf16" else 1e-4
+    assert float(packed) == pytest.approx(float(padded), abs=tol)
+
+
+@gpu
+@needs_cuda
+@pytest.mark.parametrize("attn", ["sdpa", "flex_attention"])
+def test_lm_weight_packed_gives_the_padded_rewards_and_lm_loss(tmp_path, qwen2_tokenizer_dir, attn):
+    """``cheems train --lm-weight``: the packed forward's rewards and next-token loss equal the padded forward's on
+    the device (bf16 autocast over fp32 weights, as training runs), the LM head read from the causal checkpoint."""
+    from transformers import AutoModelForSequenceClassification
+
+    from cheems.train.forward import forward_rewards_lm
+    from cheems.train.lm_objective import load_lm_head
+    from cheems.train.packing import packed_rewards_lm
+    from tiny_models import build_tiny_qwen2
+
+    if reason := backend_available(attn):
+        pytest.skip(reason)
+    folder = build_tiny_qwen2(tmp_path / "lm", qwen2_tokenizer_dir, causal_lm=True)
+    hf = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, attn_implementation=attn)
+    model = RewardModel(hf, "last", new_head=True)
+    model.attach_lm_head(load_lm_head(str(folder), None, model, str(folder), "--lm-weight"))
+    model = model.to(DEVICE).eval()
+    rows = token_rows(LENGTHS[:8], seed=3)
+    starts = [len(ids) // 2 if i % 2 == 0 else None for i, (ids, _) in enumerate(rows)]  # every other row trains
+    keys = list(range(len(rows)))  # no shared prompts: each row a unit of its own
+    with torch.no_grad(), autocast(DEVICE, torch.bfloat16 if DEVICE == "cuda" else None):
+        padded = forward_rewards_lm(model, rows, starts, PAD, DEVICE, 0)
+        packed = packed_rewards_lm(model, rows, keys, starts, PAD, DEVICE, 128, attn)
+    assert padded[2] == packed[2] == sum(len(ids) - s for (ids, _), s in zip(rows, starts) if s is not None)
+    torch.testing.assert_close(packed[0].float(), padded[0].float(), **BF16_TOL)
+    assert float(packed[1]) / packed[2] == pytest.approx(float(padded[1]) / padded[2], abs=LOSS_TOL)
+
+
 @gpu
 @needs_cuda
 def test_two_process_ddp_step(tiny_folder, tmp_path):
