@@ -90,8 +90,8 @@ def own_cache_dir(tmp_path_factory, monkeypatch) -> None:
 
 
 @pytest.fixture
-def cheems(monkeypatch, capsys):
-    """``cheems(*args, cwd=None, env=None)``: the command through its real entry point in this process
+def cheems_cli(monkeypatch, capsys):
+    """``cheems_cli(*args, cwd=None, env=None)``: the command through its real entry point in this process
     (:func:`helpers.run_main`), with ``run_cheems``'s result; for tests about what a command does, not about the
     process (signals, exit of a real interpreter, import-time output), which keep ``run_cheems``."""
     from helpers import run_main
