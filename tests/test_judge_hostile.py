@@ -445,7 +445,7 @@ def test_broken_token_counts_are_left_out_with_one_warning(tmp_path, name):
         assert server.total == asked
 
 
-def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path):
+def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path, cheems_cli):
     """generate, eval --judge-model and winrate share the client's check (judge: the test above)."""
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"id": "p1", "input": "问题"}])
     pair = [{"id": "r1", "content": "长一些的回答"}, {"id": "r2", "content": "短"}]
@@ -463,7 +463,7 @@ def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path):
     with FakeJudgeServer(usage=BROKEN_USAGE["over 2^63"]) as server:
         for name, args in commands.items():
             cache = tmp_path / f"{name}.sqlite"
-            proc = run_cheems(*args, "--base-url", server.url, "--cache", cache, "--no-progress")
+            proc = cheems_cli(*args, "--base-url", server.url, "--cache", cache, "--no-progress")
             assert proc.returncode == 0, proc.stderr
             one_usage_warning(proc, server.url)
             with sqlite3.connect(cache) as conn:
