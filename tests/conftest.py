@@ -87,3 +87,18 @@ def own_cache_dir(tmp_path_factory, monkeypatch) -> None:
     default to $CHEEMS_CACHE_DIR, and a score cached by another test, or by a developer's own runs, must not answer
     for a scorer whose calls a test counts."""
     monkeypatch.setenv("CHEEMS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def cheems_cli(monkeypatch, capsys):
+    """``cheems_cli(*args, cwd=None, env=None)``: the command through its real entry point in this process
+    (:func:`helpers.run_main`), with ``run_cheems``'s result; for tests about what a command does, not about the
+    process (signals, exit of a real interpreter, import-time output), which keep ``run_cheems``."""
+    from helpers import run_main
+
+    def run(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        return run_main(*args, monkeypatch=monkeypatch, capsys=capsys, env=env)
+
+    return run

@@ -265,14 +265,14 @@ def test_cli_writes_table_json_charts_and_page(files, tmp_path):
     assert page.count("data:image/png;base64,") == 2 and "http" not in page.replace("http-equiv", "")
 
 
-def test_cli_errors(files, tmp_path):
+def test_cli_errors(files, tmp_path, cheems_cli):
     judged, _ = files
     bare = write_jsonl(
         tmp_path / "bare.jsonl", [{"id": "p", "input": "问", "responses": [{"id": "a", "content": "答"}]}]
     )
-    assert_user_error(run_cheems("analyze", "bias", judged, bare), str(bare), "has no comparison", "cheems judge")
-    assert_user_error(run_cheems("analyze", "bias", judged, "--by", "model"), "'--by'", "'file', 'source', 'annotator'")
-    assert_user_error(run_cheems("analyze", "bias", judged, "--out", judged), "--out", "not a folder")
+    assert_user_error(cheems_cli("analyze", "bias", judged, bare), str(bare), "has no comparison", "cheems judge")
+    assert_user_error(cheems_cli("analyze", "bias", judged, "--by", "model"), "'--by'", "'file', 'source', 'annotator'")
+    assert_user_error(cheems_cli("analyze", "bias", judged, "--out", judged), "--out", "not a folder")
 
 
 def test_judge_output_with_total_position_bias(tmp_path, monkeypatch, capsys):

@@ -74,7 +74,7 @@ def test_review_reject_returns_the_task_and_the_answer_again_is_reviewed_again(s
     assert [(r.approve, r.reason) for r in snap.reviews] == [(False, "r2 有事实错误"), (True, "")]
 
 
-def test_export_then_resolve_gives_the_expected_ranks(serve_project, tmp_path):
+def test_export_then_resolve_gives_the_expected_ranks(serve_project, tmp_path, cheems_cli):
     # 5 responses: 5 ring tasks, 5 annotators, each answers the true order r1 > r2 > r3 > r4 > r5 ...
     # ... except the annotator of the task holding r4 and r5 adjacent in plan order, who ties them.
     s, tokens = serve_project([prompt("p1", 5)], team(annotators=5), review_rate=0.0)
@@ -87,18 +87,18 @@ def test_export_then_resolve_gives_the_expected_ranks(serve_project, tmp_path):
         answered += 1
         assert client.get("/api/next").status_code == 204  # each task of a prompt to a different annotator
     out, ranked = tmp_path / "human.jsonl", tmp_path / "ranked.jsonl"
-    proc = run_cheems("annotate", "export", s.folder, "-o", out)
+    proc = cheems_cli("annotate", "export", s.folder, "-o", out)
     assert proc.returncode == 0, proc.stderr
     record = json.loads(out.read_text(encoding="utf-8"))
     assert len(record["comparisons"]) == 15 and len(record["human_annotations"]) == 5
     c = record["comparisons"][0]
     assert c["source"] == "human" and c["annotator"].startswith("ann-") and c["task_id"].startswith("p1#t")
     assert c["shown"] in ("ab", "ba")
-    assert run_cheems("resolve", out, "-o", ranked).returncode == 0
+    assert cheems_cli("resolve", out, "-o", ranked).returncode == 0
     assert json.loads(ranked.read_text(encoding="utf-8"))["rank"] == {f"r{i}": i for i in range(1, 6)}
 
 
-def test_shown_order_is_per_annotator_and_exported(serve_project, tmp_path):
+def test_shown_order_is_per_annotator_and_exported(serve_project, tmp_path, cheems_cli):
     s, tokens = serve_project([prompt(f"p{i}", 3) for i in range(8)], team(annotators=2), overlap=2, review_rate=0.0)
     orders = {}
     for name in ("ann-01", "ann-02"):
@@ -109,7 +109,7 @@ def test_shown_order_is_per_annotator_and_exported(serve_project, tmp_path):
             client.post(f"/api/tasks/{task['item_id']}/submit", json=answer(task, "r1>r2>r3"))
     assert len(orders) == 8 and any(a != b for a, b in orders.values())  # shuffled per person
     out = tmp_path / "out.jsonl"
-    assert run_cheems("annotate", "export", s.folder, "-o", out).returncode == 0
+    assert cheems_cli("annotate", "export", s.folder, "-o", out).returncode == 0
     for line in out.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         for c in rec["comparisons"]:
@@ -117,7 +117,7 @@ def test_shown_order_is_per_annotator_and_exported(serve_project, tmp_path):
             assert c["shown"] == ("ab" if shown.index(c["a"]) < shown.index(c["b"]) else "ba")
 
 
-def test_adjudication_when_overlapping_answers_disagree(serve_project, tmp_path):
+def test_adjudication_when_overlapping_answers_disagree(serve_project, tmp_path, cheems_cli):
     s, tokens = serve_project([prompt("p1", 3)], team(annotators=2), overlap=2, review_rate=0.0)
     a1, a2, rev = (s.client(tokens[n]) for n in ("ann-01", "ann-02", "rev-01"))
     t1, t2 = a1.get("/api/next").json(), a2.get("/api/next").json()
@@ -133,7 +133,7 @@ def test_adjudication_when_overlapping_answers_disagree(serve_project, tmp_path)
     assert rev.post(f"/api/tasks/{adj['item_id']}/submit", json=answer(adj, "r1>r2=r3")).status_code == 200
     assert a2.get("/api/discussions").json()[0]["consensus"]["ranking"] == answer(adj, "r1>r2=r3")["ranking"]
     out = tmp_path / "out.jsonl"
-    assert run_cheems("annotate", "export", s.folder, "-o", out).returncode == 0
+    assert cheems_cli("annotate", "export", s.folder, "-o", out).returncode == 0
     comps = json.loads(out.read_text(encoding="utf-8"))["comparisons"]
     assert {(c["a"], c["b"], c["label"]) for c in comps} == {("r1", "r2", "a"), ("r1", "r3", "a"), ("r2", "r3", "tie")}
     assert all(c["annotator"] == "rev-01" and c["adjudicated"] for c in comps)
@@ -270,7 +270,7 @@ def test_hostile_answers_and_verdicts_get_a_short_refusal_and_store_nothing(serv
     assert "Traceback" not in s.proc.stderr.read().decode()  # no request failed inside the server
 
 
-def test_the_system_prompt_reaches_the_api_and_the_export_names_the_item_submitted(serve_project, tmp_path):
+def test_the_system_prompt_reaches_the_api_and_the_export_names_the_item_submitted(serve_project, tmp_path, cheems_cli):
     record = prompt("p1", 3).model_copy(update={"sys_prompt": "你是一位严谨的数学老师，只用中文回答。"})
     s, tokens = serve_project([record], team(annotators=1), review_rate=0.0)
     ann = s.client(tokens["ann-01"])
@@ -279,7 +279,7 @@ def test_the_system_prompt_reaches_the_api_and_the_export_names_the_item_submitt
     r = ann.post(f"/api/tasks/{task['item_id']}/submit", json=answer(task, "r1>r2>r3"))
     assert r.json() == {"item_id": task["item_id"], "status": "submitted"}
     out = tmp_path / "human.jsonl"
-    assert run_cheems("annotate", "export", s.folder, "-o", out).returncode == 0
+    assert cheems_cli("annotate", "export", s.folder, "-o", out).returncode == 0
     exported = json.loads(out.read_text(encoding="utf-8"))
     # the submission is traced end to end: the API's item_id, beside the plan task it is a copy of
     assert {(c["item_id"], c["task_id"]) for c in exported["comparisons"]} == {(task["item_id"], "p1#t1")}

@@ -13,7 +13,6 @@ import pytest
 
 import cheems
 from cheems.data.io import write_json
-from helpers import run_cheems
 
 ROOT = Path(__file__).resolve().parents[1]
 API_DOC = ROOT / "docs" / "api.md"
@@ -81,28 +80,28 @@ def same_file(tmp_path: Path, data: dict, cli_file: Path) -> None:
     assert mine.read_bytes() == cli_file.read_bytes()
 
 
-def test_evaluate_writes_what_eval_output_json_writes(tmp_path):
+def test_evaluate_writes_what_eval_output_json_writes(tmp_path, cheems_cli):
     out = tmp_path / "eval.json"
-    proc = run_cheems("eval", *BENCH_ARGS, "--model", "length", "--no-cache", "--output-json", out)
+    proc = cheems_cli("eval", *BENCH_ARGS, "--model", "length", "--no-cache", "--output-json", out)
     assert proc.returncode == 0, proc.stderr
     report = cheems.evaluate(cheems.load_bench(BENCH), cheems.load_scorer("length"))
     same_file(tmp_path, report.to_dict(), out)
 
 
-def test_score_and_evaluate_of_a_scores_table_match_score_and_eval(tmp_path):
+def test_score_and_evaluate_of_a_scores_table_match_score_and_eval(tmp_path, cheems_cli):
     scores, out = tmp_path / "scores.jsonl", tmp_path / "eval.json"
-    proc = run_cheems("score", "--model", "length", *BENCH_ARGS, "--no-cache", "-o", scores)
+    proc = cheems_cli("score", "--model", "length", *BENCH_ARGS, "--no-cache", "-o", scores)
     assert proc.returncode == 0, proc.stderr
     bench = cheems.load_bench(BENCH)
     values = cheems.score(bench, cheems.load_scorer("length"))
     assert values == cheems.read_scores(scores)
-    proc = run_cheems("eval", *BENCH_ARGS, "--scores", scores, "--resamples", "50", "--output-json", out)
+    proc = cheems_cli("eval", *BENCH_ARGS, "--scores", scores, "--resamples", "50", "--output-json", out)
     assert proc.returncode == 0, proc.stderr
     report = cheems.evaluate(bench, cheems.read_scores(scores), source=str(scores), resamples=50)
     same_file(tmp_path, report.to_dict(), out)
 
 
-def test_compare_matches_compare_of_details_files(tmp_path):
+def test_compare_matches_compare_of_details_files(tmp_path, cheems_cli):
     """Length against its reverse (a scores table): the same numbers from the details files and from the reports."""
     bench = cheems.load_bench(BENCH)
     length = cheems.score(bench, cheems.load_scorer("length"))
@@ -111,10 +110,10 @@ def test_compare_matches_compare_of_details_files(tmp_path):
     runs = {}
     for name, given in (("length", ["--model", "length", "--no-cache"]), ("reverse", ["--scores", reverse])):
         runs[name] = tmp_path / f"{name}.details.jsonl"
-        proc = run_cheems("eval", *BENCH_ARGS, *given, "--resamples", "0", "--details", runs[name])
+        proc = cheems_cli("eval", *BENCH_ARGS, *given, "--resamples", "0", "--details", runs[name])
         assert proc.returncode == 0, proc.stderr
     out = tmp_path / "compare.json"
-    proc = run_cheems("compare", runs["length"], runs["reverse"], "--resamples", "200", "--output-json", out)
+    proc = cheems_cli("compare", runs["length"], runs["reverse"], "--resamples", "200", "--output-json", out)
     assert proc.returncode == 0, proc.stderr
     same_file(tmp_path, cheems.compare(runs["length"], runs["reverse"], resamples=200).to_dict(), out)
     reports = [
@@ -129,12 +128,12 @@ def test_compare_matches_compare_of_details_files(tmp_path):
     assert from_files["overall"]["delta"] > 0
 
 
-def test_bon_writes_what_bon_writes(tmp_path):
+def test_bon_writes_what_bon_writes(tmp_path, cheems_cli):
     pool = tmp_path / "pool.jsonl"
     records, _, _ = cheems.resolve(cheems.read_records(DEMO / "human.jsonl").records)
     cheems.write_records(pool, records)
     picks, out = tmp_path / "picks.jsonl", tmp_path / "bon.json"
-    proc = run_cheems("bon", pool, "--model", "length", "-n", "4", "--no-cache", "-o", picks, "--output-json", out)
+    proc = cheems_cli("bon", pool, "--model", "length", "-n", "4", "--no-cache", "-o", picks, "--output-json", out)
     assert proc.returncode == 0, proc.stderr
     result = cheems.bon(records, cheems.load_scorer("length"), n=4, source="length")
     same_file(tmp_path, result.to_dict(), out)
@@ -169,7 +168,7 @@ def test_train_refuses_a_bad_setting_before_any_work(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monkeypatch):
+def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monkeypatch, cheems_cli):
     """A real loopback OpenAI-compatible judge (tests/fault_server.py), each run with its own judgement cache."""
     from fault_server import FakeJudgeServer
     from test_evaluate_judge_bench import KEY_ENV, write_bench
@@ -178,7 +177,7 @@ def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monke
     monkeypatch.setenv("OPENAI_API_KEY", KEY_ENV["OPENAI_API_KEY"])
     with FakeJudgeServer() as server:
         given = ["--judge-model", "fake-judge", "--base-url", server.url, "--max-retries", "1", "--no-progress"]
-        proc = run_cheems("eval", "--bench", bench, *given, "--cache", tmp_path / "cli.sqlite", "--output-json", out)
+        proc = cheems_cli("eval", "--bench", bench, *given, "--cache", tmp_path / "cli.sqlite", "--output-json", out)
         assert proc.returncode == 0, proc.stderr
         settings = cheems.JudgeSettings(
             judge_model="fake-judge", base_url=server.url, max_retries=1, cache=tmp_path / "api.sqlite"
@@ -188,7 +187,7 @@ def test_evaluate_by_a_judge_writes_what_eval_judge_model_writes(tmp_path, monke
     assert report.to_dict()["judge"]["questions"] == 9
 
 
-def test_judge_files_and_bon_files_write_what_their_commands_write(tmp_path, monkeypatch):
+def test_judge_files_and_bon_files_write_what_their_commands_write(tmp_path, monkeypatch, cheems_cli):
     """The one call behind ``cheems judge`` and ``cheems bon``, against a real loopback judge: the same files."""
     from fault_server import FakeJudgeServer
     from test_cli_judge import write_records
@@ -198,7 +197,7 @@ def test_judge_files_and_bon_files_write_what_their_commands_write(tmp_path, mon
     with FakeJudgeServer() as server:
         given = ["--judge-model", "fake-judge", "--base-url", server.url, "--no-progress"]
         cli, api = tmp_path / "cli.jsonl", tmp_path / "api.jsonl"
-        proc = run_cheems("judge", source, "-o", cli, *given, "--cache", tmp_path / "cli.sqlite")
+        proc = cheems_cli("judge", source, "-o", cli, *given, "--cache", tmp_path / "cli.sqlite")
         assert proc.returncode == 0, proc.stderr
         settings = cheems.JudgeSettings(judge_model="fake-judge", base_url=server.url, cache=tmp_path / "api.sqlite")
         run = cheems.judge_files(source, api, settings, stats_json=tmp_path / "stats.json", progress=False)
@@ -207,7 +206,7 @@ def test_judge_files_and_bon_files_write_what_their_commands_write(tmp_path, mon
     assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == run.result.stats.to_dict()
 
     picks_cli, picks_api = tmp_path / "picks-cli.jsonl", tmp_path / "picks-api.jsonl"
-    proc = run_cheems("bon", source, "--model", "length", "-n", "3", "--no-cache", "-o", picks_cli)
+    proc = cheems_cli("bon", source, "--model", "length", "-n", "3", "--no-cache", "-o", picks_cli)
     assert proc.returncode == 0, proc.stderr
     by = cheems.ScoredBy(scoring=cheems.ScoringSettings(model="length", no_cache=True))
     result = cheems.bon_files(source, picks_api, by, cheems.BonSettings(n=3))

@@ -28,11 +28,13 @@ PEOPLE = """people:
 """
 
 
-def init(tmp_path, *more):
+def init(tmp_path, *more, run=run_cheems):
+    """``cheems annotate init`` of the demo prompts into ``tmp_path/proj``, run by ``run`` (a real process unless a
+    test passes its ``cheems_cli``)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     people = tmp_path / "people.yaml"
     people.write_text(PEOPLE, encoding="utf-8")
-    return run_cheems("annotate", "init", DEMO, "--project", tmp_path / "proj", "--people", people, *more)
+    return run("annotate", "init", DEMO, "--project", tmp_path / "proj", "--people", people, *more)
 
 
 def test_init_writes_private_tokens_and_hashes_only(tmp_path):
@@ -59,53 +61,56 @@ def test_the_readme_example_plans_without_a_warning(tmp_path):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
-def test_init_refuses_to_overwrite_and_bad_inputs_are_one_line(tmp_path):
-    assert init(tmp_path).returncode == 0
+def test_init_refuses_to_overwrite_and_bad_inputs_are_one_line(tmp_path, cheems_cli):
+    assert init(tmp_path, run=cheems_cli).returncode == 0
     before = (tmp_path / "proj" / "tokens.txt").read_bytes()
-    assert_user_error(init(tmp_path), "already exists", "init never overwrites")
+    assert_user_error(init(tmp_path, run=cheems_cli), "already exists", "init never overwrites")
     assert (tmp_path / "proj" / "tokens.txt").read_bytes() == before
     bad = tmp_path / "bad.yaml"
     bad.write_text("people:\n  - {name: ann-01, role: boss}\n", encoding="utf-8")
-    proc = run_cheems("annotate", "init", DEMO, "--project", tmp_path / "p2", "--people", bad)
+    proc = cheems_cli("annotate", "init", DEMO, "--project", tmp_path / "p2", "--people", bad)
     assert_user_error(proc, "bad.yaml:2", "role")
     assert not (tmp_path / "p2").exists()
-    proc = init(tmp_path / "x", "--overlap", "3")
+    proc = init(tmp_path / "x", "--overlap", "3", run=cheems_cli)
     assert assert_user_error(proc, "overlap 3 needs 3 annotators").startswith("error: --overlap: ")
-    proc = init(tmp_path / "y", "--review-rate", "1.5")
+    proc = init(tmp_path / "y", "--review-rate", "1.5", run=cheems_cli)
     assert_user_error(proc, "--review-rate")
     gold = tmp_path / "gold.jsonl"
     gold.write_text(json.dumps({"id": "g", "input": "问", "responses": [{"id": "a", "content": "x"}]}) + "\n")
-    assert_user_error(init(tmp_path / "z", "--gold", gold), "error: --gold: gold prompt 'g' has no 'rank'")
+    assert_user_error(
+        init(tmp_path / "z", "--gold", gold, run=cheems_cli), "error: --gold: gold prompt 'g' has no 'rank'"
+    )
 
 
-def test_export_and_status_on_a_project(tmp_path):
-    assert init(tmp_path).returncode == 0
+def test_export_and_status_on_a_project(tmp_path, cheems_cli):
+    assert init(tmp_path, run=cheems_cli).returncode == 0
     out = tmp_path / "out.jsonl"
-    proc = run_cheems("annotate", "export", tmp_path / "proj", "-o", out)
+    proc = cheems_cli("annotate", "export", tmp_path / "proj", "-o", out)
     assert (
         proc.returncode == 0 and "wrote 0 prompts" in proc.stdout and "24 prompt(s) have no answer yet" in proc.stdout
     )
-    proc = run_cheems("annotate", "status", tmp_path / "proj", "--json")
+    proc = cheems_cli("annotate", "status", tmp_path / "proj", "--json")
     report = json.loads(proc.stdout)
     assert report["progress"]["tasks"] == 117 and report["progress"]["share_done"] == 0
-    assert "annotation progress" in run_cheems("annotate", "status", tmp_path / "proj").stdout
+    assert "annotation progress" in cheems_cli("annotate", "status", tmp_path / "proj").stdout
 
 
-def test_errors_name_what_is_wrong(tmp_path):
-    assert_user_error(run_cheems("annotate", "status", tmp_path), "not an annotation project")
+def test_errors_name_what_is_wrong(tmp_path, cheems_cli):
+    assert_user_error(cheems_cli("annotate", "status", tmp_path), "not an annotation project")
     (tmp_path / "project.sqlite3").write_text("not a database")
-    assert_user_error(run_cheems("annotate", "export", tmp_path, "-o", tmp_path / "o.jsonl"), "cannot read")
-    assert init(tmp_path / "t").returncode == 0
+    assert_user_error(cheems_cli("annotate", "export", tmp_path, "-o", tmp_path / "o.jsonl"), "cannot read")
+    assert init(tmp_path / "t", run=cheems_cli).returncode == 0
     db = tmp_path / "t" / "proj" / "project.sqlite3"
-    proc = run_cheems("annotate", "export", tmp_path / "t" / "proj", "-o", db)
+    proc = cheems_cli("annotate", "export", tmp_path / "t" / "proj", "-o", db)
     assert_user_error(proc, "--output")
     assert Project.open(tmp_path / "t" / "proj").snapshot().tasks  # the project is intact
 
 
-def test_serve_listens_on_8765_by_default_and_names_a_bad_port(tmp_path):
-    help_text = run_cheems("annotate", "serve", "--help").stdout
+def test_serve_listens_on_8765_by_default_and_names_a_bad_port(tmp_path, cheems_cli):
+    help_text = cheems_cli("annotate", "serve", "--help").stdout
     assert "[default: 8765]" in help_text and "docs/serving.md" in help_text  # 8000 is vLLM's
-    assert init(tmp_path).returncode == 0
+    assert init(tmp_path, run=cheems_cli).returncode == 0
+    # a real process: were a bad port not refused, it would serve (and this test would time out, not hang)
     for port in ("0", "70000"):
         assert_user_error(run_cheems("annotate", "serve", tmp_path / "proj", "--port", port), "--port")
     assert not (tmp_path / "proj" / "serve.lock").exists()  # refused before the project was touched
@@ -249,11 +254,13 @@ def test_init_moves_the_finished_files_into_place(tmp_path):
     assert Project.open(tmp_path / "here").snapshot().tasks
 
 
-def test_what_a_stopped_init_left_is_named(tmp_path):
+def test_what_a_stopped_init_left_is_named(tmp_path, cheems_cli):
     (tmp_path / "proj" / ".init-0123abcd").mkdir(parents=True)  # what a SIGKILL in the middle of init leaves
-    line = assert_user_error(init(tmp_path), "holds only .init-0123abcd, left by an init that was stopped")
+    line = assert_user_error(
+        init(tmp_path, run=cheems_cli), "holds only .init-0123abcd, left by an init that was stopped"
+    )
     assert "delete the folder and run init again" in line
-    assert_user_error(run_cheems("annotate", "status", tmp_path / "proj"), "not an annotation project")
+    assert_user_error(cheems_cli("annotate", "status", tmp_path / "proj"), "not an annotation project")
 
 
 def test_a_name_an_older_cheems_took_still_reads(answered, tmp_path, monkeypatch, capsys):

@@ -1,4 +1,5 @@
-"""``cheems compare`` and ``cheems eval --details/--resamples/--bootstrap-seed``, run as real subprocesses."""
+"""``cheems compare`` and ``cheems eval --details/--resamples/--bootstrap-seed``, through the real entry point in
+this process (the ``cheems_cli`` fixture)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ import pytest
 from cheems.analysis.compare import compare_details
 from cheems.evaluate import load_bench
 from cheems.evaluate.details import bench_fingerprint, read_details
-from helpers import assert_user_error, run_cheems, write_jsonl
-
-cheems = run_cheems
+from helpers import assert_user_error, write_jsonl
 
 # Two subsets; per prompt its category and each pair's outcome for scorer A and scorer B.
 PROMPTS = {
@@ -41,11 +40,11 @@ def details_rows(scorer: str, which: int, bench: str = "f" * 64) -> list[dict]:
     ]
 
 
-def test_compare_two_hand_made_details_files(tmp_path):
+def test_compare_two_hand_made_details_files(tmp_path, cheems_cli):
     d1 = write_jsonl(tmp_path / "a.jsonl", details_rows("rm-good", 0))
     d2 = write_jsonl(tmp_path / "b.jsonl", details_rows("rm-bad", 1))
     out = tmp_path / "cmp.json"
-    proc = cheems("compare", d1, d2, "--resamples", 500, "--seed", 3, "--output-json", out)
+    proc = cheems_cli("compare", d1, d2, "--resamples", 500, "--seed", 3, "--output-json", out)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(out.read_text())
     # by hand: open A: 代码 acc 3/3 exact 2/2, 数学 0/0 -> 1/2, 1/2; B: 代码 acc 1/3 exact 0, 数学 0 -> 1/6, 0
@@ -75,15 +74,15 @@ def test_compare_two_hand_made_details_files(tmp_path):
     assert "rm-good better" in proc.stdout and "McNemar on 7 pooled pairs" in proc.stdout
 
 
-def test_compare_refuses_details_from_different_benches(tmp_path):
+def test_compare_refuses_details_from_different_benches(tmp_path, cheems_cli):
     d1 = write_jsonl(tmp_path / "a.jsonl", details_rows("rm-good", 0))
     d2 = write_jsonl(tmp_path / "b.jsonl", details_rows("rm-bad", 1, bench="e" * 64))
     out = tmp_path / "cmp.json"
-    proc = cheems("compare", d1, d2, "--output-json", out)
+    proc = cheems_cli("compare", d1, d2, "--output-json", out)
     assert_user_error(proc, str(d1), str(d2), "different benches")
     assert not out.exists()
     d3 = write_jsonl(tmp_path / "c.jsonl", details_rows("rm-bad", 1)[:-1])
-    assert_user_error(cheems("compare", d1, d3), str(d1), str(d3), "not the same pairs", "prompt 'h2'")
+    assert_user_error(cheems_cli("compare", d1, d3), str(d1), str(d3), "not the same pairs", "prompt 'h2'")
 
 
 BENCH = [
@@ -98,16 +97,18 @@ BENCH = [
 ]
 
 
-def test_eval_details_resamples_and_seed_then_compare(tmp_path):
+def test_eval_details_resamples_and_seed_then_compare(tmp_path, cheems_cli):
     bench = write_jsonl(tmp_path / "open.jsonl", BENCH)
     scores = write_jsonl(
         tmp_path / "s.jsonl",
         [{"prompt_id": f"q{i}", "response_id": f"r{j}", "score": (i + j) % 3} for i in range(8) for j in (1, 2, 3)],
     )
     d1, d2, j1, j0 = (tmp_path / n for n in ("d1.jsonl", "d2.jsonl", "j1.json", "j0.json"))
-    run1 = cheems("eval", "--bench", bench, "--scores", scores, "--details", d1, "--output-json", j1)
-    run0 = cheems("eval", "--bench", bench, "--scores", scores, "--resamples", 0, "--output-json", j0)
-    run2 = cheems("eval", "--bench", bench, "--model", "length", "--no-cache", "--details", d2, "--bootstrap-seed", 9)
+    run1 = cheems_cli("eval", "--bench", bench, "--scores", scores, "--details", d1, "--output-json", j1)
+    run0 = cheems_cli("eval", "--bench", bench, "--scores", scores, "--resamples", 0, "--output-json", j0)
+    run2 = cheems_cli(
+        "eval", "--bench", bench, "--model", "length", "--no-cache", "--details", d2, "--bootstrap-seed", 9
+    )
     assert run1.returncode == run0.returncode == run2.returncode == 0, run1.stderr + run0.stderr + run2.stderr
     with_ci, without = json.loads(j1.read_text()), json.loads(j0.read_text())
     assert with_ci["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95}
@@ -131,6 +132,6 @@ def test_eval_details_resamples_and_seed_then_compare(tmp_path):
         ("r2", "r3", False),
     ]
     assert rows["q1"].pairs[0].chosen_score == 2.0 and rows["q1"].category == "数学"
-    compared = cheems("compare", d1, d2, "--resamples", 200)
+    compared = cheems_cli("compare", d1, d2, "--resamples", 200)
     assert compared.returncode == 0, compared.stderr
     assert "McNemar on 22 pooled pairs" in compared.stdout

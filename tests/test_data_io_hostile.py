@@ -24,7 +24,7 @@ from cheems.errors import InputError
 from cheems.evaluate import evaluate_scores
 from cheems.metrics import overall
 from cheems.metrics.cheemsbench import GroupMetrics
-from helpers import assert_user_error, record, run_cheems, write_jsonl
+from helpers import assert_user_error, record, run_cheems, run_main, write_jsonl
 
 # ---------------------------------------------------------------- building blocks
 
@@ -724,19 +724,36 @@ def test_catalogue_is_large_enough():
     assert len(CATALOGUE) >= 60
 
 
-@pytest.mark.parametrize("c", CATALOGUE)
-def test_hostile_file_is_one_located_error_and_nothing_written(tmp_path, c: Case):
+def check_hostile_file(tmp_path: Path, c: Case, run) -> None:
+    """``c``'s file given to its command (``run(*args)``: in this process or as a real one): one located error
+    line, nothing written, an earlier output unchanged."""
     src = tmp_path / c.filename
     src.write_bytes(c.content)
     (tmp_path / "out.jsonl").write_text('{"earlier": "output"}\n', encoding="utf-8")  # must survive unchanged
     args = command_line(c, src, tmp_path)
     before = snapshot(tmp_path)
-    proc = run_cheems(*args)
+    proc = run(*args)
     where = f"{src}:{c.line}:" if c.line is not None else f"{src}"
     line = assert_user_error(proc, where, c.says, *([f"field '{c.field}'"] if c.field else []))
     if c.line is None:
         assert not re.search(re.escape(str(src)) + r":\d", line), line
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("c", CATALOGUE)
+def test_hostile_file_is_one_located_error_and_nothing_written(tmp_path, monkeypatch, capsys, c: Case):
+    # through the real entry point in this process: each case costs milliseconds, not an interpreter start
+    check_hostile_file(tmp_path, c, lambda *args: run_main(*args, monkeypatch=monkeypatch, capsys=capsys))
+
+
+REAL_PROCESS = {"jsonl-named-json-bad-line-57", "nesting-deep-in-chosen", "indented-array-broken-in-second-item"}
+
+
+@pytest.mark.parametrize("c", [p for p in CATALOGUE if p.id in REAL_PROCESS])
+def test_the_real_command_says_the_same(tmp_path, c: Case):
+    """A few catalogue cases as a user runs them (a JSON error, deep nesting, a bench): a separate process, its
+    exit code and stderr."""
+    check_hostile_file(tmp_path, c, run_cheems)
 
 
 # ---------------------------------------------------------------- --skip-invalid: nothing lost
@@ -813,11 +830,12 @@ def count_records(path: Path) -> int:
 
 
 @pytest.mark.parametrize("name", sorted(SKIP_CASES))
-def test_skip_invalid_loses_nothing(tmp_path, name):
+def test_skip_invalid_loses_nothing(tmp_path, monkeypatch, capsys, name):
     command, filename, content, records_in, n_bad = SKIP_CASES[name]
     src = tmp_path / filename
     src.write_bytes(content)
-    proc = run_cheems(*command_line(Case(command, filename, content, None, ""), src, tmp_path), "--skip-invalid")
+    args = command_line(Case(command, filename, content, None, ""), src, tmp_path)
+    proc = run_main(*args, "--skip-invalid", monkeypatch=monkeypatch, capsys=capsys)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     skipped = [ln for ln in proc.stderr.splitlines() if ln.startswith("skipped ")]
     assert len(skipped) == n_bad and f"{n_bad} line(s) skipped" in proc.stderr, proc.stderr
@@ -842,11 +860,11 @@ def test_jsonl_saved_as_json_imports_every_record(tmp_path):
 @pytest.mark.parametrize(
     "raw,kept", [("0.7405", "0.7405"), ("1.10", "1.10"), ("42", "42"), ("1e-5", "1e-5"), ("-3.0", "-3.0")]
 )
-def test_numeric_reference_is_kept_as_written(tmp_path, raw, kept):
+def test_numeric_reference_is_kept_as_written(tmp_path, monkeypatch, capsys, raw, kept):
     src = tmp_path / "math.jsonl"
     src.write_bytes(lines(with_raw(rec("p1", reference="X"), "X", raw)))
     assert read_records(src).records[0].reference == kept
-    proc = run_cheems("resolve", src, "-o", tmp_path / "out.jsonl")
+    proc = run_main("resolve", src, "-o", tmp_path / "out.jsonl", monkeypatch=monkeypatch, capsys=capsys)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))["reference"] == kept
 

@@ -1,7 +1,8 @@
 """Hostile inputs for ``cheems judge``: bad settings, foreign caches, servers that die, flood, echo the key or inject.
 
-Every case runs the real CLI in a subprocess against the real loopback server of fault_server.py and
-checks the exit code, one ``error:`` line where it is an error, no traceback, and that nothing is
+Every case runs the real CLI against the real loopback server of fault_server.py (in a subprocess; in this
+process, through the same entry point, where the run is refused before any request or its replies are well-timed)
+and checks the exit code, one ``error:`` line where it is an error, no traceback, and that nothing is
 lost: planned questions = judged + cached + failed (each listed) + not attempted, or, when the run
 stops, that what finished is in the cache and a rerun completes it.
 """
@@ -51,9 +52,16 @@ def directive(fault: str) -> str:
 
 
 def judge(
-    tmp: Path, url: str, *extra: object, rows: list[dict] | None = None, key: str = KEY, timeout: float = 60
+    tmp: Path,
+    url: str,
+    *extra: object,
+    rows: list[dict] | None = None,
+    key: str = KEY,
+    timeout: float = 60,
+    cli: Callable | None = None,
 ) -> Run:
-    """``cheems judge`` on ``rows`` (default: plain records) with short timeouts; the run's files."""
+    """``cheems judge`` on ``rows`` (default: plain records) with short timeouts; the run's files. A real process,
+    or with ``cli`` (a test's ``cheems_cli``) in this one: for what is refused before any request."""
     src = write_jsonl(tmp / "in.jsonl", rows if rows is not None else records())
     out, stats, cache = tmp / "out.jsonl", tmp / "stats.json", tmp / "judge.sqlite"
     args = [
@@ -80,9 +88,8 @@ def judge(
     if not any(str(a) == "--cache" for a in extra):
         args += ["--cache", cache]
     started = time.monotonic()
-    proc = run_cheems(
-        *args, *extra, env={"OPENAI_API_KEY": key, "CHEEMS_CACHE_DIR": str(tmp / "cachedir")}, timeout=timeout
-    )
+    env = {"OPENAI_API_KEY": key, "CHEEMS_CACHE_DIR": str(tmp / "cachedir")}
+    proc = cli(*args, *extra, env=env) if cli else run_cheems(*args, *extra, env=env, timeout=timeout)
     return Run(proc, src, out, stats, cache, time.monotonic() - started)
 
 
@@ -157,9 +164,9 @@ BAD_OPTIONS = {
 
 
 @pytest.mark.parametrize("name", list(BAD_OPTIONS))
-def test_bad_option_is_one_line_before_any_request(tmp_path, server, name):
+def test_bad_option_is_one_line_before_any_request(tmp_path, server, name, cheems_cli):
     extra, field, words = BAD_OPTIONS[name]
-    run = judge(tmp_path, server.url, *extra)
+    run = judge(tmp_path, server.url, *extra, cli=cheems_cli)
     run.stopped(field if field.startswith("--") else f"field '{field}'", words)
     assert server.total == 0
 
@@ -176,9 +183,9 @@ BAD_URLS = {
 
 
 @pytest.mark.parametrize("name", list(BAD_URLS))
-def test_bad_base_url(tmp_path, name):
+def test_bad_base_url(tmp_path, name, cheems_cli):
     url, words = BAD_URLS[name]
-    judge(tmp_path, url).stopped("error: --base-url:", "field 'base_url'", words)
+    judge(tmp_path, url, cli=cheems_cli).stopped("error: --base-url:", "field 'base_url'", words)
 
 
 BAD_KEYS = {
@@ -189,9 +196,9 @@ BAD_KEYS = {
 
 
 @pytest.mark.parametrize("name", list(BAD_KEYS))
-def test_a_key_that_cannot_go_in_a_header_is_refused_without_showing_it(tmp_path, server, name):
+def test_a_key_that_cannot_go_in_a_header_is_refused_without_showing_it(tmp_path, server, name, cheems_cli):
     key = BAD_KEYS[name]
-    run = judge(tmp_path, server.url, key=key)
+    run = judge(tmp_path, server.url, key=key, cli=cheems_cli)
     run.stopped("error: --api-key-env:", "OPENAI_API_KEY", "HTTP header")
     assert key not in run.proc.stderr and "0123456" not in run.proc.stderr and server.total == 0
 
@@ -225,18 +232,18 @@ FOREIGN_CACHES: dict[str, tuple[Callable[[Path], object], str]] = {
 
 
 @pytest.mark.parametrize("name", list(FOREIGN_CACHES))
-def test_a_foreign_cache_file_is_refused_and_left_as_it_was(tmp_path, server, name):
+def test_a_foreign_cache_file_is_refused_and_left_as_it_was(tmp_path, server, name, cheems_cli):
     make, words = FOREIGN_CACHES[name]
     cache = tmp_path / "foreign.db"
     make(cache)
     before = cache.read_bytes()
-    run = judge(tmp_path, server.url, "--cache", cache)
+    run = judge(tmp_path, server.url, "--cache", cache, cli=cheems_cli)
     run.stopped(str(cache), "not a judge cache", words, "pass another --cache file")
     assert cache.read_bytes() == before and server.total == 0
 
 
-def test_a_folder_as_cache(tmp_path, server):
-    judge(tmp_path, server.url, "--cache", tmp_path).stopped("is a folder, not a judge cache file")
+def test_a_folder_as_cache(tmp_path, server, cheems_cli):
+    judge(tmp_path, server.url, "--cache", tmp_path, cli=cheems_cli).stopped("is a folder, not a judge cache file")
     assert server.total == 0
 
 
@@ -433,19 +440,19 @@ def one_usage_warning(proc, url: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(BROKEN_USAGE))
-def test_broken_token_counts_are_left_out_with_one_warning(tmp_path, name):
+def test_broken_token_counts_are_left_out_with_one_warning(tmp_path, name, cheems_cli):
     with FakeJudgeServer(usage=BROKEN_USAGE[name]) as server:
-        run = judge(tmp_path, server.url)
+        run = judge(tmp_path, server.url, cli=cheems_cli)
         stats = run.nothing_lost()
         assert stats["judged"] == PAIRS and stats["prompt_tokens"] == stats["completion_tokens"] == 0
         one_usage_warning(run.proc, server.url)
         assert len(cached_rows(run.cache)) == PAIRS  # cached: a rerun asks nothing
         asked = server.total
-        judge(tmp_path, server.url).nothing_lost()
+        judge(tmp_path, server.url, cli=cheems_cli).nothing_lost()
         assert server.total == asked
 
 
-def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path):
+def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path, cheems_cli):
     """generate, eval --judge-model and winrate share the client's check (judge: the test above)."""
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"id": "p1", "input": "问题"}])
     pair = [{"id": "r1", "content": "长一些的回答"}, {"id": "r2", "content": "短"}]
@@ -463,7 +470,7 @@ def test_every_command_asking_a_chat_model_survives_counts_over_2_63(tmp_path):
     with FakeJudgeServer(usage=BROKEN_USAGE["over 2^63"]) as server:
         for name, args in commands.items():
             cache = tmp_path / f"{name}.sqlite"
-            proc = run_cheems(*args, "--base-url", server.url, "--cache", cache, "--no-progress")
+            proc = cheems_cli(*args, "--base-url", server.url, "--cache", cache, "--no-progress")
             assert proc.returncode == 0, proc.stderr
             one_usage_warning(proc, server.url)
             with sqlite3.connect(cache) as conn:

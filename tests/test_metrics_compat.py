@@ -27,7 +27,7 @@ from cheems.metrics.compat import SCORING_INPUT, UPSTREAM_RULES, Compat
 from cheems.metrics.outcomes import PairOutcome, PromptOutcome
 from cheems.metrics.pairwise import pairwise_subset
 from cheems.models import ScoreCache
-from helpers import assert_user_error, run_cheems, run_main, write_jsonl
+from helpers import assert_user_error, run_main, write_jsonl
 
 # ------------------------------------------------------------------ CheemsBench: a tie.jsonl-style file
 
@@ -520,11 +520,11 @@ def test_bon_compat_through_the_cli(tie_files, tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("command", ["eval", "bon"])
-def test_a_bad_compat_value_is_one_line(tie_files, tmp_path, command):
+def test_a_bad_compat_value_is_one_line(tie_files, tmp_path, command, cheems_cli):
     bench, scores = tie_files
     out = tmp_path / "out.json"
     where = ["--bench", bench] if command == "eval" else [bench, "-o", tmp_path / "picks.jsonl"]
-    proc = run_cheems(command, *where, "--scores", scores, "--output-json", out, "--compat", "exact")
+    proc = cheems_cli(command, *where, "--scores", scores, "--output-json", out, "--compat", "exact")
     assert_user_error(proc, "--compat", "'exact' is not one of 'strict', 'upstream'")
     assert not out.exists() and not (tmp_path / "picks.jsonl").exists()
 

@@ -505,7 +505,7 @@ def test_a_replaced_folder_changes_at_once_or_not_at_all(tmp_path):
     assert os.listdir(tmp_path) == ["rm"] and (old / "weights").read_text(encoding="utf-8") == "new"  # nothing beside
 
 
-def test_export_onto_a_served_projects_files_is_refused_and_loses_no_answer(tmp_path, serve_project):
+def test_export_onto_a_served_projects_files_is_refused_and_loses_no_answer(tmp_path, serve_project, cheems_cli):
     """Issue 22.1: while the project is served its write-ahead log holds the acknowledged answer; an export
     aimed at it (or at the tokens, the lock, the shared memory) is one line and the answer stays."""
     server, tokens = serve_project([prompt("q1", 3)], team(annotators=1, reviewers=0), review_rate=0.0)
@@ -516,13 +516,13 @@ def test_export_onto_a_served_projects_files_is_refused_and_loses_no_answer(tmp_
     assert (project / "project.sqlite3-wal").stat().st_size > 0  # the answer is in the live log
     before = snapshot(project)
     for name in ("project.sqlite3-wal", "project.sqlite3-shm", "tokens.txt", "serve.lock", "project.sqlite3"):
-        proc = run_cheems("annotate", "export", project, "-o", project / name, env=HERE)
+        proc = cheems_cli("annotate", "export", project, "-o", project / name, env=HERE)
         assert_user_error(proc, "--output", f"the input DIR ({os.path.realpath(project)}/")
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert snapshot(project) == before
     assert client.get("/api/next").status_code == 204  # the server still reads its project: the task is done
     for _ in range(2):  # an export beside the project's files, and its rerun, are fine
-        proc = run_cheems("annotate", "export", project, "-o", project / "labels.jsonl", env=HERE)
+        proc = cheems_cli("annotate", "export", project, "-o", project / "labels.jsonl", env=HERE)
         assert proc.returncode == 0, proc.stderr
     [record] = read_records(project / "labels.jsonl").records
     assert len(record.comparisons) == 3  # r1>r2>r3: the answer given before the refused exports
@@ -541,22 +541,22 @@ def test_read_only_output_is_refused(tmp_path):
 # ---------------------------------------------------------------------------- what a good path still does
 
 
-def test_missing_folders_are_created(tmp_path):
+def test_missing_folders_are_created(tmp_path, cheems_cli):
     src = write_jsonl(tmp_path / "in.jsonl", [_record("p0")])
-    proc = run_cheems(
+    proc = cheems_cli(
         "resolve", src, "-o", tmp_path / "a" / "b" / "out.jsonl", "--stats-json", tmp_path / "c" / "s.json"
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "a" / "b" / "out.jsonl").is_file() and (tmp_path / "c" / "s.json").is_file()
 
 
-def test_a_symlinked_output_is_written_through_and_keeps_its_mode(tmp_path):
+def test_a_symlinked_output_is_written_through_and_keeps_its_mode(tmp_path, cheems_cli):
     src = write_jsonl(tmp_path / "in.jsonl", [_record("p0")])
     run1 = tmp_path / "run1.jsonl"
     run1.write_text("old\n")
     run1.chmod(0o640)
     (tmp_path / "latest.jsonl").symlink_to("run1.jsonl")
-    assert run_cheems("resolve", src, "-o", tmp_path / "latest.jsonl").returncode == 0
+    assert cheems_cli("resolve", src, "-o", tmp_path / "latest.jsonl").returncode == 0
     assert (tmp_path / "latest.jsonl").is_symlink() and json.loads(run1.read_text())["rank"] == {"r1": 1, "r2": 2}
     assert stat.S_IMODE(run1.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "latest.jsonl", "run1.jsonl"]

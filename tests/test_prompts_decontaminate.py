@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cheems.data import stream
 from cheems.prompts.decontaminate import DecontaminateSettings, decontaminate_files
-from helpers import assert_user_error, run_cheems, write_jsonl
+from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
 BENCH = {
     "poem": "写一首关于秋天的七言绝句，要求押韵，并描写落叶与思乡之情。",
@@ -149,13 +149,16 @@ def test_cli_decontaminates_against_two_bench_files(tmp_path: Path) -> None:
         ([], "--bench"),
     ],
 )
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], contains: str) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, args: list[str], contains: str
+) -> None:
     train = write_jsonl(tmp_path / "train.jsonl", [rec("a", "你好")])
     bench = write_jsonl(tmp_path / "bench.jsonl", [rec("hi", "你好")])
     bad = write_jsonl(tmp_path / "bad.jsonl", [rec("x", "你好"), "{not json"])
     files = {p: p.read_bytes() for p in (train, bench, bad)}
     args = [s.format(bench=bench, bad=bad, train=train) for s in args]
-    proc = run_cheems("decontaminate", train, "-o", tmp_path / "out.jsonl", *args, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # "missing.jsonl" is relative
+    proc = run_main("decontaminate", train, "-o", tmp_path / "out.jsonl", *args, monkeypatch=monkeypatch, capsys=capsys)
     assert_user_error(proc, contains)
     assert {p: p.read_bytes() for p in files} == files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "bench.jsonl", "train.jsonl"]
@@ -171,11 +174,14 @@ def test_lines_skipped_are_skipped_in_both_passes(tmp_path: Path) -> None:
     assert len(result.issues.skipped) == 2 and result.records == 3 and [d["id"] for d in result.dropped] == ["a"]
 
 
-def test_train_refuses_data_that_overlaps_its_eval_bench(tmp_path: Path) -> None:
+def test_train_refuses_data_that_overlaps_its_eval_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     bench = write_jsonl(tmp_path / "bench.jsonl", [rec(k, v) for k, v in BENCH.items()])
     rows = [{**rec(rid, text), "rank": {"r1": 1}} for rid, text, _, _ in OVERLAP[3:4]]
     train = write_jsonl(tmp_path / "train.jsonl", rows)
-    proc = run_cheems("train", "--data", train, "--eval-bench", bench, "--output", tmp_path / "rm", "--cpu")
+    args = ("train", "--data", train, "--eval-bench", bench, "--output", tmp_path / "rm", "--cpu")
+    proc = run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
     assert_user_error(proc, "--eval-bench", "1 training prompts overlap", "'changed' ~ bench prompt 'math', near")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "train.jsonl"]
 
@@ -234,12 +240,14 @@ def test_responses_that_say_nothing_or_are_short_copy_nothing(tmp_path: Path) ->
     assert [(d["id"], d["overlap"]) for d in result.dropped] == [("t4", "response")]  # the poem only
 
 
-def test_a_prompt_pool_is_decontaminated(tmp_path: Path) -> None:
+def test_a_prompt_pool_is_decontaminated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """Prompts without responses (a pool before generation, what categorize apply writes) on either side."""
     bench = write_jsonl(tmp_path / "bench.jsonl", [{"id": k, "input": v} for k, v in BENCH.items()])
     rows = [{"id": "a", "input": OVERLAP[0][1]}, {"id": "b", "input": CLEAN[0][1], "responses": []}]
     source = write_jsonl(tmp_path / "pool.jsonl", rows)
     out = tmp_path / "out.jsonl"
-    proc = run_cheems("decontaminate", source, "--bench", bench, "-o", out)
+    proc = run_main("decontaminate", source, "--bench", bench, "-o", out, monkeypatch=monkeypatch, capsys=capsys)
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == ["b"]

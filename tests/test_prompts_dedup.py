@@ -14,7 +14,7 @@ from cheems.data import stream
 from cheems.prompts.dedup import dedup_files
 from cheems.prompts.minhash import NearSettings
 from cheems.prompts.textnorm import normalize
-from helpers import assert_user_error, run_cheems, write_jsonl
+from helpers import assert_user_error, run_cheems, run_main, write_jsonl
 
 BASE = "请详细解释一下量子计算的基本原理，以及它和经典GPU计算相比有哪些优势和局限？"
 # each must land in BASE's cluster: (why, text)
@@ -138,15 +138,17 @@ def test_cli_dedups_across_files(tmp_path: Path) -> None:
         (["{bad}"], "bad.jsonl:2"),
     ],
 )
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], contains: str) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, args: list[str], contains: str
+) -> None:
     a = write_jsonl(tmp_path / "a.jsonl", [rec("base", BASE)])
     bad = write_jsonl(tmp_path / "bad.jsonl", [rec("x", "你好"), "{not json"])
     before = a.read_bytes()
     args = [s.format(a=a, bad=bad) for s in args]
     out = tmp_path / "out.jsonl"
     cmd = ["dedup", a, *args] if "-o" in args else ["dedup", a, "-o", out, *args]
-    proc = run_cheems(*cmd, cwd=tmp_path)
-    assert_user_error(proc, contains)
+    monkeypatch.chdir(tmp_path)  # "missing.jsonl" is relative
+    assert_user_error(run_main(*cmd, monkeypatch=monkeypatch, capsys=capsys), contains)
     assert not out.exists() and a.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "bad.jsonl"]
 
@@ -259,8 +261,14 @@ def test_progress_is_shown_off_a_terminal_as_plain_lines() -> None:
     assert quiet.getvalue() == ""
 
 
-def test_a_prompt_pool_is_a_valid_input(tmp_path: Path) -> None:
+def test_a_prompt_pool_is_a_valid_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """Records without responses, or with the ``"responses": []`` that ``categorize apply`` writes."""
+
+    def cheems(*args: object):
+        return run_main(*args, monkeypatch=monkeypatch, capsys=capsys)
+
     rows = [
         {"id": "a", "input": BASE, "category": ["知识", "科学"]},
         {"id": "b", "input": NEAR[0][1], "responses": []},
@@ -268,15 +276,15 @@ def test_a_prompt_pool_is_a_valid_input(tmp_path: Path) -> None:
     ]
     src = write_jsonl(tmp_path / "pool.jsonl", rows)
     out = tmp_path / "out.jsonl"
-    proc = run_cheems("dedup", src, "-o", out)
+    proc = cheems("dedup", src, "-o", out)
     assert proc.returncode == 0, proc.stderr
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["id"] for r in written] == ["a", "c"] and written[0]["category"] == ["知识", "科学"]
-    proc = run_cheems("validate", src)
+    proc = cheems("validate", src)
     assert proc.returncode == 0, proc.stderr
     assert "3" in proc.stdout
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "a", "input": BASE, "category": 5}])
-    assert_user_error(run_cheems("dedup", bad, "-o", out), "bad.jsonl:1")
+    assert_user_error(cheems("dedup", bad, "-o", out), "bad.jsonl:1")
 
 
 def _waiting_for_lock(inode: int) -> bool:

@@ -4,9 +4,6 @@ state, a saved model without the length head, and ``cheems train --length-head``
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -133,17 +130,13 @@ def test_saved_model_has_no_length_head_and_scores_as_the_reward_head_alone(tiny
         assert ours[key] == pytest.approx(theirs[key], abs=1e-5)
 
 
-def test_cli_length_head_trains_and_saves_a_plain_reward_model(tiny_bert, tmp_path):
+def test_cli_length_head_trains_and_saves_a_plain_reward_model(tiny_bert, tmp_path, cheems_cli):
     data = write_records(tmp_path / "train.jsonl", 4)
     out = tmp_path / "rm"
-    run = subprocess.run(
-        [sys.executable, "-m", "cheems", "train", "--model", str(tiny_bert), "--data", str(data), "--output", str(out)]
-        + ["--epochs", "1", "--max-length", "64", "--length-head", "--no-progress", "--cpu"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        timeout=300,
-    )
+    run = cheems_cli(
+        "train", "--model", tiny_bert, "--data", data, "--output", out,
+        "--epochs", "1", "--max-length", "64", "--length-head", "--no-progress", "--cpu",
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert "length head (ODIN)" in run.stderr
     assert (out / "train_config.yaml").read_text().count("length_head: true") == 1

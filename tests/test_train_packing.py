@@ -19,7 +19,7 @@ from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import load_reward_model
 from cheems.train.packing import pack_budget, pack_layout, packed_inputs, packed_rewards, packing_active, packing_counts
 from cheems.train.trainer import train_reward_model
-from helpers import assert_user_error, run_cheems, write_jsonl
+from helpers import assert_user_error, write_jsonl
 
 tiny_models = pytest.importorskip("tiny_models")
 TOL = 1e-5
@@ -217,17 +217,17 @@ def test_training_packed_matches_padded(tiny_qwen, tmp_path):
     assert losses["auto"] == pytest.approx(losses["none"], abs=1e-5)
 
 
-def test_cheems_train_packing_auto_end_to_end(tiny_qwen, tmp_path):
+def test_cheems_train_packing_auto_end_to_end(tiny_qwen, tmp_path, cheems_cli):
     data = write_jsonl(tmp_path / "train.jsonl", [r.model_dump(exclude_none=True) for r in records()])
     out = tmp_path / "rm"
-    done = run_cheems(
+    done = cheems_cli(
         "train", "-d", data, "-o", out, "-m", tiny_qwen, "--packing", "auto", "--epochs", "1", "--cpu",
         "--no-bf16", "--batch-size", "8", "--no-progress",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "packing: each prompt forwarded once per batch" in done.stderr
     assert json.loads((out / "metrics.json").read_text())["global_step"] >= 1
-    bad = run_cheems("train", "-d", data, "-o", tmp_path / "rm2", "-m", tiny_qwen, "--packing", "always")
+    bad = cheems_cli("train", "-d", data, "-o", tmp_path / "rm2", "-m", tiny_qwen, "--packing", "always")
     assert_user_error(bad, "packing", "auto")
     assert not (tmp_path / "rm2").exists()
 

@@ -30,7 +30,7 @@ from cheems.train.config import load_config
 from cheems.train.data import build_training_set
 from cheems.train.forward import score_in_memory
 from cheems.train.trainer import train_reward_model
-from helpers import assert_user_error, run_cheems, run_main
+from helpers import assert_user_error, run_main
 
 tiny_models = pytest.importorskip("tiny_models")
 REPO = Path(__file__).resolve().parents[1]
@@ -195,7 +195,7 @@ def test_full_length_matches_the_untruncated_encoding(tiny_bert, tiny_qwen):
 # ---------------------------------------------------------------- checkpoints and the eval round trip
 
 
-def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
+def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path, cheems_cli):
     from cheems.evaluate import evaluate_scores, load_bench
     from cheems.models import load_scorer, score_records
     from cheems.runtime import compute_dtype
@@ -209,25 +209,7 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     out = tmp_path / "rm"
     assert (out / "config.json").is_file() and (out / "model.safetensors").is_file()
     assert latest_checkpoint(out) is not None
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cheems",
-            "eval",
-            "--bench",
-            str(bench),
-            "--model",
-            str(out),
-            "--no-cache",
-            "--output-json",
-            str(tmp_path / "e.json"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    run = cheems_cli("eval", "--bench", bench, "--model", out, "--no-cache", "--output-json", tmp_path / "e.json")
     assert run.returncode == 0, run.stderr
     # cheems eval scores with load_scorer + score_records (default dtype: bf16 autocast only where the
     # CPU has bf16 units); the same calls here give the scores behind its report
@@ -238,7 +220,7 @@ def test_saved_model_scores_the_same_in_cheems_eval(tiny_bert, data, tmp_path):
     assert theirs.keys() == ours.keys()
     for key in ours:
         assert math.isclose(ours[key], theirs[key], abs_tol=tol), (key, ours[key], theirs[key])
-    # evaluation during training (in memory) = the cheems eval subprocess on the saved folder
+    # evaluation during training (in memory) = cheems eval on the saved folder
     final = json.loads((out / "metrics.json").read_text())["final_eval"]
     report = json.loads((tmp_path / "e.json").read_text())
     assert final["step"] == result.global_step
@@ -368,7 +350,7 @@ def test_a_finished_model_is_replaced_only_with_overwrite_and_all_at_once(tiny_b
     assert [p.name for p in mine.iterdir()] == ["a.txt"]
 
 
-def test_sigkill_mid_run_leaves_no_output_and_resume_finishes_it(tiny_bert, data, tmp_path):
+def test_sigkill_mid_run_leaves_no_output_and_resume_finishes_it(tiny_bert, data, tmp_path, cheems_cli):
     out = tmp_path / "rm"
     args = [*train_args(tiny_bert, data, out, "--save-every", "2"), "--epochs", "8"]  # the last --epochs counts
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
@@ -380,7 +362,7 @@ def test_sigkill_mid_run_leaves_no_output_and_resume_finishes_it(tiny_bert, data
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     assert not out.exists()  # nothing named --output until the model is whole
-    done = run_cheems(*args, "--resume", env=env)
+    done = cheems_cli(*args, "--resume")  # the crash was a real process; the resume needs none
     assert done.returncode == 0, done.stderr
     assert "resumed from" in done.stderr and (out / "model.safetensors").is_file()
     assert not (tmp_path / "rm.partial").exists()
@@ -482,42 +464,17 @@ def cli_module() -> list[str]:
     return ["-m", "cheems", "train"] if "train" in names else ["-m", "cheems.cli.train"]
 
 
-def test_cli_trains_the_packaged_backbone_and_reports_bad_yaml(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def test_cli_trains_the_packaged_backbone_and_reports_bad_yaml(tmp_path, cheems_cli):
     data = write_records(tmp_path / "train.jsonl", 4)
     bad = tmp_path / "bad.yaml"
     bad.write_text("epochs: 1\nlearnig_rate: 0.1\n", encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, *cli_module(), "--config", str(bad), "--data", str(data)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    run = cheems_cli("train", "--config", bad, "--data", data)
     assert run.returncode == 2
     assert "learnig_rate" in run.stderr and str(bad) in run.stderr and "Traceback" not in run.stderr
     # default model: the packaged m3e-small with its small preset
     out = tmp_path / "rm"
-    run = subprocess.run(
-        [
-            sys.executable,
-            *cli_module(),
-            "--data",
-            str(data),
-            "--output",
-            str(out),
-            "--epochs",
-            "1",
-            "--max-length",
-            "64",
-            "--batch-size",
-            "12",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    small = ("--epochs", "1", "--max-length", "64", "--batch-size", "12", "--no-progress")
+    run = cheems_cli("train", "--data", data, "--output", out, *small)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "pairs covered" in run.stderr
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
