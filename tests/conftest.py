@@ -87,3 +87,15 @@ def own_cache_dir(tmp_path_factory, monkeypatch) -> None:
     default to $CHEEMS_CACHE_DIR, and a score cached by another test, or by a developer's own runs, must not answer
     for a scorer whose calls a test counts."""
     monkeypatch.setenv("CHEEMS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from threads, and two OpenMP threads crawl on a shared 2-core box: a test module
+    that trains them asks for this with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
