@@ -102,3 +102,15 @@ def cheems_cli(monkeypatch, capsys):
         return run_main(*args, monkeypatch=monkeypatch, capsys=capsys, env=env)
 
     return run
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from threads, and two OpenMP threads crawl on a shared 2-core box: a test module
+    that trains them asks for this with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

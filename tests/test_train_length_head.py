@@ -19,7 +19,9 @@ from cheems.train.length_head import LengthHeadModel, disentangled_loss, pearson
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model
 from cheems.train.trainer import train_reward_model
-from test_train_trainer import config, cut_short, one_thread, write_records  # noqa: F401 (one_thread: autouse)
+from test_train_trainer import config, cut_short, write_records
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 tiny_models = pytest.importorskip("tiny_models")
 

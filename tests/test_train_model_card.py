@@ -23,7 +23,9 @@ from cheems.train.config import load_config
 from cheems.train.model import load_reward_model, save_reward_model
 from cheems.train.model_card import CARD_FILE, MEAN_NOT_PORTABLE, card_snippet
 from cheems.train.trainer import train_reward_model
-from test_train_trainer import cut_short, one_thread, write_records  # noqa: F401 (one_thread: autouse)
+from test_train_trainer import cut_short, write_records
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 tiny_models = pytest.importorskip("tiny_models")
 

@@ -61,13 +61,8 @@ def write_records(path: Path, n_prompts: int, seed: int = 0, long_response: str 
     return path
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads, and two OpenMP threads crawl on a shared 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny models: one torch thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,23 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 import annotated_types
 import typer
 
 from cheems.errors import InputError
-from cheems.settings import Models, RunSettings, cli_marker, field_info, given_settings, option_name, owner
+from cheems.settings import (
+    Models,
+    RunSettings,
+    Settings,
+    cli_marker,
+    field_info,
+    from_options,
+    given_settings,
+    option_name,
+    owner,
+)
 
 # How hard to try with a server: fields of cheems.llm.endpoint.ConnectionSettings, the judge's options
 # (score, eval and bon use them for an RM server, vllm: or openrlhf:).
@@ -159,3 +169,37 @@ def _py(name: str) -> str:
 SkipInvalid = shared_option("skip_invalid")
 NoProgress = shared_option("no_progress")
 Verbose = shared_option("verbose")
+
+
+# ---------------------------------------------------------------------- the training commands
+S = TypeVar("S", bound=Settings)
+ConfigFile = Annotated[
+    Optional[Path], typer.Option("--config", "-c", help="YAML config; command-line options override it.")
+]
+"""A trainer's ``--config``: its settings as YAML (``train_config.yaml`` of a run), under the options."""
+
+
+def run_settings(
+    cls: type[S],
+    load: Callable[[Path | None, dict[str, Any]], S],
+    config: Path | None,
+    settings: dict[str, Any],
+    no_progress: bool,
+) -> S:
+    """A trainer command's settings ``cls``: ``load(config, options)`` (the file under the options, ``--no-progress``
+    included); when they are wrong, an option's bad value is the error, naming the option, before the merged one."""
+    try:
+        return load(config, settings | ({"progress": False} if no_progress else {}))
+    except InputError:
+        from_options(cls, settings)  # a bad option value is an error naming the option
+        raise
+
+
+def command_main(name: str, command: Callable[..., Any]) -> None:
+    """``python -m cheems.cli.<module>`` (e.g. under ``accelerate launch``): the command ``name`` alone, with the
+    CLI's one-line errors and clean interrupts."""
+    from cheems.cli.console import run
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command(name)(command)
+    run(app)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 
 from cheems.data.io import write_text
 from cheems.errors import InputError
@@ -97,12 +97,55 @@ R = TypeVar("R", bound="RunConfig")
 
 
 class RunConfig(Settings):
-    """The base of a trainer's settings (``cheems train``'s, ``cheems train-judge``'s): how they are saved with the
-    model as ``train_config.yaml`` and checked again after a change."""
+    """The base of a trainer's settings (``cheems train``'s, ``cheems train-judge``'s): the settings of the run both
+    share (the optimizer's, precision, LoRA, the seed, checkpoints, logs, the run's folders), how they are saved
+    with the model as ``train_config.yaml`` and checked again after a change.
+
+    A setting whose default or meaning differs between the trainers (epochs, lr, batch_size, max_length,
+    truncation, packing, ...) is each trainer's own field."""
+
+    warmup_ratio: Annotated[Number, rule(lambda x: 0 <= x < 1, "must be in [0, 1), got {value}")] = Field(
+        0.1, description="Share of steps for linear warm-up."
+    )
+    weight_decay: Annotated[Number, at_least(0)] = 0.0
+    grad_accum: Annotated[Whole, at_least(1)] = Field(1, description="Micro-batches per optimizer step.")
+    max_grad_norm: Annotated[Number, at_least(0)] = 1.0
+    bf16: Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_flag)] = Field(
+        "auto", description="bf16 autocast (default: auto)."
+    )
+    """``auto``: bf16 autocast on CPU and on GPUs that support it, fp32 elsewhere."""
+    gradient_checkpointing: Flag = Field(False, description="Trade compute for memory.")
+    lora: Annotated[LoraSettings, BeforeValidator(lora_value)] = Field(default_factory=LoraSettings)
+    """A mapping of :class:`LoraSettings`, or ``true``/``false`` for ``{enabled: ...}``."""
+    seed: Annotated[Whole, rule(lambda n: 0 <= n < 2**32, "must be between 0 and 2**32 - 1, got {value}")] = Field(
+        42, description="Random seed."
+    )
+    save_every: Annotated[Whole, at_least(0)] = Field(0, description="Checkpoint every N steps (0: never).")
+    """Checkpoint (model, optimizer, scheduler, RNG, position) every N optimizer steps; 0: never."""
+    keep_checkpoints: Annotated[Whole, at_least(0)] = 2
+    """How many of the latest checkpoints to keep; 0 keeps all."""
+    logging: Annotated[TextList, AfterValidator(_known_loggers)] = Field(default_factory=lambda: ["csv"])
+    """Any of ``csv`` and ``tensorboard``."""
+    log_every: Annotated[Whole, at_least(1)] = 1
+    progress: Flag = True
+    resume: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="Continue an unfinished run from its latest checkpoint (in OUTPUT.partial/checkpoints)."
+    )
+    force: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="With --resume: continue even with another --model or other --data than the checkpoint's."
+    )
+    overwrite: Annotated[Flag, Cli(flag=True)] = Field(
+        False, description="Replace the model already in --output (only once the new one is saved)."
+    )
+    cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting, in field order (the keys of ``train_config.yaml``)."""
-        return self.model_dump()
+        """Every setting (the keys of ``train_config.yaml``): the trainer's own in field order (the data, the model,
+        ...), then the run's that every trainer shares (pydantic puts a base's fields first; a file reads better
+        from what it trains)."""
+        values = self.model_dump()
+        shared = RunConfig.model_fields
+        return {**{k: v for k, v in values.items() if k not in shared}, **{k: values[k] for k in shared}}
 
     def save_yaml(self, path: str | Path) -> None:
         """Write the settings as YAML (readable back with ``--config``), atomically.
@@ -148,13 +191,7 @@ class TrainConfig(RunConfig):
     lr: Annotated[Number, rule(lambda x: x > 0, "must be > 0, got {value}")] = Field(
         5e-6, description="Peak learning rate (paper: 5e-6; small preset: 5e-5)."
     )
-    warmup_ratio: Annotated[Number, rule(lambda x: 0 <= x < 1, "must be in [0, 1), got {value}")] = Field(
-        0.1, description="Share of steps for linear warm-up."
-    )
-    weight_decay: Annotated[Number, at_least(0)] = 0.0
     batch_size: Annotated[Whole, at_least(1)] = Field(32, description="Responses per micro-batch per process.")
-    grad_accum: Annotated[Whole, at_least(1)] = Field(1, description="Micro-batches per optimizer step.")
-    max_grad_norm: Annotated[Number, at_least(0)] = 1.0
     reg_coef: Annotated[Number, at_least(0)] = Field(0.1, description="Gaussian prior weight on rewards (paper: 0.1).")
     max_length: Annotated[Whole, at_least(1)] = Field(2048, description="Max tokens per (prompt, response).")
     truncation: Annotated[Text, one_of(TRUNCATION, "policy")] = Field(
@@ -166,11 +203,6 @@ class TrainConfig(RunConfig):
         "auto", description="auto, last (causal LMs), cls or mean (encoders; mean: cheems' own, others read cls)."
     )
     """``auto`` (= ``last`` for causal LMs, ``cls`` for encoders), ``last``, ``cls`` or ``mean`` (encoders)."""
-    bf16: Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_flag)] = Field(
-        "auto", description="bf16 autocast (default: auto)."
-    )
-    """``auto``: bf16 autocast on CPU and on GPUs that support it, fp32 elsewhere."""
-    gradient_checkpointing: Flag = Field(False, description="Trade compute for memory.")
     chunk_tokens: Annotated[
         Whole, rule(lambda n: n >= -1, "must be -1 (auto), 0 (one pass) or a token count, got {value}")
     ] = -1
@@ -228,11 +260,6 @@ class TrainConfig(RunConfig):
     """The reward model's folder stays a plain sequence-classification one; ``OUTPUT/lm`` loads with
     ``AutoModelForCausalLM``: the trained backbone and the LM head (trained with ``lm_weight`` > 0, else the
     checkpoint's own)."""
-    lora: LoraSettings = Field(default_factory=LoraSettings)
-    """A mapping of :class:`LoraSettings`, or ``true``/``false`` for ``{enabled: ...}``."""
-    seed: Annotated[Whole, rule(lambda n: 0 <= n < 2**32, "must be between 0 and 2**32 - 1, got {value}")] = Field(
-        42, description="Random seed."
-    )
 
     eval_bench: Annotated[TextList, Cli(path=True)] = Field(
         default_factory=list, description="Bench file(s) to evaluate on during training; repeat for more."
@@ -243,23 +270,6 @@ class TrainConfig(RunConfig):
     eval_every: Annotated[Whole, at_least(0)] = Field(0, description="Evaluate every N steps (0: each epoch end).")
     """Evaluate on ``eval_bench`` every N optimizer steps; 0: at the end of each epoch."""
     eval_batch_size: Annotated[Whole, at_least(1)] = 32
-    save_every: Annotated[Whole, at_least(0)] = Field(0, description="Checkpoint every N steps (0: never).")
-    """Checkpoint (model, optimizer, scheduler, RNG, position) every N optimizer steps; 0: never."""
-    keep_checkpoints: Annotated[Whole, at_least(0)] = 2
-    """How many of the latest checkpoints to keep; 0 keeps all."""
-    logging: Annotated[TextList, AfterValidator(_known_loggers)] = Field(default_factory=lambda: ["csv"])
-    log_every: Annotated[Whole, at_least(1)] = 1
-    progress: Flag = True
-    resume: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="Continue an unfinished run from its latest checkpoint (in OUTPUT.partial/checkpoints)."
-    )
-    force: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="With --resume: continue even with another --model or other --data than the checkpoint's."
-    )
-    overwrite: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="Replace the model already in --output (only once the new one is saved)."
-    )
-    cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
 
     @model_validator(mode="after")
     def _lm_settings(self) -> TrainConfig:
@@ -269,12 +279,6 @@ class TrainConfig(RunConfig):
         if self.lm_weight and self.length_head:
             raise invalid("lm_weight and length_head cannot be combined", "train with one of them")
         return self
-
-    @field_validator("lora", mode="before")
-    @classmethod
-    def _lora_mapping(cls, value: Any) -> Any:
-        """``lora: true`` is ``lora: {enabled: true}``; an unknown key is named ``lora.<key>``."""
-        return lora_value(value)
 
     # ------------------------------------------------------------------ presets
     @classmethod
@@ -343,27 +347,47 @@ def check_run(config: TrainConfig, config_path: str | Path | None = None, *, mod
     """What ``cheems train`` checks before any training work: training data is given, the output replaces none
     of the inputs (the config file, a local model, the data, the eval benches), and the model (when
     ``model_given``) is found, as an error of ``--model``."""
-    from cheems.outputs import claim_outputs
-    from cheems.train.checkpoint import work_folder
-
     if not config.data:
         raise InputError(
             "cheems train needs training data",
             field="data",
             hint="e.g. cheems train --data train.jsonl --output rm/ (or 'data:' in --config)",
         )
+    claim_run_outputs(config, config_path, [("--eval-bench", b) for b in config.eval_bench])
+    if model_given:
+        check_model_found(config.model)
+
+
+class RunTarget(Protocol):
+    """What a trainer's settings say it reads and writes (:class:`TrainConfig`, ``JudgeTrainConfig``)."""
+
+    data: list[str]
+    model: str
+    output: str
+
+
+def claim_run_outputs(config: RunTarget, config_path: str | Path | None, inputs: list[tuple[str, Any]]) -> None:
+    """A trainer's output replaces none of its inputs (the config file, a local model, the data, and ``inputs``:
+    (option, path) pairs), and an unfinished run's folder beside it is the run's own
+    (:func:`cheems.outputs.claim_outputs`)."""
+    from cheems.outputs import claim_outputs
+    from cheems.train.checkpoint import work_folder
+
     claim_outputs(
         inputs=[("--config", config_path), ("--model", config.model if os.path.exists(config.model) else None)]
         + [("--data", d) for d in config.data]
-        + [("--eval-bench", b) for b in config.eval_bench],
+        + inputs,
         replaced=[("--output", config.output)],
         folders=[("--output", work_folder(config.output), ())],  # the unfinished run, built beside it
         note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
     )
-    if model_given:
-        from cheems.models.backbones import locate_model  # reads config.json only: no torch
 
-        try:
-            locate_model(config.model)
-        except InputError as e:
-            raise e.located("--model") from None
+
+def check_model_found(model: str) -> None:
+    """The model (an alias, a folder or a hub id in the cache) is found, else an error of ``--model``."""
+    from cheems.models.backbones import locate_model  # reads config.json only: no torch
+
+    try:
+        locate_model(model)
+    except InputError as e:
+        raise e.located("--model") from None

@@ -9,24 +9,21 @@ model as ``train_config.yaml`` and can be fed back with ``--config``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import Field
 
 from cheems.errors import InputError
-from cheems.settings import Cli, Flag, Number, Text, TextList, Whole, one_of, rule
+from cheems.settings import Cli, Number, Text, TextList, Whole, one_of, rule
 from cheems.train.config import (
     PACKING,
     TRUNCATION,
-    LoraSettings,
     RunConfig,
-    _auto_or_flag,
-    _known_loggers,
     at_least,
+    check_model_found,
+    claim_run_outputs,
     load_settings,
-    lora_value,
 )
 
 MAX_EPOCHS = 100
@@ -54,13 +51,7 @@ class JudgeTrainConfig(RunConfig):
     lr: Annotated[Number, rule(lambda x: x > 0, "must be > 0, got {value}")] = Field(
         1e-5, description="Peak learning rate (LoRA usually wants about 1e-4)."
     )
-    warmup_ratio: Annotated[Number, rule(lambda x: 0 <= x < 1, "must be in [0, 1), got {value}")] = Field(
-        0.1, description="Share of steps for linear warm-up."
-    )
-    weight_decay: Annotated[Number, at_least(0)] = 0.0
     batch_size: Annotated[Whole, at_least(1)] = Field(8, description="Rows per micro-batch per process.")
-    grad_accum: Annotated[Whole, at_least(1)] = Field(1, description="Micro-batches per optimizer step.")
-    max_grad_norm: Annotated[Number, at_least(0)] = 1.0
     max_length: Annotated[Whole, at_least(2)] = Field(
         4096, description="Max tokens per row (prompt and reply, through the reply's end-of-turn token)."
     )
@@ -80,31 +71,6 @@ class JudgeTrainConfig(RunConfig):
     ] = -1
     """Tokens per packed sequence (``packing: auto``); a longer row gets one of its own. ``-1``: 1024 on a CPU,
     4096 on a GPU (:func:`cheems.train.packing.pack_budget`)."""
-    lora: Annotated[LoraSettings, BeforeValidator(lora_value)] = Field(default_factory=LoraSettings)
-    """A mapping of :class:`LoraSettings`, or ``true``/``false``; the adapters are merged into the saved model."""
-    bf16: Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_flag)] = Field(
-        "auto", description="bf16 autocast (default: auto)."
-    )
-    gradient_checkpointing: Flag = Field(False, description="Trade compute for memory.")
-    seed: Annotated[Whole, rule(lambda n: 0 <= n < 2**32, "must be between 0 and 2**32 - 1, got {value}")] = Field(
-        42, description="Random seed."
-    )
-    save_every: Annotated[Whole, at_least(0)] = Field(0, description="Checkpoint every N steps (0: never).")
-    keep_checkpoints: Annotated[Whole, at_least(0)] = 2
-    logging: Annotated[TextList, AfterValidator(_known_loggers)] = Field(default_factory=lambda: ["csv"])
-    """Any of ``csv`` and ``tensorboard``."""
-    log_every: Annotated[Whole, at_least(1)] = 1
-    progress: Flag = True
-    resume: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="Continue an unfinished run from its latest checkpoint (in OUTPUT.partial/checkpoints)."
-    )
-    force: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="With --resume: continue even with another --model or other --data than the checkpoint's."
-    )
-    overwrite: Annotated[Flag, Cli(flag=True)] = Field(
-        False, description="Replace the model already in --output (only once the new one is saved)."
-    )
-    cpu: Annotated[Flag, Cli(flag=True)] = Field(False, description="Train on the CPU even when a GPU is present.")
 
 
 def load_judge_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> JudgeTrainConfig:
@@ -116,9 +82,6 @@ def load_judge_config(path: str | Path | None = None, overrides: dict[str, Any] 
 def check_judge_run(config: JudgeTrainConfig, config_path: str | Path | None = None) -> None:
     """What ``cheems train-judge`` checks before any training work: data and a model are given, the output replaces
     none of the inputs (the config file, a local model, the data, the chat template), and the model is found."""
-    from cheems.outputs import claim_outputs
-    from cheems.train.checkpoint import work_folder
-
     if not config.data:
         raise InputError(
             "cheems train-judge needs training data",
@@ -131,17 +94,5 @@ def check_judge_run(config: JudgeTrainConfig, config_path: str | Path | None = N
             field="model",
             hint="give --model FOLDER (or a hub id in the Hugging Face cache), e.g. a Qwen2.5 instruct model",
         )
-    claim_outputs(
-        inputs=[("--config", config_path), ("--model", config.model if os.path.exists(config.model) else None)]
-        + [("--data", d) for d in config.data]
-        + [("--chat-template", config.chat_template)],
-        replaced=[("--output", config.output)],
-        folders=[("--output", work_folder(config.output), ())],  # the unfinished run, built beside it
-        note="--resume continues from the latest checkpoint, if one was saved (--save-every)",
-    )
-    from cheems.models.backbones import locate_model  # reads config.json only: no torch
-
-    try:
-        locate_model(config.model)
-    except InputError as e:
-        raise e.located("--model") from None
+    claim_run_outputs(config, config_path, [("--chat-template", config.chat_template)])
+    check_model_found(config.model)

@@ -16,20 +16,18 @@ with its chat template; a generation config that stops at the replies' end-of-tu
 
 from __future__ import annotations
 
-import shutil
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from cheems.data.io import write_json
 from cheems.errors import InputError
-from cheems.outputs import disk_errors, follow_umask, replace_folder
+from cheems.outputs import follow_umask
 from cheems.runtime import ProgressBar
-from cheems.train.checkpoint import CONFIG_FILE, METRICS_FILE, MODEL_FILE, Position, resume, save_checkpoint
+from cheems.train.checkpoint import Position, resume
 from cheems.train.judge_config import JudgeTrainConfig
 from cheems.train.judge_data import (
     EncodedRow,
@@ -44,20 +42,25 @@ from cheems.train.judge_data import (
     trained_positions,
 )
 from cheems.train.logs import TrainLogger
-from cheems.train.model_card import CARD_MARK, check_card_free, write_model_card
+from cheems.train.model import add_lora
+from cheems.train.model_card import CARD_MARK, write_model_card
 from cheems.train.packing import pack_budget
 from cheems.train.run_setup import (
+    RunResult,
+    TrainingRun,
+    checkpoint_when_due,
     configure_deepspeed,
     is_deepspeed,
+    log_step,
     make_accelerator,
     make_optimizer,
-    optimizer_update,
+    optimizer_step,
+    save_run,
     signals_noted,
-    stop_asked,
-    stop_run,
+    start_work_folder,
     work_folder_for,
 )
-from cheems.train.schedule import MicroStep, micro_steps, optimizer_steps
+from cheems.train.schedule import micro_steps, optimizer_steps
 
 JUDGE_LOG_FIELDS = ["step", "epoch", "loss", "rows", "tokens", "targets", "lr", "grad_norm", "seconds"]
 """The columns of a judge run's ``train_log.csv``: ``loss`` is the mean over the step's trained tokens,
@@ -65,51 +68,15 @@ JUDGE_LOG_FIELDS = ["step", "epoch", "loss", "rows", "tokens", "targets", "lr", 
 
 
 @dataclass
-class JudgeTrainResult:
-    """What :func:`train_judge_model` produced. ``model``/``tokenizer`` are set on the main process."""
+class JudgeTrainResult(RunResult):
+    """What :func:`train_judge_model` produced (:class:`~cheems.train.run_setup.RunResult`). ``model``/``tokenizer``
+    are set on the main process."""
 
-    output_dir: Path
-    global_step: int
-    epochs: int
     data: JudgeDataSummary
-    history: list[dict[str, Any]] = field(default_factory=list)
-    model: Any = None
-    tokenizer: Any = None
-
-    @property
-    def final_loss(self) -> float | None:
-        return self.history[-1]["loss"] if self.history else None
-
-    def metrics(self) -> dict[str, Any]:
-        return {
-            "global_step": self.global_step,
-            "epochs": self.epochs,
-            "data": self.data.to_dict(),
-            "final_loss": self.final_loss,
-        }
 
 
-@dataclass
-class _JudgeRun:
-    """What the loop's helpers share: the settings, the accelerator, where to write and what was done."""
-
-    config: JudgeTrainConfig
-    accelerator: Any
-    work: Path
-    console: Any
-    deepspeed: bool
-    digest: str = ""
-    result: JudgeTrainResult = field(init=False)
-    logger: TrainLogger = field(init=False)
-
-    @property
-    def main(self) -> bool:
-        return cast("bool", self.accelerator.is_main_process)
-
-    def say(self, *args: Any) -> None:
-        """Print on the main process only."""
-        if self.main:
-            self.console.print(*args, soft_wrap=True)
+_JudgeRun = TrainingRun[JudgeTrainConfig, JudgeTrainResult]
+"""What the loop's helpers share (:class:`~cheems.train.run_setup.TrainingRun`)."""
 
 
 def train_judge(config: JudgeTrainConfig | str | Path | None = None, /, **settings: Any) -> Path:
@@ -189,9 +156,10 @@ def train_judge_model(config: JudgeTrainConfig, *, console: Any = None) -> Judge
                 tokens = sum(len(r.ids) for r in batch)
                 window.append({"loss": loss.item(), "targets": targets, "rows": len(batch), "tokens": tokens})
             if step.sync:
-                row = _optimizer_step(run, model, optimizer, scheduler, window, step.progress, started)
+                row = optimizer_step(run, model, optimizer, scheduler, window, step.progress, started, judge_step_row)
                 window = []
-                _after_optimizer_step(run, row, step, bar, caught)
+                log_step(run, row, step, bar, f"loss {row['loss']:.4f}")
+                checkpoint_when_due(run, step, caught)
     _save_model(run, model, tokenizer, summary)
     return run.result
 
@@ -234,7 +202,7 @@ def load_chat_model(config: JudgeTrainConfig) -> tuple[Any, Any]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if config.lora.enabled:
-        model = _with_lora(model, config)
+        model = add_lora(model, config.lora, "CAUSAL_LM")  # the LM head stays as it is
     return model, tokenizer
 
 
@@ -243,23 +211,6 @@ def _read_template(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read the chat template: {e}", path=path, hint="give a Jinja template file") from None
-
-
-def _with_lora(model: Any, config: JudgeTrainConfig) -> Any:
-    """``model`` with LoRA adapters on its linear layers (the LM head stays as it is)."""
-    try:
-        import peft
-    except ImportError:
-        raise InputError("LoRA needs the peft package", field="lora", hint="pip install peft") from None
-    lora = config.lora
-    settings = peft.LoraConfig(
-        task_type=peft.TaskType.CAUSAL_LM,
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-    )
-    return peft.get_peft_model(model, settings)
 
 
 def packing_supported(model: Any) -> bool:
@@ -328,15 +279,7 @@ def _start_outputs(run: _JudgeRun, summary: JudgeDataSummary, pos: Position, fre
     """The work folder with the resolved config, the logger and the result; a ``fresh`` run starts from an empty
     work folder (what an earlier run left there without a checkpoint goes)."""
     config, work = run.config, run.work
-    if not fresh:  # a resumed run rewrites its own model card only
-        check_card_free(work)
-    run.accelerator.wait_for_everyone()
-    if run.main:
-        if fresh:
-            shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True, exist_ok=True)
-        config.save_yaml(work / CONFIG_FILE)
-    run.accelerator.wait_for_everyone()
+    start_work_folder(run, fresh)
     run.logger = TrainLogger(work, config.logging, run.main, run.console, pos.global_step, fields=JUDGE_LOG_FIELDS)
     run.result = JudgeTrainResult(Path(config.output), pos.global_step, config.epochs, summary)
 
@@ -370,73 +313,29 @@ def judge_step_row(
     }
 
 
-def _optimizer_step(
-    run: _JudgeRun,
-    model: Any,
-    optimizer: Any,
-    scheduler: Any,
-    window: list[dict[str, float]],
-    epoch: float,
-    started: float,
-) -> dict[str, Any]:
-    """Clip, step the optimizer and the schedule, count the step; return its log row."""
-    accelerator = run.accelerator
-    lr, grad_norm = optimizer_update(accelerator, model, optimizer, scheduler, run.config.max_grad_norm, run.deepspeed)
-    run.result.global_step += 1
-    return judge_step_row(window, accelerator, run.result.global_step, epoch, lr, grad_norm, time.time() - started)
-
-
-def _after_optimizer_step(
-    run: _JudgeRun, row: dict[str, Any], step: MicroStep, bar: ProgressBar, caught: list[int]
-) -> None:
-    """Log the step; checkpoint when due or when a signal asked the run to stop (and stop)."""
-    config, result = run.config, run.result
-    if result.global_step % config.log_every == 0 or step.epoch_end:
-        result.history.append(row)
-        run.logger.step(row)
-    bar.advance(1, stats=f"loss {row['loss']:.4f}")
-    stop = stop_asked(run, caught)
-    if stop or (config.save_every and result.global_step % config.save_every == 0):
-        position = Position(result.global_step, *step.resume_at)
-        save_checkpoint(run.accelerator, run.work, position, config, result.metrics(), run.digest)
-        if stop:
-            stop_run(run, caught[0], position)
-
-
 # ---------------------------------------------------------------------- saving
 def _save_model(run: _JudgeRun, model: Any, tokenizer: Any, summary: JudgeDataSummary) -> None:
     """Write the chat model (LoRA merged), its tokenizer and generation config, the config, metrics and card into the
     work folder, then move it onto ``config.output`` (an old model there goes only now); end the run."""
-    accelerator, work, output = run.accelerator, run.work, Path(run.config.output)
+    accelerator = run.accelerator
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
     state_dict = accelerator.get_state_dict(model) if run.deepspeed else None  # ZeRO-3: every rank gathers
-    run.logger.close()
-    if run.main:
-        hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
-        try:
-            with disk_errors("the model", work, hint):
-                merge = getattr(unwrapped, "merge_and_unload", None)
-                hf = merge() if callable(merge) else unwrapped
-                _stop_at_end_of_turn(hf, tokenizer, summary.end_of_turn)
-                from cheems.models.quiet import quiet_libraries
 
-                with quiet_libraries():
-                    hf.save_pretrained(work, state_dict=state_dict)
-                    tokenizer.save_pretrained(work)
-                follow_umask(work.glob("*.safetensors"))
-                run.config.save_yaml(work / CONFIG_FILE)
-                write_json(work / METRICS_FILE, run.result.metrics())
-                write_model_card(work, judge_card(run.config, run.result))
-        except BaseException:  # a half-saved model must not load as one
-            for file in (work / MODEL_FILE, *work.glob("*.safetensors")):
-                file.unlink(missing_ok=True)
-            raise
-        replace_folder(work, output)
-        run.say(f"saved the judge model to {output} ({run.result.global_step} steps)")
-        run.result.model, run.result.tokenizer = hf.eval(), tokenizer
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    def write(work: Path) -> Any:
+        merge = getattr(unwrapped, "merge_and_unload", None)
+        hf = merge() if callable(merge) else unwrapped
+        _stop_at_end_of_turn(hf, tokenizer, summary.end_of_turn)
+        from cheems.models.quiet import quiet_libraries
+
+        with quiet_libraries():
+            hf.save_pretrained(work, state_dict=state_dict)
+            tokenizer.save_pretrained(work)
+        follow_umask(work.glob("*.safetensors"))
+        write_model_card(work, judge_card(run.config, run.result))
+        return hf
+
+    save_run(run, "the judge model", tokenizer, write)
 
 
 def _stop_at_end_of_turn(model: Any, tokenizer: Any, end_of_turn: list[int]) -> None:

@@ -243,17 +243,20 @@ def load_reward_model(
         if hasattr(model.config, "use_cache"):
             model.config.use_cache = False
     if lora is not None and getattr(lora, "enabled", False):
-        model = _add_lora(model, lora)
+        model = add_lora(model, lora)
     return RewardModel(model, pooling, new_head=bool(head)), tokenizer
 
 
-def _add_lora(model: nn.Module, lora: Any) -> nn.Module:
+def add_lora(model: nn.Module, lora: Any, task_type: str = "SEQ_CLS") -> nn.Module:
+    """``model`` with the LoRA adapters of ``lora`` (:class:`~cheems.train.config.LoraSettings`) through PEFT, for
+    ``task_type`` (a ``peft.TaskType`` name: ``SEQ_CLS``, the reward model, whose head PEFT trains in full;
+    ``CAUSAL_LM``, the judge, whose LM head stays as it is). Used by every trainer; no peft is an InputError."""
     try:
         import peft
     except ImportError:
         raise InputError("LoRA needs the peft package", field="lora", hint="pip install peft") from None
     config = peft.LoraConfig(
-        task_type=peft.TaskType.SEQ_CLS,
+        task_type=peft.TaskType[task_type],
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,

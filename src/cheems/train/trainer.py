@@ -23,24 +23,19 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from cheems.data.io import write_json
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.encoding import Features, RewardEncoder
-from cheems.outputs import disk_errors, replace_folder
 from cheems.runtime import ProgressBar
 from cheems.train.batching import EpochPlan, Item, plan_epoch
 from cheems.train.checkpoint import (
-    CONFIG_FILE,
     METRICS_FILE,
-    MODEL_FILE,
     Position,
     resume,
-    save_checkpoint,
 )
 from cheems.train.config import TrainConfig
 from cheems.train.data import (
@@ -58,73 +53,52 @@ from cheems.train.lm_objective import LM_FOLDER, LmTargets, joint_loss, lm_targe
 from cheems.train.logs import TrainLogger, describe_eval, step_row
 from cheems.train.loss import listwise_bt_loss
 from cheems.train.model import RewardModel, load_reward_model, save_reward_model
-from cheems.train.model_card import MEAN_NOT_PORTABLE, check_card_free, training_facts
+from cheems.train.model_card import MEAN_NOT_PORTABLE, training_facts
 from cheems.train.packing import pack_budget, packed_rewards, packed_rewards_lm, packing_active, use_flex_attention
+from cheems.train.run_setup import (
+    RunResult,
+    TrainingRun,
+    checkpoint_when_due,
+    log_step,
+    optimizer_step,
+    save_run,
+    start_work_folder,
+)
 
 # the setup every trainer shares, under the names this loop has always called it by
 from cheems.train.run_setup import configure_deepspeed as _configure_deepspeed
 from cheems.train.run_setup import is_deepspeed as _is_deepspeed
 from cheems.train.run_setup import make_accelerator as _accelerator
 from cheems.train.run_setup import make_optimizer as _optimizer
-from cheems.train.run_setup import optimizer_update
 from cheems.train.run_setup import signals_noted as _signals_noted
-from cheems.train.run_setup import stop_asked as _stop_asked
-from cheems.train.run_setup import stop_run as _stop
 from cheems.train.run_setup import work_folder_for as _work_folder
 from cheems.train.schedule import MicroStep, micro_steps, optimizer_steps
 
 
 @dataclass
-class TrainResult:
-    """What :func:`train` produced. ``model``/``tokenizer`` are set on the main process."""
+class TrainResult(RunResult):
+    """What :func:`train` produced (:class:`~cheems.train.run_setup.RunResult`), with the epochs' plans and the
+    evaluations. ``model``/``tokenizer`` are set on the main process."""
 
-    output_dir: Path
-    global_step: int
-    epochs: int
     data: DataSummary
-    history: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
     epoch_plans: list[dict[str, int]] = field(default_factory=list)
     model: RewardModel | None = None
-    tokenizer: Any = None
-
-    @property
-    def final_loss(self) -> float | None:
-        return self.history[-1]["loss"] if self.history else None
 
     def metrics(self) -> dict[str, Any]:
+        shared = super().metrics()
+        final_loss = shared.pop("final_loss")  # after the plans, as metrics.json has always had it
         return {
-            "global_step": self.global_step,
-            "epochs": self.epochs,
-            "data": self.data.to_dict(),
+            **shared,
             "epoch_plans": self.epoch_plans,
-            "final_loss": self.final_loss,
+            "final_loss": final_loss,
             "evals": self.evals,
             "final_eval": self.evals[-1] if self.evals else None,
         }
 
 
-@dataclass
-class _Run:
-    """What the loop's helpers share: the settings, the accelerator, where to write and what was done."""
-
-    config: TrainConfig
-    accelerator: Any
-    work: Path
-    """Where the run is built (``OUTPUT.partial``); moved onto ``config.output`` once the model is saved."""
-    console: Any
-    deepspeed: bool
-    result: TrainResult = field(init=False)
-    logger: TrainLogger = field(init=False)
-
-    @property
-    def main(self) -> bool:
-        return cast("bool", self.accelerator.is_main_process)
-
-    def say(self, *args: Any) -> None:
-        """Print on the main process only."""
-        if self.main:
-            self.console.print(*args, soft_wrap=True)
+_Run = TrainingRun[TrainConfig, TrainResult]
+"""What the loop's helpers share (:class:`~cheems.train.run_setup.TrainingRun`)."""
 
 
 # ---------------------------------------------------------------------- train
@@ -168,13 +142,14 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
         _configure_deepspeed(accelerator, config)
     set_seed(config.seed)
     inputs = _load_inputs(run, ddp)
+    run.digest = inputs.digest
 
     # ---- the whole run's plan (every process computes the same batches), optimizer, resume
     plans = [plan_epoch(inputs.data.groups, config.batch_size, config.seed, e) for e in range(config.epochs)]
     total_steps = optimizer_steps(plans, accelerator.num_processes, config.grad_accum)
     optimizer, scheduler = _optimizer(inputs.model, config, total_steps, run.deepspeed)
     model, optimizer, scheduler = accelerator.prepare(inputs.model, optimizer, scheduler)
-    resumed = resume(accelerator, work, config, inputs.digest, run.say) if config.resume else None
+    resumed = resume(accelerator, work, config, run.digest, run.say) if config.resume else None
     pos = resumed or Position()
     _start_outputs(run, inputs.data.summary, plans, pos, fresh=resumed is None)
 
@@ -204,7 +179,7 @@ def train_reward_model(config: TrainConfig, *, console: Any = None) -> TrainResu
                 window.append({"loss": loss.item(), "n": len(rows), "tokens": sum(len(i) for i, _ in rows), **stats})
             if not step.sync:
                 continue
-            row = _optimizer_step(run, model, optimizer, scheduler, window, step.progress, started)
+            row = optimizer_step(run, model, optimizer, scheduler, window, step.progress, started, step_row)
             window = []
             _after_optimizer_step(run, inputs, model, row, step, bar, caught)
     if inputs.bench is not None and config.eval_every and _last_step_unevaluated(run):
@@ -325,19 +300,11 @@ def _after_optimizer_step(
     run: _Run, inputs: _Inputs, model: Any, row: dict[str, Any], step: MicroStep, bar: ProgressBar, caught: list[int]
 ) -> None:
     """Log the step, evaluate when due, checkpoint when due or when a signal asked the run to stop (and stop)."""
-    config, result = run.config, run.result
-    if result.global_step % config.log_every == 0 or step.epoch_end:
-        result.history.append(row)
-        run.logger.step(row)
-    bar.advance(1, stats=f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else "")
-    if inputs.bench is not None and _eval_due(config.eval_every, result.global_step, step.epoch_end):
+    stats = f"loss {row['loss']:.4f} acc {row['accuracy']:.3f}" if row["pairs"] else ""
+    log_step(run, row, step, bar, stats)
+    if inputs.bench is not None and _eval_due(run.config.eval_every, run.result.global_step, step.epoch_end):
         _evaluate(run, model, inputs.encoder, inputs.bench, step.progress)
-    stop = _stop_asked(run, caught)  # a signal after this step waits for the next one
-    if stop or (config.save_every and result.global_step % config.save_every == 0):
-        position = Position(result.global_step, *step.resume_at)
-        save_checkpoint(run.accelerator, run.work, position, config, result.metrics(), inputs.digest)
-        if stop:
-            _stop(run, caught[0], position)
+    checkpoint_when_due(run, step, caught)
 
 
 # ---------------------------------------------------------------------- setup
@@ -425,18 +392,9 @@ def _start_outputs(run: _Run, summary: DataSummary, plans: list[EpochPlan], pos:
     checkpoint (logs, a half-saved model) goes.
     """
     import json
-    import shutil
 
     config, output = run.config, run.work
-    if not fresh:  # a resumed run rewrites its own model card only, never a README.md someone put there
-        check_card_free(output)
-    run.accelerator.wait_for_everyone()  # every process has looked for its checkpoint
-    if run.main:
-        if fresh:
-            shutil.rmtree(output, ignore_errors=True)
-        output.mkdir(parents=True, exist_ok=True)
-        config.save_yaml(output / CONFIG_FILE)
-    run.accelerator.wait_for_everyone()  # the folder is there before any process writes in it
+    start_work_folder(run, fresh)
     run.logger = TrainLogger(output, config.logging, run.main, run.console, pos.global_step)
     run.result = TrainResult(
         output_dir=Path(config.output),
@@ -465,16 +423,6 @@ def _describe_epoch(plan: EpochPlan, epoch: int, epochs: int) -> str:
         f"epoch {epoch + 1}/{epochs}: {len(plan.batches)} batches, pairs covered "
         f"{plan.pairs_covered}/{plan.pairs_total} ({plan.coverage:.1%}), forward passes {plan.forward_passes}"
     )
-
-
-def _optimizer_step(
-    run: _Run, model: Any, optimizer: Any, scheduler: Any, window: list[dict[str, float]], epoch: float, started: float
-) -> dict[str, Any]:
-    """Clip, step the optimizer and the schedule, count the step; return its log row (all processes pooled)."""
-    accelerator = run.accelerator
-    lr, grad_norm = optimizer_update(accelerator, model, optimizer, scheduler, run.config.max_grad_norm, run.deepspeed)
-    run.result.global_step += 1
-    return step_row(window, accelerator, run.result.global_step, epoch, lr, grad_norm, time.time() - started)
 
 
 def _disentangled_loss(
@@ -554,33 +502,21 @@ def _save_model(
 
     The folder records the ``encoder``'s max length and input format, so ``cheems score``/``eval``/``bon`` read
     the model as the run's own evaluation did."""
-    accelerator, work, output = run.accelerator, run.work, Path(run.config.output)
+    accelerator = run.accelerator
     accelerator.wait_for_everyone()
     unwrapped = quality_model(accelerator.unwrap_model(model))  # the length head is dropped here
     state_dict = None
     if run.deepspeed:
         full = accelerator.get_state_dict(model)  # gathers ZeRO-3 shards; every rank must call it
         state_dict = {k.removeprefix("model."): v for k, v in full.items()} if full is not None else None
-    run.logger.close()  # the logs are whole before the folder takes its name
-    if run.main:
-        hint = "free some room and rerun with --resume: this folder keeps the unfinished run"
-        try:
-            with disk_errors("the model", work, hint):
-                facts = training_facts(run.config, run.result.data, run.result.global_step)
-                save_reward_model(
-                    unwrapped, tokenizer, work, state_dict=state_dict, recorded=encoder.recorded(), training=facts
-                )
-                if run.config.keep_lm_head:  # the trained head (--lm-weight), else the checkpoint's untouched
-                    kept = unwrapped.own_lm_head() if run.config.lm_weight else lm_head
-                    save_causal_lm(unwrapped, kept, tokenizer, work / LM_FOLDER)
-                run.config.save_yaml(work / CONFIG_FILE)
-                write_json(work / METRICS_FILE, run.result.metrics())
-        except BaseException:  # a half-saved model must not load as one: no config.json, no weights
-            for file in (work / MODEL_FILE, *work.glob("*.safetensors")):
-                file.unlink(missing_ok=True)
-            raise
-        replace_folder(work, output)
-        run.say(f"saved the reward model to {output} ({run.result.global_step} steps)")
-        run.result.model, run.result.tokenizer = unwrapped.eval(), tokenizer
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+
+    def write(work: Path) -> RewardModel:
+        facts = training_facts(run.config, run.result.data, run.result.global_step)
+        recorded = encoder.recorded()
+        save_reward_model(unwrapped, tokenizer, work, state_dict=state_dict, recorded=recorded, training=facts)
+        if run.config.keep_lm_head:  # the trained head (--lm-weight), else the checkpoint's untouched
+            kept = unwrapped.own_lm_head() if run.config.lm_weight else lm_head
+            save_causal_lm(unwrapped, kept, tokenizer, work / LM_FOLDER)
+        return unwrapped
+
+    save_run(run, "the reward model", tokenizer, write)
