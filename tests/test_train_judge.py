@@ -323,6 +323,15 @@ def test_a_base_model_needs_a_chat_template(chat_lm, judge_rows, tmp_path, monke
     assert AutoTokenizer.from_pretrained(tmp_path / "out").chat_template == tiny_models.CHAT_TEMPLATE
 
 
+def test_a_reward_models_folder_is_not_a_chat_model(judge_rows, qwen2_tokenizer_dir, tmp_path, monkeypatch, capsys):
+    """A *ForSequenceClassification folder (tokenizer, chat template and all) has no LM head: training it as a judge
+    would start from a random one, so it is refused before anything is written."""
+    rm = tiny_models.build_tiny_qwen2(tmp_path / "rm", qwen2_tokenizer_dir)
+    proc = run_main(*train_args(rm, judge_rows, tmp_path / "out"), monkeypatch=monkeypatch, capsys=capsys)
+    assert_user_error(proc, "is not a complete causal LM", "lm_head.weight", "--keep-lm-head")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
 def _model_folder(folder: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / "config.json").write_text('{"model_type": "qwen2"}\n', encoding="utf-8")

@@ -172,7 +172,7 @@ def load_chat_model(config: JudgeTrainConfig) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cheems.models.backbones import locate_model
-    from cheems.models.quiet import load_pretrained, quiet_libraries
+    from cheems.models.quiet import load_pretrained, missing_weights_text, quiet_libraries
 
     source = locate_model(config.model)
     try:
@@ -188,7 +188,7 @@ def load_chat_model(config: JudgeTrainConfig) -> tuple[Any, Any]:
             )
         if tokenizer.pad_token_id is None:  # padding is masked; any token will do
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-        model, _, _ = load_pretrained(
+        model, head, rest = load_pretrained(
             AutoModelForCausalLM, source.location, revision=source.revision, dtype=torch.float32
         )
     except (OSError, ValueError) as e:
@@ -197,6 +197,12 @@ def load_chat_model(config: JudgeTrainConfig) -> tuple[Any, Any]:
             path="--model",
             hint="give a chat model folder or hub id (AutoModelForCausalLM)",
         ) from None
+    if head or rest:  # e.g. a reward model's folder: no lm_head, so the judge would start from a random one
+        raise InputError(
+            f"'{config.model}' is not a complete causal LM: {missing_weights_text(config.model, head + rest)}",
+            path="--model",
+            hint="give a chat model (…ForCausalLM); a reward model trained with --keep-lm-head has one in OUTPUT/lm",
+        )
     if config.gradient_checkpointing:
         # non-reentrant: works with DDP and with frozen (LoRA) inputs
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
