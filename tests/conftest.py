@@ -60,6 +60,27 @@ def serve_project(tmp_path):
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def reward_app():
+    """``reward_app(model, **options) -> ServedApp``: the server ``cheems serve MODEL`` runs, under uvicorn in a
+    thread of this process (:class:`serve_server.ServedApp`), one per (model, options) in the module: the tests
+    that give the same settings share it, /stats counters included (a test that counts takes a ServedApp of its
+    own). All stop at the module's end."""
+    from serve_server import ServedApp
+
+    apps: dict[tuple, ServedApp] = {}
+
+    def get(model: Path | str, **options: object) -> ServedApp:
+        key = (str(model), tuple(sorted(options.items())))
+        if key not in apps:
+            apps[key] = ServedApp(model, **options).start()
+        return apps[key]
+
+    yield get
+    for app in apps.values():
+        app.stop()
+
+
 @pytest.fixture
 def imported(tmp_path) -> dict[str, Path]:
     """Each benchmark fixture under tests/data imported as a bench file (the file stem names the subset)."""

@@ -205,15 +205,9 @@ def test_a_server_that_never_answers_fails_after_the_timeout_not_never(hanging_s
 
 
 @pytest.fixture(scope="module")
-def served(encoder_rm, chat_rm):
-    """Both RMs behind real ``cheems serve`` processes on loopback (``--dtype fp32``)."""
-    serve_server = pytest.importorskip("serve_server", reason="tests/serve_server.py comes with `cheems serve`")
-    servers = {
-        name: serve_server.RewardServer(folder).start() for name, folder in (("encoder", encoder_rm), ("chat", chat_rm))
-    }
-    yield {name: server.url for name, server in servers.items()}
-    for server in servers.values():
-        server.stop()
+def served(encoder_rm, chat_rm, reward_app):
+    """Both RMs behind real ``cheems serve`` servers on loopback (``--dtype fp32``, in threads of this process)."""
+    return {name: reward_app(folder).url for name, folder in (("encoder", encoder_rm), ("chat", chat_rm))}
 
 
 @pytest.mark.parametrize("rm", ["encoder", "chat"])

@@ -1,6 +1,9 @@
 """``cheems serve`` under faults, on a real server on loopback: a full queue, a timeout, a client that leaves,
 bad requests, SIGTERM with requests in flight, the default address, the API key. Each waits on a state of the
-server (``GET /stats``, a reply, an exit), never on a clock."""
+server (``GET /stats``, a reply, an exit), never on a clock. The server is the one ``cheems serve`` runs, in a
+thread of this process (``ServedApp``; one of its own for a test that counts or holds requests), except where only
+a process shows it: the exit on SIGTERM, the key read from the environment, the address the process listens on,
+the start-up errors."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pytest
 
 from cheems.models import load_scorer
 from helpers import free_port
-from serve_server import RewardServer
+from serve_server import RewardServer, Served, ServedApp
 from tiny_models import build_tiny_bert
 
 ONE = {"query": ["问题 回答"], "prompts": ["问题"]}
@@ -27,9 +30,15 @@ def bert(tmp_path_factory):
     return build_tiny_bert(tmp_path_factory.mktemp("bert"), seed=5)
 
 
+@pytest.fixture
+def server(bert, reward_app):
+    return reward_app(bert)
+
+
 @pytest.fixture(scope="module")
-def server(bert):
-    with RewardServer(bert) as s:
+def keyed(bert):
+    """``cheems serve`` as a process, with its default address and a key from its environment."""
+    with RewardServer(bert, "--api-key-env", "RM_KEY", env={"RM_KEY": "s3cret"}) as s:
         yield s
 
 
@@ -37,7 +46,7 @@ def post(url: str, body: object = ONE, path: str = "/get_reward", **kw) -> httpx
     return httpx.post(url + path, json=body, timeout=60, **kw)
 
 
-def no_traceback(server: RewardServer) -> None:
+def no_traceback(server: Served) -> None:
     errors = server.errors()
     assert "Traceback" not in errors and "ERROR" not in errors, errors
 
@@ -45,7 +54,7 @@ def no_traceback(server: RewardServer) -> None:
 def test_a_full_queue_gets_503_with_retry_after(bert):
     """The scoring thread holds the first request while it waits for a second (max-batch 2, a long max-wait); with
     --max-queue 1 the next request is refused at once, and the first is still answered."""
-    with RewardServer(bert, "--max-batch", "2", "--max-wait-ms", "10000", "--max-queue", "1") as s:
+    with ServedApp(bert, max_batch=2, max_wait_ms=10000, max_queue=1) as s:
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(post, s.url)
             s.wait_for("waiting", 1)
@@ -57,7 +66,7 @@ def test_a_full_queue_gets_503_with_retry_after(bert):
 
 
 def test_a_request_past_its_timeout_gets_503_and_is_not_scored(bert):
-    with RewardServer(bert, "--max-batch", "2", "--max-wait-ms", "10000", "--request-timeout", "0.5") as s:
+    with ServedApp(bert, max_batch=2, max_wait_ms=10000, request_timeout=0.5) as s:
         r = post(s.url)
         assert r.status_code == 503 and "not scored within 0.5 s" in r.json()["detail"]
         assert r.headers["retry-after"] == "1"
@@ -71,7 +80,7 @@ def test_a_client_that_leaves_costs_nothing(bert):
     """A client sends a request and closes its socket while the request waits for a batch: the server notices,
     drops it before the forward (only the next request's sample is scored), and answers that one correctly."""
     want = load_scorer(str(bert), dtype="fp32", device="cpu").score([("问题", " 回答")])[0]
-    with RewardServer(bert, "--max-batch", "2", "--max-wait-ms", "10000") as s:
+    with ServedApp(bert, max_batch=2, max_wait_ms=10000) as s:
         body = json.dumps(ONE).encode()
         with socket.create_connection(("127.0.0.1", s.port)) as sock:
             head = (
@@ -151,19 +160,19 @@ def test_sigterm_with_requests_in_flight_answers_them_and_exits(bert):
         no_traceback(s)
 
 
-def test_it_listens_on_loopback_unless_told_otherwise(server):
-    listening = [c.laddr for c in psutil.Process(server.proc.pid).net_connections() if c.status == "LISTEN"]
-    assert [(a.ip, a.port) for a in listening] == [("127.0.0.1", server.port)]
+def test_it_listens_on_loopback_unless_told_otherwise(keyed):
+    assert keyed.proc is not None
+    listening = [c.laddr for c in psutil.Process(keyed.proc.pid).net_connections() if c.status == "LISTEN"]
+    assert [(a.ip, a.port) for a in listening] == [("127.0.0.1", keyed.port)]
 
 
-def test_with_an_api_key_a_request_without_it_gets_401(bert):
-    with RewardServer(bert, "--api-key-env", "RM_KEY", env={"RM_KEY": "s3cret"}) as s:
-        assert post(s.url).status_code == 401
-        assert post(s.url, headers={"Authorization": "Bearer wrong"}).status_code == 401
-        r = post(s.url, headers={"Authorization": "Bearer s3cret"})
-        assert r.status_code == 200 and len(r.json()["rewards"]) == 1
-        assert httpx.get(s.url + "/v1/models").status_code == 401
-        assert httpx.get(s.url + "/health").status_code == 200  # a probe needs no key
+def test_with_an_api_key_a_request_without_it_gets_401(keyed):
+    assert post(keyed.url).status_code == 401
+    assert post(keyed.url, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    r = post(keyed.url, headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 200 and len(r.json()["rewards"]) == 1
+    assert httpx.get(keyed.url + "/v1/models").status_code == 401
+    assert httpx.get(keyed.url + "/health").status_code == 200  # a probe needs no key
 
 
 def test_start_up_errors_are_one_line(bert):
@@ -186,12 +195,12 @@ def test_start_up_errors_are_one_line(bert):
             assert "Traceback" not in done.stderr and done.stdout == "", (args, done.stderr)
 
 
-def test_a_scorer_without_tokens_is_served_and_refuses_rendered_texts():
+def test_a_scorer_without_tokens_is_served_and_refuses_rendered_texts(reward_app):
     """Any model `cheems score` takes is served (here the length baseline); a text with no prompt split is a 400
     that says what to send, not a 500."""
     want = load_scorer("length").score([("问题", " 回答")])
-    with RewardServer("length") as s:
-        assert post(s.url).json()["rewards"] == want
-        r = post(s.url, {"query": ["问题 回答"]})
-        assert r.status_code == 400 and "send prompts" in r.json()["detail"]
-        no_traceback(s)
+    s = reward_app("length")
+    assert post(s.url).json()["rewards"] == want
+    r = post(s.url, {"query": ["问题 回答"]})
+    assert r.status_code == 400 and "send prompts" in r.json()["detail"]
+    no_traceback(s)

@@ -1,6 +1,7 @@
 """``cheems serve`` speaks OpenRLHF's and vLLM's reward protocols, on a real server on loopback, and its rewards are
 ``cheems score``'s (1e-5, fp32) for a text-pair BERT RM and a chat Qwen2 RM: alone, and inside mixed concurrent
-batches."""
+batches. The server is the one ``cheems serve`` runs, in a thread of this process (``reward_app``, one per model and
+settings); the command as a process is tested in test_serve_faults.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from cheems.models import load_scorer
-from serve_server import RewardServer
+from serve_server import ServedApp
 from tiny_models import build_tiny_bert, build_tiny_qwen2
 
 PAIRS = [
@@ -44,10 +45,9 @@ def rm(request, tmp_path_factory, qwen2_tokenizer_dir):
     return request.param, folder, expected
 
 
-@pytest.fixture(scope="module")
-def server(rm):
-    with RewardServer(rm[1]) as s:
-        yield s
+@pytest.fixture
+def server(rm, reward_app):
+    return reward_app(rm[1])
 
 
 def get_reward(url: str, prompt: str, response: str) -> dict:
@@ -95,23 +95,24 @@ def test_activation_and_its_old_names_give_the_sigmoid(rm, server, switch):
     assert off.json()["data"][0]["probs"][0] == pytest.approx(expected[0], abs=1e-5)
 
 
-def test_health_and_models_list_every_served_name(rm, tmp_path_factory):
+def test_health_and_models_list_every_served_name(rm, reward_app):
     _, folder, _ = rm
-    with RewardServer(folder, "--served-model-name", "my-rm") as s:
-        assert httpx.get(s.url + "/health").status_code == 200
-        names = [m["id"] for m in httpx.get(s.url + "/v1/models").json()["data"]]
-        assert names[0] == "my-rm" and str(folder) in names
-        for name in names:  # each name is served; the reply names the one asked for
-            r = httpx.post(s.url + "/pooling", json={"model": name, "messages": chat(*PAIRS[0])}, timeout=30)
-            assert r.status_code == 200 and r.json()["model"] == name
+    s = reward_app(folder, served_model_name="my-rm")
+    assert httpx.get(s.url + "/health").status_code == 200
+    names = [m["id"] for m in httpx.get(s.url + "/v1/models").json()["data"]]
+    assert names[0] == "my-rm" and str(folder) in names
+    for name in names:  # each name is served; the reply names the one asked for
+        r = httpx.post(s.url + "/pooling", json={"model": name, "messages": chat(*PAIRS[0])}, timeout=30)
+        assert r.status_code == 200 and r.json()["model"] == name
 
 
 def test_same_rewards_inside_mixed_concurrent_batches(rm):
     """Both protocols at once, one batch: the batch fires only when all 2 x len(PAIRS) samples are in (max-batch),
-    and a request not in it would time out (its wait is far longer than the request timeout)."""
+    and a request not in it would time out (its wait is far longer than the request timeout). A server of its own:
+    it counts the batches."""
     kind, folder, expected = rm
     n = 2 * len(PAIRS)
-    with RewardServer(folder, "--max-batch", str(n), "--max-wait-ms", "10000", "--request-timeout", "60") as s:
+    with ServedApp(folder, max_batch=n, max_wait_ms=10000, request_timeout=60) as s:
 
         def one(i: int) -> float:
             prompt, response = PAIRS[i % len(PAIRS)]
@@ -126,23 +127,23 @@ def test_same_rewards_inside_mixed_concurrent_batches(rm):
     assert got == pytest.approx(expected + expected, abs=1e-5)
 
 
-def test_a_long_input_loses_its_start_and_is_counted(rm):
+def test_a_long_input_loses_its_start_and_is_counted(rm, reward_app):
     """Past --max-length the prompt's start goes (the encoder's rule, as cheems score): the reply counts it, the
     reward is cheems score's at that length; --truncate error refuses it instead."""
     kind, folder, _ = rm
     prompt, response = "很长的问题" * 40, "回答。"
     want = load_scorer(str(folder), dtype="fp32", device="cpu", max_length=64).score([(prompt, response)])[0]
-    with RewardServer(folder, "--max-length", "64") as s:
-        reply = get_reward(s.url, prompt, response)
-        assert reply["extra_logs"] == {"truncated": [1], "tokens": [64]}
-        assert reply["rewards"][0] == pytest.approx(want, abs=1e-5)
-        r = httpx.post(s.url + "/classify", json={"messages": chat(prompt, response)}, timeout=30)
-        assert r.json()["usage"]["truncated_inputs"] == 1 and r.json()["usage"]["prompt_tokens"] == 64
-    with RewardServer(folder, "--max-length", "64", "--truncate", "error") as s:
-        r = httpx.post(s.url + "/classify", json={"messages": chat(prompt, response)}, timeout=30)
-        assert r.status_code == 400 and "over this server's limit of 64" in r.json()["detail"]
-        short = httpx.post(s.url + "/classify", json={"messages": chat(*PAIRS[1])}, timeout=30)
-        assert short.status_code == 200
+    s = reward_app(folder, max_length=64)
+    reply = get_reward(s.url, prompt, response)
+    assert reply["extra_logs"] == {"truncated": [1], "tokens": [64]}
+    assert reply["rewards"][0] == pytest.approx(want, abs=1e-5)
+    r = httpx.post(s.url + "/classify", json={"messages": chat(prompt, response)}, timeout=30)
+    assert r.json()["usage"]["truncated_inputs"] == 1 and r.json()["usage"]["prompt_tokens"] == 64
+    s = reward_app(folder, max_length=64, truncate="error")
+    r = httpx.post(s.url + "/classify", json={"messages": chat(prompt, response)}, timeout=30)
+    assert r.status_code == 400 and "over this server's limit of 64" in r.json()["detail"]
+    short = httpx.post(s.url + "/classify", json={"messages": chat(*PAIRS[1])}, timeout=30)
+    assert short.status_code == 200
 
 
 def test_text_inputs_are_read_as_given(rm, server):

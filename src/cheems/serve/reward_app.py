@@ -21,6 +21,7 @@ import asyncio
 import hmac
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -261,22 +262,45 @@ def load_served_model(scoring: ScoringSettings) -> Scorer:
     return scorer
 
 
-def serve_model(
-    scoring: ScoringSettings, settings: ServeSettings | None = None, *, ready: Callable[[], None] | None = None
-) -> None:
-    """Serve ``scoring.model`` until SIGTERM or Ctrl-C; every check (model, key, address) runs before ``ready``."""
+def reward_server(
+    scoring: ScoringSettings,
+    settings: ServeSettings | None = None,
+    *,
+    port: int | None = None,
+    own_logging: bool = True,
+) -> tuple[Any, socket.socket]:
+    """The uvicorn server of ``cheems serve`` and the socket it will serve on, listening already, every check made
+    (the key variable, the model, the address). ``port`` overrides ``settings.port`` (0: a free one);
+    ``own_logging=False`` leaves the logging of a host program (a test process that runs the server in a thread)
+    as it is. ``server.run(sockets=[sock])`` serves; setting ``server.should_exit`` ends it."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     settings = settings or ServeSettings()
     key = api_key_of(settings)
     scorer = load_served_model(scoring)
-    sock = listening_socket(settings.host, settings.port)  # bound here: a taken port is our one-line error
+    # bound here: a taken port is our one-line error
+    sock = listening_socket(settings.host, settings.port if port is None else port)
     app = create_reward_app(scorer, settings, key)
     service: RewardService = app.state.service
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACE)
+    config = uvicorn.Config(
+        app,
+        log_config=LOGGING_CONFIG if own_logging else None,  # uvicorn's default, which configures this process
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=GRACE,
+    )
+    return _draining_server(config, service), sock
+
+
+def serve_model(
+    scoring: ScoringSettings, settings: ServeSettings | None = None, *, ready: Callable[[], None] | None = None
+) -> None:
+    """Serve ``scoring.model`` until SIGTERM or Ctrl-C; every check (model, key, address) runs before ``ready``."""
+    server, sock = reward_server(scoring, settings)
     if ready is not None:
         ready()
-    _draining_server(config, service).run(sockets=[sock])
+    server.run(sockets=[sock])
 
 
 def _draining_server(config: Any, service: RewardService) -> Any:
