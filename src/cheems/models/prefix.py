@@ -95,6 +95,12 @@ def supports_shared_prefix(model: Any) -> bool:
         return False
     if _cache_argument(model.base_model) is None:
         return False
+    return full_attention_only(config)
+
+
+def full_attention_only(config: Any) -> bool:
+    """Whether every layer of the model ``config`` describes attends to the whole sequence (no sliding-window or
+    other layer types): what a shared prefix's cache and a packed mask both need."""
     return all(t == "full_attention" for t in getattr(config, "layer_types", None) or ["full_attention"])
 
 

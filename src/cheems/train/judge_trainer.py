@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from cheems.errors import InputError
+from cheems.models.prefix import full_attention_only
 from cheems.outputs import follow_umask
 from cheems.runtime import ProgressBar
 from cheems.train.checkpoint import Position, resume
@@ -42,7 +43,7 @@ from cheems.train.judge_data import (
     trained_positions,
 )
 from cheems.train.logs import TrainLogger
-from cheems.train.model import add_lora
+from cheems.train.model import add_lora, unwrap_peft
 from cheems.train.model_card import CARD_MARK, write_model_card
 from cheems.train.packing import pack_budget
 from cheems.train.run_setup import (
@@ -224,9 +225,8 @@ def packing_supported(model: Any) -> bool:
     a decoder whose layers all attend fully (a sliding window would need its window in the mask) through an
     attention that takes an explicit mask."""
     config = model.config
-    full = all(t == "full_attention" for t in getattr(config, "layer_types", None) or ["full_attention"])
     return (
-        full
+        full_attention_only(config)
         and not getattr(config, "is_encoder_decoder", False)
         and getattr(config, "_attn_implementation", None) in ("sdpa", "eager")
     )
@@ -237,9 +237,7 @@ def keeps_logits(model: Any) -> bool:
     transformers >= 4.50 for most models)."""
     import inspect
 
-    get_base = getattr(model, "get_base_model", None)
-    base = get_base() if callable(get_base) else model
-    return "logits_to_keep" in inspect.signature(base.forward).parameters
+    return "logits_to_keep" in inspect.signature(unwrap_peft(model).forward).parameters
 
 
 def _packed_attention(run: _JudgeRun, model: Any) -> str | None:

@@ -40,7 +40,8 @@ from cheems.models.pooling import (
 from cheems.train.model_card import TrainingFacts, check_card_free, model_card, write_model_card
 
 
-def _unwrap_peft(model: nn.Module) -> nn.Module:
+def unwrap_peft(model: nn.Module) -> nn.Module:
+    """The model inside a PEFT wrapper (LoRA), or ``model`` itself."""
     get_base = getattr(model, "get_base_model", None)
     return get_base() if callable(get_base) else model
 
@@ -74,7 +75,7 @@ class RewardModel(nn.Module):
     @property
     def hf(self) -> Any:  # a transformers model: its attributes (config, base_model_prefix) are its class's
         """The Hugging Face ``*ForSequenceClassification`` model (inside PEFT when LoRA is on)."""
-        return _unwrap_peft(self.model)
+        return unwrap_peft(self.model)
 
     @property
     def config(self) -> Any:
