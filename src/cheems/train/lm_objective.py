@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cheems.data.schema import Record
 from cheems.errors import InputError
 from cheems.models.encoding import Features, RewardEncoder
+from cheems.models.prefix import common_prefix_length
 from cheems.train.batching import Item, PromptGroup
 
 if TYPE_CHECKING:
@@ -129,16 +130,9 @@ def lm_targets(
     full, bare = encoder.untruncated_ids(items), encoder.untruncated_ids(empty)
     starts = {}
     for item, ids, prefix in zip(chosen, full, bare):
-        tail = len(ids) - _common_prefix(ids, prefix)  # the response's tokens to the row's end, before any cut
+        tail = len(ids) - common_prefix_length([ids, prefix])  # the response's tokens to the row's end, before any cut
         starts[item] = max(1, len(features[item][0]) - tail)  # a cut row lost its front, never its end
     return LmTargets(starts=starts)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def _critique_rows(
