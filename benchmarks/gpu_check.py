@@ -238,6 +238,11 @@ def attempt(name: str, failures: list[str], run: Any) -> list[str]:
         return [f"- {name}: FAILED: {e}"]
 
 
+def memory_note(gib: float | None) -> str:
+    """``, peak memory X GiB`` on a GPU (:func:`measured`'s peak), nothing on a CPU."""
+    return "" if gib is None else f", peak memory {gib:.1f} GiB"
+
+
 def log_rows(folder: Path) -> list[dict[str, str]]:
     """The rows of a run's ``train_log.csv``."""
     with (folder / "train_log.csv").open(encoding="utf-8") as f:
@@ -250,7 +255,6 @@ def judge_steps(
     """A generative judge from rankings (export, train-judge, eval as a judge) and the joint BT + LM objective, on
     a random Qwen2 causal LM of ``shapes``: their summary lines."""
     gpu = DEVICE == "cuda"
-    memory = (lambda gib: f", peak memory {gib:.1f} GiB") if gpu else (lambda gib: "")
     lm = work / "qwen2-causal"
     tokenizer = build_tokenizer(lm)
     build_model(lm, tokenizer, shapes, DEVICE, causal=True)
@@ -298,13 +302,13 @@ def judge_steps(
         f"`export judge-sft --eval-prompt` from {judge_sizes['train']} records, 1 epoch, loss "
         f"{float(log[0]['loss']):.4f} -> {float(log[-1]['loss']):.4f}): {tokens / judge_seconds:,.0f} tokens/s in "
         f"the loop ({tokens:,} tokens, {trained:,} of them trained; {judge_seconds:.1f} s, {judge_wall:.1f} s with "
-        f"loading){memory(judge_peak)}",
+        f"loading){memory_note(judge_peak)}",
         f"- `cheems eval --judge-model DIR --backend hf --both-orders` ({judge_sizes['bench']} prompts, "
         f"{verdicts['questions']} questions, {verdicts['requests']} replies of at most 8 tokens; a random model's: "
-        f"{verdicts['parse_failures']} unparseable): {eval_wall:.1f} s with loading{memory(eval_peak)}",
+        f"{verdicts['parse_failures']} unparseable): {eval_wall:.1f} s with loading{memory_note(eval_peak)}",
         f"- `cheems train --lm-weight 0.01` from the causal LM ({precision}, {joint_tokens:,} tokens, LM loss "
         f"{lm_losses[0]:.3f} -> {lm_losses[-1]:.3f}): {joint_tokens / float(joint_log[-1]['seconds']):,.0f} tokens/s "
-        f"in the loop ({joint_wall:.1f} s with loading){memory(joint_peak)}",
+        f"in the loop ({joint_wall:.1f} s with loading){memory_note(joint_peak)}",
     ]
 
 
@@ -335,8 +339,7 @@ def main() -> None:
     train = ["train", "--model", model, "--data", train_data, "--output", rm, *options, *device_args]
     train += "--overwrite --epochs 1 --lr 1e-5 --save-every 0 --no-progress".split()
     train_wall, train_peak = measured(lambda: cheems(*train))
-    with (rm / "train_log.csv").open(encoding="utf-8") as f:
-        log = list(csv.DictReader(f))
+    log = log_rows(rm)
     loop_seconds = float(log[-1]["seconds"])
     assert sum(int(r["tokens"]) for r in log) == train_tokens, "the log counts other tokens than the data has"
 
@@ -351,7 +354,6 @@ def main() -> None:
     judge_lines = attempt("judge", failures, lambda: judge_steps(work, shapes, sizes, judge_sizes, device_args))
     total = time.perf_counter() - started
 
-    memory = (lambda gib: f", peak memory {gib:.1f} GiB") if gpu else (lambda gib: "")
     rows = sizes["responses"]
     lines = [
         f"### GPU check (`make gpu-check`), {time.strftime('%Y-%m-%d')}",
@@ -371,10 +373,10 @@ def main() -> None:
         f"({train_tokens / (sizes['train'] * rows):.0f} per response with its prompt), loss "
         f"{float(log[0]['loss']):.4f} -> {float(log[-1]['loss']):.4f}): {train_tokens / loop_seconds:,.0f} tokens/s "
         f"in the training loop (one short epoch, warm-up included: {loop_seconds:.1f} s; {train_wall:.1f} s with "
-        f"loading){memory(train_peak)}",
+        f"loading){memory_note(train_peak)}",
         f"- `cheems score` ({'bf16 weights' if gpu else 'fp32, CPU'}, shared prompt prefix, {n_scores} responses, "
         f"{score_tokens:,} tokens): {score_tokens / score_wall:,.0f} tokens/s over the whole command "
-        f"({score_wall:.1f} s, loading included){memory(score_peak)}",
+        f"({score_wall:.1f} s, loading included){memory_note(score_peak)}",
         *judge_lines,
         f"- the whole check: {total:.0f} s after the tests",
     ]
